@@ -1,0 +1,194 @@
+"""The audit log: append-only events in SQLite, each carrying the hash of the one before it.
+
+Schema changes are numbered migrations. Writes run in a worker thread behind a lock so
+the event loop never blocks on SQLite, and each append reads the chain head and inserts
+in one IMMEDIATE transaction, so two processes cannot fork the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlite_utils
+
+from commands.errors import UsageError
+from commands.operation import utc_now
+
+GENESIS_HASH = "0" * 64
+DB_ENV = "PROOFBOT_DB"
+DEFAULT_DB = "proofbot.db"
+T = TypeVar("T")
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "events table (append-only, hash-chained) and operations view",
+        """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            operation_id TEXT,
+            operation TEXT,
+            host TEXT,
+            kind TEXT NOT NULL,
+            actor TEXT,
+            details TEXT NOT NULL DEFAULT '{}',
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL UNIQUE
+        );
+        CREATE INDEX events_host_at ON events(host, at);
+        CREATE INDEX events_operation_kind ON events(operation_id, kind);
+        CREATE INDEX events_kind_at ON events(kind, at);
+        CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+        CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   f.at AS finished_at,
+                   json_extract(f.details, '$.verdict') AS verdict
+            FROM events r
+            LEFT JOIN events f ON f.operation_id = r.operation_id AND f.kind = 'finished'
+            WHERE r.kind = 'requested';
+        """,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    at: str
+    operation_id: str | None
+    operation: str | None
+    host: str | None
+    kind: str
+    actor: str | None
+    details: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+def event_hash(fields: dict[str, Any]) -> str:
+    """sha-256 of an event's content and its predecessor's hash, in canonical JSON."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def db_path(explicit: str | None) -> Path:
+    return Path(explicit or os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+class AuditStore:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self._db = db
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def open(cls, path: Path) -> AuditStore:
+        try:
+            if path.parent and not path.parent.exists():
+                raise UsageError(f"audit database folder {path.parent} does not exist", hint="pass --db PATH")
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
+        store = cls(sqlite_utils.Database(conn))
+        store._migrate()
+        return store
+
+    def close(self) -> None:
+        self._db.conn.close()
+
+    def _migrate(self) -> None:
+        conn = self._db.conn
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, (description, sql) in enumerate(MIGRATIONS, start=1):
+            if version in applied:
+                continue
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
+                    conn.execute("COMMIT")
+                    continue
+                for statement in _statements(sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, description, utc_now()))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        async with self._lock:
+            return await asyncio.to_thread(work)
+
+    async def append(self, kind: str, *, operation_id: str | None = None, operation: str | None = None,
+                     host: str | None = None, actor: str | None = None,
+                     details: dict[str, Any] | None = None) -> Event:
+        """Append one event to the chain and return it as stored."""
+        payload = json.loads(json.dumps(details or {}, default=str))
+        return await self._run(lambda: self._append_now(kind, operation_id, operation, host, actor, payload))
+
+    def _append_now(self, kind: str, operation_id: str | None, operation: str | None, host: str | None,
+                    actor: str | None, details: dict[str, Any]) -> Event:
+        conn = self._db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            head = conn.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+            fields = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
+                      "kind": kind, "actor": actor, "details": details,
+                      "prev_hash": head[0] if head else GENESIS_HASH}
+            digest = event_hash(fields)
+            cursor = conn.execute(
+                "INSERT INTO events (at, operation_id, operation, host, kind, actor, details, prev_hash, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (fields["at"], operation_id, operation, host, kind, actor,
+                 json.dumps(details, sort_keys=True, ensure_ascii=False), fields["prev_hash"], digest),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return Event(int(cursor.lastrowid or 0), str(fields["at"]), operation_id, operation, host, kind, actor,
+                     details, str(fields["prev_hash"]), digest)
+
+    async def events_of(self, operation_id: str) -> list[Event]:
+        return await self._run(lambda: [
+            _event(row) for row in self._db.query(
+                "SELECT * FROM events WHERE operation_id = ? ORDER BY id", [operation_id])
+        ])
+
+
+def _event(row: dict[str, Any]) -> Event:
+    return Event(row["id"], row["at"], row["operation_id"], row["operation"], row["host"], row["kind"],
+                 row["actor"], json.loads(row["details"]), row["prev_hash"], row["hash"])
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements, current = [], ""
+    for line in sql.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements

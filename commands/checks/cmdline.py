@@ -1,0 +1,49 @@
+"""``cmdline``: the running main process holds every expected flag and no forbidden one."""
+
+from __future__ import annotations
+
+from commands.findings import Evidence, Finding
+from commands.inventory import Service
+from commands.redact import redact
+from commands.ssh import CommandResult
+
+
+def cmdline_argv(pid: int) -> list[str]:
+    return ["cat", f"/proc/{pid}/cmdline"]
+
+
+def has_flag(args: list[str], flag: str) -> bool:
+    """True when flag's tokens appear in order in args ("--a b" also matches "--a=b")."""
+    tokens = flag.split()
+    if not tokens:
+        return False
+    joined = [tokens[0] + "=" + " ".join(tokens[1:])] if len(tokens) > 1 else []
+    for start in range(len(args)):
+        if args[start : start + len(tokens)] == tokens:
+            return True
+        if joined and args[start] == joined[0]:
+            return True
+        if len(tokens) == 1 and args[start].startswith(tokens[0] + "="):
+            return True
+    return False
+
+
+def cmdline_finding(service: Service, pid: int, result: CommandResult) -> Finding:
+    args = [arg for arg in result.output.decode("utf-8", "replace").split("\x00") if arg]
+    shown = redact(" ".join(args))
+    evidence = Evidence.of(result.command, result.exit_status, shown, result.duration_s)
+    if result.exit_status != 0 or not args:
+        return Finding("cmdline", "error", f"could not read the command line of PID {pid}", evidence)
+    missing = [flag for flag in service.expect_flags if not has_flag(args, flag)]
+    forbidden = [flag for flag in service.forbid_flags if has_flag(args, flag)]
+    details = {"missing": missing, "forbidden": forbidden}
+    if missing or forbidden:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"forbidden {', '.join(forbidden)} present"] if forbidden else []
+        )
+        return Finding("cmdline", "fail", f"PID {pid}: " + "; ".join(parts), evidence, details)
+    wanted = len(service.expect_flags) + len(service.forbid_flags)
+    return Finding("cmdline", "pass",
+                   f"PID {pid}: {len(service.expect_flags)} expected flag(s) present, "
+                   f"{len(service.forbid_flags)} forbidden absent" if wanted else
+                   f"PID {pid}: no flags to check", evidence, details)

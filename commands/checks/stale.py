@@ -1,0 +1,74 @@
+"""``stale-process``: no watched or restored file changed after the running process started.
+
+The start time comes from ``/proc/PID/stat`` (clock ticks since boot), ``/proc/uptime``
+and the host's clock, all read in one round trip, so it has 10 ms resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from commands.checks.listing import Listing
+from commands.findings import Evidence, Finding
+from commands.ssh import CommandResult
+
+# A file written in the same instant the process started is not evidence of staleness.
+MTIME_TOLERANCE_S = 0.05
+
+
+@dataclass(frozen=True)
+class ProcessStart:
+    pid: int
+    started_at: float
+
+
+def process_start_argvs(pid: int) -> list[list[str]]:
+    return [["cat", f"/proc/{pid}/stat", "/proc/uptime"], ["date", "+%s.%N"], ["getconf", "CLK_TCK"]]
+
+
+def parse_process_start(pid: int, stat: CommandResult, now: CommandResult, ticks: CommandResult
+                        ) -> ProcessStart | None:
+    lines = stat.text.splitlines()
+    if stat.exit_status != 0 or len(lines) < 2 or ")" not in lines[0]:
+        return None
+    try:
+        fields = lines[0].rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])
+        uptime = float(lines[1].split()[0])
+        host_now = float(now.text.strip())
+        per_second = int(ticks.text.strip() or "100")
+    except (ValueError, IndexError):
+        return None
+    return ProcessStart(pid, host_now - uptime + start_ticks / per_second)
+
+
+def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing,
+                  commands: list[CommandResult]) -> Finding:
+    command = "\n".join([listing.evidence.command, *(result.command for result in commands)])
+    output = "\n".join([listing.evidence.output, *(result.text for result in commands)])
+    duration = listing.evidence.duration_s + sum(result.duration_s for result in commands)
+    evidence = Evidence.of(command, max(result.exit_status for result in commands), output, duration)
+    if start is None:
+        return Finding("stale-process", "error", "could not read the process start time", evidence)
+    known = {path: listing.mtimes[path] for path in files if path in listing.mtimes}
+    if not known:
+        return Finding("stale-process", "error", "none of the watched files could be listed", evidence)
+    newer = sorted((path for path, mtime in known.items() if mtime > start.started_at + MTIME_TOLERANCE_S),
+                   key=lambda path: known[path])
+    started = _utc(start.started_at)
+    details = {"process_started_at": started, "changed_after_start": {p: _utc(known[p]) for p in newer}}
+    if newer:
+        names = ", ".join(newer[:5]) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
+        return Finding("stale-process", "warn",
+                       f"PID {start.pid} started {started} but {len(newer)} file(s) changed after it: "
+                       f"{names}; the service is still running the old code: restart it",
+                       evidence, details)
+    newest = max(known.values())
+    return Finding("stale-process", "pass",
+                   f"PID {start.pid} started {started}, after every watched file (newest {_utc(newest)})",
+                   evidence, details)
+
+
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,75 @@
+"""The one small exception tree of proofbot.
+
+Exceptions mean "could not do or check it"; a check that ran and found a problem is a
+finding, never an exception. Each class carries the exit code the CLI maps it to.
+"""
+
+from __future__ import annotations
+
+
+class ProofbotError(Exception):
+    """Base of every error proofbot raises on purpose."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(ProofbotError):
+    """Bad usage: unknown host or backup, bad inventory, bad arguments (exit 2)."""
+
+    exit_code = 2
+
+
+class InventoryError(UsageError):
+    """The inventory file is missing, unreadable or invalid."""
+
+
+class UnknownHost(UsageError):
+    """HOST is not in the inventory."""
+
+
+class UnknownBackup(UsageError):
+    """BACKUP is not listed for the host, or the choice is ambiguous."""
+
+
+class Refused(ProofbotError):
+    """Refused on purpose: not approved, locked, expired, wrong channel (exit 4)."""
+
+    exit_code = 4
+
+
+class CouldNotCheck(ProofbotError):
+    """The host could not be asked, so there is no evidence (exit 3)."""
+
+    exit_code = 3
+
+
+class HostUnreachable(CouldNotCheck):
+    """TCP connect or SSH handshake failed or timed out."""
+
+
+class HostKeyNotVerified(CouldNotCheck):
+    """The host's key is unknown or does not match known_hosts: never auto-accepted."""
+
+
+class AuthenticationFailed(CouldNotCheck):
+    """The host refused our client key."""
+
+
+class CommandTimedOut(CouldNotCheck):
+    """A remote command did not finish within command_timeout_s."""
+
+
+class ConnectionLost(CouldNotCheck):
+    """The link dropped mid-command: no exit status came back."""
+
+
+class MissingOutput(CouldNotCheck):
+    """A command that must print something printed nothing."""

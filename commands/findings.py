@@ -1,0 +1,76 @@
+"""What a check yields: a status, a one-line summary and the evidence behind it.
+
+A failed check is data, not an exception. A check never passes without evidence, and
+all evidence is redacted and trimmed when it is created, so nothing later can leak it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from commands.redact import redact
+
+Status = Literal["pass", "fail", "warn", "error"]
+Verdict = Literal["pass", "fail", "error"]
+
+OUTPUT_LIMIT = 4000
+
+
+def trim(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """Keep the head and tail of long output, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 3 // 4]
+    tail = text[-(limit // 4) :]
+    return f"{head}\n… [{len(text) - len(head) - len(tail)} characters trimmed] …\n{tail}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    command: str
+    exit_status: int | None
+    output: str
+    duration_s: float
+
+    @classmethod
+    def of(cls, command: str, exit_status: int | None, output: str, duration_s: float) -> Evidence:
+        return cls(redact(command), exit_status, trim(redact(output)), round(duration_s, 4))
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    status: Status
+    summary: str
+    evidence: Evidence | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status == "pass" and self.evidence is None:
+            raise ValueError(f"check {self.name} cannot pass without evidence")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "status": self.status,
+            "summary": redact(self.summary),
+            "evidence": asdict(self.evidence) if self.evidence else None,
+        }
+        if self.details:
+            data["details"] = self.details
+        return data
+
+
+def could_not_check(name: str, reason: str, evidence: Evidence | None = None) -> Finding:
+    return Finding(name, "error", reason, evidence)
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    """A definite failure outranks a could-not-check; warnings do not fail."""
+    statuses = {finding.status for finding in findings}
+    if "fail" in statuses:
+        return "fail"
+    if "error" in statuses or not findings:
+        return "error"
+    return "pass"

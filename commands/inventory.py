@@ -1,0 +1,250 @@
+"""Inventory: the hosts, services and backups proofbot may touch, loaded and validated once.
+
+HOST and BACKUP names typed by people are only ever looked up here; they never reach a
+shell. A bad file is refused with the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from commands.errors import InventoryError, UnknownBackup, UnknownHost
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
+INVENTORY_ENV = "PROOFBOT_INVENTORY"
+DEFAULT_INVENTORY = "inventory.yml"
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {value!r}")
+    if "\x00" in value or "\n" in value:
+        raise ValueError("must not contain NUL or newline characters")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SshSettings(_Strict):
+    user: str = "root"
+    known_hosts: str = "~/.ssh/known_hosts"
+    client_keys: list[str] = Field(default_factory=lambda: ["~/.ssh/id_ed25519"])
+    connect_timeout_s: float = Field(default=10, gt=0)
+    command_timeout_s: float = Field(default=60, gt=0)
+
+    @field_validator("user")
+    @classmethod
+    def _user_is_a_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", value):
+            raise ValueError(f"not a valid user name: {value!r}")
+        return value
+
+    def known_hosts_path(self) -> Path:
+        return Path(os.path.expanduser(self.known_hosts))
+
+    def client_key_paths(self) -> list[Path]:
+        return [Path(os.path.expanduser(key)) for key in self.client_keys]
+
+
+class Approvals(_Strict):
+    approvers: list[str] = Field(default_factory=list)
+    allow_self_approval: bool = False
+    expire_after_s: float = Field(default=900, gt=0)
+
+
+class Probe(_Strict):
+    url: str
+    json_body: dict[str, Any] = Field(default_factory=dict, alias="json")
+    timeout_s: float = Field(default=30, gt=0)
+    expect: str | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _http_url(value)
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http(s) URL as seen from the host, got {value!r}")
+    return value
+
+
+class Service(_Strict):
+    manager: Literal["systemd", "supervisord"]
+    unit: str
+    health_url: str
+    expect_flags: list[str] = Field(default_factory=list)
+    forbid_flags: list[str] = Field(default_factory=list)
+    ready_timeout_s: float = Field(default=300, gt=0)
+    min_startup_s: float = Field(default=0, ge=0)
+    probe: Probe | None = None
+    supervisor_config: str | None = None
+
+    @field_validator("unit")
+    @classmethod
+    def _unit_name(cls, value: str) -> str:
+        if not UNIT_PATTERN.fullmatch(value):
+            raise ValueError(f"not a valid unit or program name: {value!r}")
+        return value
+
+    @field_validator("health_url")
+    @classmethod
+    def _health_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("supervisor_config")
+    @classmethod
+    def _config_path(cls, value: str | None) -> str | None:
+        return None if value is None else _absolute_path(value)
+
+
+class Backup(_Strict):
+    dir: str
+    files: dict[str, str]
+    watch: list[str] = Field(default_factory=list)
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, value: str) -> str:
+        return _absolute_path(value).rstrip("/") or "/"
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("a backup must list at least one file")
+        for name, live in value.items():
+            if "/" in name or name in (".", "..") or not name.strip():
+                raise ValueError(f"file name {name!r} must be a plain name inside the backup dir")
+            _absolute_path(live)
+        return value
+
+    @field_validator("watch")
+    @classmethod
+    def _watch(cls, value: list[str]) -> list[str]:
+        return [_absolute_path(path).rstrip("/") or "/" for path in value]
+
+    def backup_path(self, name: str) -> str:
+        return f"{self.dir}/{name}"
+
+
+class Host(_Strict):
+    name: str
+    address: str
+    port: int = Field(default=22, ge=1, le=65535)
+    ssh: SshSettings
+    service: Service | None = None
+    backups: dict[str, Backup] = Field(default_factory=dict)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9.:-]{1,253}", value):
+            raise ValueError(f"not a host name or IP address: {value!r}")
+        return value
+
+    def backup(self, name: str | None) -> tuple[str, Backup]:
+        """The named backup, or the only one; ambiguity and unknown names are usage errors."""
+        known = ", ".join(sorted(self.backups)) or "none"
+        if name is None:
+            if len(self.backups) == 1:
+                return next(iter(self.backups.items()))
+            if not self.backups:
+                raise UnknownBackup(f"host {self.name} has no backups in the inventory")
+            raise UnknownBackup(
+                f"host {self.name} has several backups: {known}",
+                hint="name one, e.g. --backup " + sorted(self.backups)[0],
+            )
+        if name not in self.backups:
+            raise UnknownBackup(f"unknown backup {name!r} for host {self.name}", hint=f"known: {known}")
+        return name, self.backups[name]
+
+
+class Inventory(_Strict):
+    path: str
+    approvals: Approvals
+    channels: list[str] | None = None
+    hosts: dict[str, Host]
+
+    def host(self, name: str) -> Host:
+        if name not in self.hosts:
+            known = ", ".join(sorted(self.hosts)) or "none"
+            raise UnknownHost(f"unknown host {name!r}", hint=f"known hosts: {known}")
+        return self.hosts[name]
+
+
+class _InventoryFile(_Strict):
+    ssh: dict[str, Any] = Field(default_factory=dict)
+    approvals: Approvals = Field(default_factory=Approvals)
+    channels: list[str] | None = None
+    hosts: dict[str, dict[str, Any]]
+
+
+def inventory_path(explicit: str | None) -> Path:
+    return Path(explicit or os.environ.get(INVENTORY_ENV) or DEFAULT_INVENTORY)
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Read and validate the inventory; every problem names the file and the key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(
+            f"{path}: inventory file not found",
+            hint=f"pass --inventory PATH or set {INVENTORY_ENV}",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(f"{path}: cannot read inventory: {exc}") from None
+    return parse_inventory(text, str(path))
+
+
+def parse_inventory(text: str, source: str) -> Inventory:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InventoryError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{source}: top level must be a mapping with a 'hosts' key")
+    try:
+        document = _InventoryFile.model_validate(raw)
+        SshSettings.model_validate(document.ssh)
+    except ValidationError as exc:
+        raise InventoryError(_describe(source, exc, prefix="")) from None
+    hosts: dict[str, Host] = {}
+    for name, entry in document.hosts.items():
+        if not NAME_PATTERN.fullmatch(str(name)):
+            raise InventoryError(f"{source}: hosts.{name}: host names are letters, digits, '.', '_', '-'")
+        if not isinstance(entry, dict):
+            raise InventoryError(f"{source}: hosts.{name}: must be a mapping")
+        merged_ssh = {**document.ssh, **(entry.get("ssh") or {})}
+        try:
+            hosts[str(name)] = Host.model_validate({**entry, "name": str(name), "ssh": merged_ssh})
+        except ValidationError as exc:
+            raise InventoryError(_describe(source, exc, prefix=f"hosts.{name}.")) from None
+        for backup_name in hosts[str(name)].backups:
+            if not NAME_PATTERN.fullmatch(backup_name):
+                raise InventoryError(f"{source}: hosts.{name}.backups.{backup_name}: bad backup name")
+    return Inventory(path=source, approvals=document.approvals, channels=document.channels, hosts=hosts)
+
+
+def _describe(source: str, exc: ValidationError, prefix: str) -> str:
+    first = exc.errors()[0]
+    key = prefix + ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    more = exc.error_count() - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{source}: {key}: {message}{tail}"

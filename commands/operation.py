@@ -1,0 +1,65 @@
+"""What every operation returns and who asked for it: the shared result shape of SPEC.md's JSON."""
+
+from __future__ import annotations
+
+import getpass
+import secrets
+import socket
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from commands.findings import Finding, Verdict, verdict_of
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked, through which front-end, and where the story is told (Slack thread)."""
+
+    actor: str
+    via: Literal["cli", "slack", "demo"]
+    channel: str | None = None
+    thread_ts: str | None = None
+
+    @classmethod
+    def local_user(cls, via: Literal["cli", "demo"] = "cli") -> Origin:
+        return cls(actor=f"{getpass.getuser()}@{socket.gethostname()}", via=via)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"actor": self.actor, "via": self.via, "channel": self.channel, "thread_ts": self.thread_ts}
+
+
+def new_operation_id() -> str:
+    return f"op-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class OperationResult:
+    operation_id: str
+    operation: str
+    host: str
+    started_at: str
+    duration_s: float
+    checks: list[Finding]
+    extra: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "operation": self.operation,
+            "verdict": self.verdict,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "operation_id": self.operation_id,
+            "checks": [finding.to_json() for finding in self.checks],
+            **self.extra,
+        }

@@ -1,0 +1,232 @@
+"""The SSH boundary: one verified connection per host, commands batched into few round trips.
+
+Every asyncssh and socket failure is mapped here, once, into ``commands.errors``. A
+command that comes back without an exit status (the link dropped) is an error, never a
+result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shlex
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+
+from commands.errors import (
+    AuthenticationFailed,
+    CommandTimedOut,
+    ConnectionLost,
+    HostKeyNotVerified,
+    HostUnreachable,
+    ProofbotError,
+)
+from commands.inventory import Host
+
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_COUNT_MAX = 3
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """One remote command: what ran, its exit status and its combined output."""
+
+    command: str
+    exit_status: int
+    output: bytes
+    duration_s: float
+
+    @property
+    def text(self) -> str:
+        return self.output.decode("utf-8", errors="replace")
+
+
+class HostConnection:
+    """An open, host-key-verified SSH connection to one inventory host."""
+
+    def __init__(self, host: Host, conn: asyncssh.SSHClientConnection) -> None:
+        self.host = host
+        self._conn = conn
+        self.exec_round_trips = 0
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None) -> CommandResult:
+        """Run one command (argv, quoted here) and return its result."""
+        command = shlex.join(argv)
+        started = time.monotonic()
+        output, exit_status = await self._exec(command, stdin)
+        return CommandResult(command, exit_status, output, time.monotonic() - started)
+
+    async def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """Run several independent commands in ONE exec round trip, each result kept apart.
+
+        Each command's output is framed by markers carrying a per-call random nonce, so
+        nothing a command prints can forge another command's result or exit status.
+        """
+        if not commands:
+            return []
+        nonce = secrets.token_hex(8)
+        script = _batch_script(nonce, [shlex.join(argv) for argv in commands])
+        output, exit_status = await self._exec(shlex.join(["sh", "-c", script]), None)
+        results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
+        if len(results) < len(commands):
+            lost = shlex.join(commands[len(results)])
+            raise ConnectionLost(
+                f"{self.host.name}: batch ended (exit {exit_status}) before `{lost}` reported",
+                hint="the host may have killed the session; run verify again",
+            )
+        return results
+
+    @asynccontextmanager
+    async def forward(self, dest_host: str, dest_port: int) -> AsyncIterator[int]:
+        """Forward a loopback port here to dest_host:dest_port as seen FROM the host."""
+        try:
+            listener = await self._conn.forward_local_port("127.0.0.1", 0, dest_host, dest_port)
+        except (OSError, asyncssh.Error) as exc:
+            raise _map_error(self.host, exc) from exc
+        try:
+            yield int(listener.get_port())
+        finally:
+            listener.close()
+            await listener.wait_closed()
+
+    async def _exec(self, command: str, stdin: bytes | None) -> tuple[bytes, int]:
+        self.exec_round_trips += 1
+        timeout = self.host.ssh.command_timeout_s
+        try:
+            completed = await self._conn.run(
+                command, input=stdin, encoding=None, stderr=asyncssh.STDOUT, timeout=timeout
+            )
+        except asyncssh.TimeoutError:
+            raise CommandTimedOut(
+                f"{self.host.name}: command did not finish within {timeout:g} s: {command[:200]}",
+                hint="raise ssh.command_timeout_s in the inventory if this is expected",
+            ) from None
+        except (OSError, asyncssh.Error) as exc:
+            raise _map_error(self.host, exc) from exc
+        if completed.exit_status is None:
+            raise ConnectionLost(
+                f"{self.host.name}: connection lost, no exit status for: {command[:200]}",
+                hint="nothing is known about that command's effect; check the host and retry",
+            )
+        output = completed.stdout if isinstance(completed.stdout, bytes) else b""
+        return output, int(completed.exit_status)
+
+
+@asynccontextmanager
+async def connect(host: Host) -> AsyncIterator[HostConnection]:
+    """Open one SSH connection to host with its key checked against known_hosts."""
+    settings = host.ssh
+    known_hosts = settings.known_hosts_path()
+    if not known_hosts.is_file():
+        raise HostKeyNotVerified(
+            f"{host.name}: known_hosts file {known_hosts} does not exist",
+            hint="create it with the host's verified key (ssh-keyscan, checked out of band)",
+        )
+    options: dict[str, Any] = {
+        "username": settings.user,
+        "known_hosts": str(known_hosts),
+        "client_keys": [str(path) for path in settings.client_key_paths()],
+        "connect_timeout": settings.connect_timeout_s,
+        "keepalive_interval": KEEPALIVE_INTERVAL_S,
+        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
+        "config": None,
+        "agent_path": None,
+        "password": None,
+        "kbdint_auth": False,
+    }
+    try:
+        conn = await asyncio.wait_for(
+            asyncssh.connect(host.address, host.port, **options),
+            timeout=settings.connect_timeout_s + 1,
+        )
+    except TimeoutError:
+        raise HostUnreachable(
+            f"{host.name} ({host.address}:{host.port}): no SSH answer within "
+            f"{settings.connect_timeout_s:g} s",
+            hint="check the address, the network path and that sshd runs",
+        ) from None
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        raise _map_error(host, exc) from exc
+    try:
+        yield HostConnection(host, conn)
+    finally:
+        conn.close()
+        try:
+            await asyncio.wait_for(conn.wait_closed(), timeout=2)
+        except (TimeoutError, OSError, asyncssh.Error):
+            pass
+
+
+def _map_error(host: Host, exc: BaseException) -> ProofbotError:
+    where = f"{host.name} ({host.address}:{host.port})"
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyNotVerified(
+            f"{where}: host key not verified against {host.ssh.known_hosts_path()}: {exc.reason}",
+            hint="the key is unknown or changed; verify it out of band before trusting it",
+        )
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return AuthenticationFailed(
+            f"{where}: user {host.ssh.user} was refused: {exc.reason}",
+            hint="check ssh.client_keys and the host's authorized_keys",
+        )
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return HostUnreachable(f"{where}: the host refused a channel: {exc.reason}")
+    if isinstance(exc, asyncssh.DisconnectError | asyncssh.ConnectionLost):
+        return ConnectionLost(f"{where}: connection lost: {exc.reason}")
+    if isinstance(exc, ValueError):
+        return HostKeyNotVerified(f"{where}: cannot use SSH settings: {exc}")
+    if isinstance(exc, OSError):
+        detail = exc.strerror or str(exc) or type(exc).__name__
+        return HostUnreachable(f"{where}: cannot connect: {detail}",
+                               hint="check the address, the network path and that sshd runs")
+    return ConnectionLost(f"{where}: SSH error: {exc}")
+
+
+def _batch_script(nonce: str, commands: list[str]) -> str:
+    lines = [f"printf '{nonce} start %s\\n' \"$(date +%s.%N)\""]
+    for index, command in enumerate(commands):
+        lines.append(f"( {command} ) </dev/null 2>&1")
+        lines.append(f"printf '\\n{nonce} end {index} %s %s\\n' \"$?\" \"$(date +%s.%N)\"")
+    return "\n".join(lines)
+
+
+def _split_batch(nonce: str, commands: list[str], output: bytes) -> list[CommandResult]:
+    """Cut a batch's output back into one result per command, in order."""
+    marker = nonce.encode()
+    start_tag = marker + b" start "
+    if not output.startswith(start_tag):
+        return []
+    first_line_end = output.index(b"\n") if b"\n" in output else len(output)
+    previous_time = _as_float(output[len(start_tag) : first_line_end])
+    rest = output[first_line_end + 1 :]
+    results: list[CommandResult] = []
+    for index, command in enumerate(commands):
+        end_tag = b"\n" + marker + b" end %d " % index
+        cut = rest.find(end_tag)
+        if cut < 0:
+            break
+        body = rest[:cut]
+        line_end = rest.find(b"\n", cut + len(end_tag))
+        if line_end < 0:
+            break
+        fields = rest[cut + len(end_tag) : line_end].split()
+        if len(fields) != 2:
+            break
+        exit_status, finished = int(fields[0]), _as_float(fields[1])
+        duration = max(0.0, finished - previous_time) if finished and previous_time else 0.0
+        results.append(CommandResult(command, exit_status, body, duration))
+        previous_time = finished
+        rest = rest[line_end + 1 :]
+    return results
+
+
+def _as_float(raw: bytes) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        return 0.0
