@@ -11,6 +11,7 @@ import asyncio
 import os
 import shlex
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -257,11 +258,8 @@ async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bo
 
 
 async def _stop_supervisord(pidfile: Path) -> None:
-    import signal
-
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
+    pid = _read_pid(pidfile)
+    if pid is None:
         return
     try:
         os.kill(pid, signal.SIGTERM)
@@ -274,3 +272,10 @@ async def _stop_supervisord(pidfile: Path) -> None:
             return
         await asyncio.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
+
+
+def _read_pid(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None

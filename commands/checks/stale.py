@@ -46,7 +46,8 @@ def parse_process_start(pid: int, stat: CommandResult, now: CommandResult, ticks
 def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing,
                   commands: list[CommandResult]) -> Finding:
     command = "\n".join([listing.evidence.command, *(result.command for result in commands)])
-    output = "\n".join([listing.evidence.output, *(result.text for result in commands)])
+    sections = [(listing.evidence.command, listing.evidence.output)] + [(r.command, r.text) for r in commands]
+    output = "\n".join(f"# {cmd}\n{text.rstrip()}" for cmd, text in sections)
     duration = listing.evidence.duration_s + sum(result.duration_s for result in commands)
     evidence = Evidence.of(command, max(result.exit_status for result in commands), output, duration)
     if start is None:

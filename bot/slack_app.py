@@ -1,0 +1,100 @@
+"""The Slack app (slack-bolt, async): thin listeners, one error handler, the registry's commands.
+
+Listeners ack first, call one function, and render with ``bot.blocks``. Anything raised
+reaches ``on_error``, which answers the user ephemerally and audits refusals.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
+from bot.slack_thread import OperationThread
+from commands.audit_store import AuditStore
+from commands.errors import ProofbotError, Refused, UsageError
+from commands.findings import Finding
+from commands.inventory import Inventory
+from commands.operation import Origin
+from commands.verify import VerifyPlan, verify
+
+log = logging.getLogger("proofbot.slack")
+
+
+@dataclass(frozen=True)
+class BotContext:
+    inventory: Inventory
+    audit: AuditStore
+
+
+def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
+              api_url: str | None = None) -> AsyncApp:
+    client = AsyncWebClient(token=bot_token, base_url=api_url) if api_url else AsyncWebClient(token=bot_token)
+    app = AsyncApp(client=client, signing_secret=signing_secret or "",
+                   request_verification_enabled=signing_secret is not None)
+
+    @app.command("/verify")
+    async def on_verify(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
+        words = command.get("text", "").split()
+        if not words or words[0].lower() == "help":
+            await ack(text=help_message(sorted(context.inventory.hosts)))
+            return
+        await ack()
+        await verify_in_thread(context, client, command)
+
+    @app.error
+    async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
+                       client: AsyncWebClient) -> None:
+        if isinstance(error, ProofbotError):
+            await context.audit.append(
+                "refused", operation=body.get("command", "").lstrip("/") or None,
+                actor=f"slack:{body.get('user_id', '?')}",
+                details={"reason": str(error), "text": body.get("text"), "channel": body.get("channel_id")},
+            )
+            text = error_message(error.message, error.hint)
+        else:
+            log.exception("listener failed", exc_info=error)
+            text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
+                                 "nothing further ran; the details are in the bot's log")
+        if respond is not None:
+            await respond(text=text, response_type="ephemeral", replace_original=False)
+        elif body.get("channel_id") and body.get("user_id"):
+            await client.chat_postEphemeral(channel=body["channel_id"], user=body["user_id"], text=text)
+
+    return app
+
+
+def check_channel(inventory: Inventory, channel: str) -> None:
+    if inventory.channels is not None and channel not in inventory.channels:
+        allowed = ", ".join(f"<#{c}>" for c in inventory.channels)
+        raise Refused("proofbot does not take commands in this channel", hint=f"use {allowed}")
+
+
+async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: dict[str, Any]) -> None:
+    """Run /verify HOST [BACKUP]: parent message, one reply per check, verdict on the parent."""
+    user, channel = command["user_id"], command["channel_id"]
+    check_channel(context.inventory, channel)
+    words = command.get("text", "").split()
+    if len(words) > 2:
+        raise UsageError("usage: /verify HOST [BACKUP]", hint="or /verify help")
+    plan = VerifyPlan.for_host(context.inventory.host(words[0]), words[1] if len(words) > 1 else None)
+    planned = plan.check_names()
+    thread = await OperationThread.open(client, channel, progress_message("verify", plan.host.name, user, planned, []))
+    seen: list[Finding] = []
+
+    async def on_finding(finding: Finding) -> None:
+        seen.append(finding)
+        thread.reply(finding_message(finding))
+        thread.update(progress_message("verify", plan.host.name, user, planned, seen))
+
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=thread.channel, thread_ts=thread.ts)
+    try:
+        result = await verify(plan, origin=origin, audit=context.audit, on_finding=on_finding)
+    except BaseException:
+        await thread.abandon()
+        raise
+    await thread.finish(verdict_message(result, user, plan.backup_name))

@@ -1,0 +1,27 @@
+"""The one list of operations: it drives the CLI subcommands, the Slack commands and the manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    name: str
+    usage: str
+    summary: str
+    mutating: bool
+
+
+OPERATIONS: tuple[OperationSpec, ...] = (
+    OperationSpec(
+        name="verify",
+        usage="HOST [BACKUP]",
+        summary="Prove a host's state: files vs backup, main PID, health, flags, stale process",
+        mutating=False,
+    ),
+)
+
+
+def operation(name: str) -> OperationSpec:
+    return next(spec for spec in OPERATIONS if spec.name == name)
