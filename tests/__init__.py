@@ -1,0 +1,1 @@
+"""proofbot test suite."""

@@ -1,0 +1,56 @@
+"""Shared fixtures: the loopback lab host, inventory files and a CLI runner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from bot.demo_host import DemoHost, demo_host
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliRun:
+    """Run the real ``proofbot`` entry point in a subprocess, as a user would."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", *args, cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(child.communicate(), timeout)
+    return CliRun(child.returncode if child.returncode is not None else -1, out.decode(), err.decode())
+
+
+def write_inventory(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="session")
+async def seeded_host() -> AsyncIterator[DemoHost]:
+    """A loopback host in the seed's broken state: patched file, extra file, forbidden flag."""
+    async with demo_host("ct129") as host:
+        yield host
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="session")
+async def clean_host() -> AsyncIterator[DemoHost]:
+    """A loopback host where everything matches the backup and the flags are right."""
+    async with demo_host("ct130", patched=False, extra_file=False,
+                         flags=["--speculative-algorithm", "NEXTN"]) as host:
+        yield host

@@ -1,0 +1,50 @@
+"""The audit store: migrations, append-only events and the hash chain that links them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from commands.audit_store import GENESIS_HASH, AuditStore, event_hash
+
+
+async def test_events_chain_and_cannot_be_updated_or_deleted(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    first = await store.append("requested", operation_id="op1", operation="verify", host="ct129", actor="u",
+                               details={"origin": {"via": "cli", "channel": None, "thread_ts": None}})
+    second = await store.append("finished", operation_id="op1", operation="verify", host="ct129", actor="u",
+                                details={"verdict": "fail"})
+    store.close()
+    assert first.prev_hash == GENESIS_HASH and second.prev_hash == first.hash
+    assert second.hash == event_hash({"at": second.at, "operation_id": "op1", "operation": "verify",
+                                      "host": "ct129", "kind": "finished", "actor": "u",
+                                      "details": {"verdict": "fail"}, "prev_hash": first.hash})
+    conn = sqlite3.connect(tmp_path / "a.db")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("UPDATE events SET actor = 'mallory'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("DELETE FROM events")
+    assert conn.execute("SELECT id, host, verdict FROM operations").fetchall() == [("op1", "ct129", "fail")]
+
+
+async def test_migrations_run_once(tmp_path: Path) -> None:
+    AuditStore.open(tmp_path / "a.db").close()
+    store = AuditStore.open(tmp_path / "a.db")
+    await store.append("bot-started")
+    store.close()
+    rows = sqlite3.connect(tmp_path / "a.db").execute("SELECT version FROM schema_migrations").fetchall()
+    assert rows == [(1,)]
+
+
+async def test_concurrent_appends_keep_one_chain(tmp_path: Path) -> None:
+    import asyncio
+
+    stores = [AuditStore.open(tmp_path / "a.db") for _ in range(3)]
+    await asyncio.gather(*(store.append("check", details={"n": n}) for n in range(20) for store in stores))
+    for store in stores:
+        store.close()
+    rows = sqlite3.connect(tmp_path / "a.db").execute("SELECT prev_hash, hash FROM events ORDER BY id").fetchall()
+    assert len(rows) == 60
+    assert all(rows[i][0] == rows[i - 1][1] for i in range(1, len(rows)))

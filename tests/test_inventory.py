@@ -1,0 +1,115 @@
+"""A bad inventory is refused with the file, the key and what is wrong; hosts come only from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from commands.errors import InventoryError, UnknownBackup, UnknownHost
+from commands.inventory import load_inventory, parse_inventory
+
+SPEC_EXAMPLE = """
+ssh:
+  user: root
+  known_hosts: ~/.ssh/known_hosts
+  client_keys: [~/.ssh/id_ed25519]
+  connect_timeout_s: 10
+  command_timeout_s: 60
+approvals:
+  approvers: [U0123ABCD]
+  allow_self_approval: false
+  expire_after_s: 900
+channels: [C0123ABCD]
+hosts:
+  ct129:
+    address: 10.1.230.172
+    port: 22
+    ssh: {user: ops, command_timeout_s: 5}
+    service:
+      manager: systemd
+      unit: sglang
+      health_url: http://127.0.0.1:30000/health
+      expect_flags: ["--speculative-algorithm NEXTN"]
+      forbid_flags: ["--enable-ddtree"]
+      ready_timeout_s: 300
+      min_startup_s: 20
+      probe:
+        url: http://127.0.0.1:30000/v1/chat/completions
+        json: {model: default, messages: [{role: user, content: "Say OK"}], max_tokens: 8}
+        timeout_s: 30
+        expect: "OK"
+    backups:
+      pre-ddtree:
+        dir: /root/sglang-ddtree-backup-20260522
+        files:
+          spec_info.py: /root/ml-env/lib/python3.12/site-packages/sglang/srt/speculative/spec_info.py
+        watch:
+          - /root/ml-env/lib/python3.12/site-packages/sglang/srt/speculative
+  ct130:
+    address: 10.1.230.173
+"""
+
+
+def test_spec_example_loads_with_per_host_ssh_overrides() -> None:
+    inventory = parse_inventory(SPEC_EXAMPLE, "inventory.yml")
+    ct129 = inventory.host("ct129")
+    assert ct129.ssh.user == "ops" and ct129.ssh.command_timeout_s == 5
+    assert ct129.ssh.connect_timeout_s == 10
+    assert inventory.host("ct130").ssh.user == "root"
+    assert ct129.service is not None and ct129.service.probe is not None
+    assert ct129.service.probe.json_body["max_tokens"] == 8
+    assert inventory.channels == ["C0123ABCD"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [(("manager: systemd", "manager: upstart"), "hosts.ct129.service.manager", "systemd"),
+     (("port: 22", "port: 99999"), "hosts.ct129.port", "65535"),
+     (("dir: /root/sglang", "dir: root/sglang"), "hosts.ct129.backups.pre-ddtree.dir", "absolute"),
+     (("unit: sglang", "unit: 'sglang; reboot'"), "hosts.ct129.service.unit", "not a valid unit"),
+     (("health_url: http://", "health_url: ftp://"), "hosts.ct129.service.health_url", "http"),
+     (("      unit: sglang", "      unit: sglang\n      restart_cmd: x"), "hosts.ct129.service.restart_cmd",
+      "Extra inputs"),
+     (("spec_info.py: /root", "../x.py: /root"), "hosts.ct129.backups.pre-ddtree.files", "plain name"),
+     (("address: 10.1.230.172", "address: '10.1.230.172; id'"), "hosts.ct129.address", "host name or IP")],
+)
+def test_bad_values_name_file_key_and_problem(edit: tuple[str, str], key: str, words: str) -> None:
+    text = SPEC_EXAMPLE.replace(*edit, 1)
+    with pytest.raises(InventoryError) as raised:
+        parse_inventory(text, "inventory.yml")
+    message = str(raised.value)
+    assert message.startswith("inventory.yml: ")
+    assert key in message and words in message
+
+
+def test_not_yaml_is_refused() -> None:
+    with pytest.raises(InventoryError, match="inventory.yml: not valid YAML"):
+        parse_inventory("hosts: [unclosed", "inventory.yml")
+
+
+def test_missing_hosts_key_is_refused() -> None:
+    with pytest.raises(InventoryError, match="hosts: Field required"):
+        parse_inventory("ssh: {user: root}\n", "inventory.yml")
+
+
+def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="not found") as raised:
+        load_inventory(tmp_path / "nope.yml")
+    assert "PROOFBOT_INVENTORY" in raised.value.hint
+
+
+def test_unknown_host_lists_the_known_ones() -> None:
+    inventory = parse_inventory(SPEC_EXAMPLE, "inventory.yml")
+    with pytest.raises(UnknownHost) as raised:
+        inventory.host("ct129; rm -rf /")
+    assert "ct129, ct130" in raised.value.hint
+
+
+def test_backup_choice() -> None:
+    inventory = parse_inventory(SPEC_EXAMPLE, "inventory.yml")
+    assert inventory.host("ct129").backup(None)[0] == "pre-ddtree"
+    with pytest.raises(UnknownBackup, match="no backups"):
+        inventory.host("ct130").backup(None)
+    with pytest.raises(UnknownBackup, match="unknown backup"):
+        inventory.host("ct129").backup("nope")

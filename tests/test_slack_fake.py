@@ -1,0 +1,602 @@
+"""Tests proving tests/slack_fake rejects what Slack rejects and serves real slack_sdk/bolt usage.
+
+Everything runs against the local FakeSlack on 127.0.0.1; nothing reaches slack.com.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qsl, urljoin
+
+import aiohttp
+import pytest
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.slack_fake import FakeSlack, signing
+
+BOT = "xoxb-test"
+APP = "xapp-test"
+SECRET = "test-signing-secret"
+CHANNEL = "C0PROOF"
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack(bot_token=BOT, app_token=APP) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def client(slack: FakeSlack) -> AsyncIterator[AsyncWebClient]:
+    # One shared aiohttp session, closed when the test ends (no unclosed-session warnings).
+    async with aiohttp.ClientSession() as session:
+        yield AsyncWebClient(token=BOT, base_url=slack.api_url, session=session)
+
+
+def section(text: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}, **extra}
+
+
+def button(action_id: str, text: str = "Go", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text},
+        **extra,
+    }
+
+
+async def expect_error(awaitable: Any, error: str) -> SlackApiError:
+    with pytest.raises(SlackApiError) as info:
+        await awaitable
+    assert info.value.response["error"] == error, info.value.response.data
+    return info.value
+
+
+# ---------------------------------------------------------------- basics / auth
+
+
+async def test_api_url_is_what_slack_sdk_joins_method_names_onto(slack: FakeSlack) -> None:
+    assert slack.api_url.endswith("/api/")
+    assert urljoin(slack.api_url, "chat.postMessage") == f"{slack.base_url}/api/chat.postMessage"
+
+
+async def test_auth_test_reports_bot_identity(slack: FakeSlack, client: AsyncWebClient) -> None:
+    resp = await client.auth_test()
+    assert resp["user_id"] == "UBOT"
+    assert resp["team_id"] == "T0TEST"
+    assert resp["bot_id"]
+    assert resp["url"].startswith("https://")
+    assert "chat:write" in resp.headers["x-oauth-scopes"]
+    assert [c.method for c in slack.calls] == ["auth.test"]
+
+
+async def test_bad_token_is_invalid_auth(slack: FakeSlack) -> None:
+    bad = AsyncWebClient(token="xoxb-wrong", base_url=slack.api_url)
+    await expect_error(bad.chat_postMessage(channel=CHANNEL, text="hi"), "invalid_auth")
+    assert slack.calls_to("chat.postMessage")[0].error == "invalid_auth"
+    assert not slack.messages
+
+
+async def test_missing_token_is_not_authed(slack: FakeSlack) -> None:
+    anonymous = AsyncWebClient(base_url=slack.api_url)
+    await expect_error(anonymous.auth_test(), "not_authed")
+
+
+async def test_token_types_are_not_interchangeable(slack: FakeSlack) -> None:
+    with_app_token = AsyncWebClient(token=APP, base_url=slack.api_url)
+    await expect_error(
+        with_app_token.chat_postMessage(channel=CHANNEL, text="hi"), "not_allowed_token_type"
+    )
+    bot = AsyncWebClient(token=BOT, base_url=slack.api_url)
+    await expect_error(bot.apps_connections_open(app_token=BOT), "not_allowed_token_type")
+    opened = await bot.apps_connections_open(app_token=APP)
+    assert re.fullmatch(rf"ws://127\.0\.0\.1:{slack.port}/link/\?ticket=\w+&app_id=\w+", opened["url"])
+
+
+async def test_unknown_method(client: AsyncWebClient) -> None:
+    await expect_error(client.api_call("chat.postMessages", json={"x": 1}), "unknown_method")
+
+
+async def test_missing_scope(slack: FakeSlack) -> None:
+    async with FakeSlack(bot_token=BOT, app_token=APP, scopes=["commands"]) as narrow:
+        c = AsyncWebClient(token=BOT, base_url=narrow.api_url)
+        err = await expect_error(c.chat_postMessage(channel=CHANNEL, text="x"), "missing_scope")
+        assert err.response["needed"] == "chat:write"
+
+
+# ---------------------------------------------------------------- messages
+
+
+async def test_post_update_and_thread_reply(slack: FakeSlack, client: AsyncWebClient) -> None:
+    first = await client.chat_postMessage(channel=CHANNEL, text="restoring ct129")
+    second = await client.chat_postMessage(channel=CHANNEL, text="unrelated")
+    assert re.fullmatch(r"\d{10}\.\d{6}", first["ts"])
+    assert float(second["ts"]) > float(first["ts"])
+    assert first["channel"] == CHANNEL
+    assert first["message"]["text"] == "restoring ct129"
+
+    updated = await client.chat_update(
+        channel=CHANNEL, ts=first["ts"], text="restored ct129", blocks=[section("*done*")]
+    )
+    assert updated["ts"] == first["ts"]
+    msg = slack.message(CHANNEL, first["ts"])
+    assert msg.text == "restored ct129"
+    assert msg.blocks == [section("*done*")]
+    assert len(msg.update_times) == 1
+
+    reply = await client.chat_postMessage(channel=CHANNEL, thread_ts=first["ts"], text="proof")
+    assert slack.calls_to("chat.postMessage")[-1].args["thread_ts"] == first["ts"]
+    assert [m.ts for m in slack.thread(CHANNEL, first["ts"])] == [reply["ts"]]
+    assert slack.message(CHANNEL, reply["ts"]).is_reply
+
+    link = await client.chat_getPermalink(channel=CHANNEL, message_ts=reply["ts"])
+    assert link["permalink"] == (
+        f"https://fake.slack.test/archives/{CHANNEL}/p{reply['ts'].replace('.', '')}"
+        f"?thread_ts={first['ts']}&cid={CHANNEL}"
+    )
+    assert slack.warnings == []
+
+
+async def test_update_of_unknown_message_is_message_not_found(client: AsyncWebClient) -> None:
+    await expect_error(
+        client.chat_update(channel=CHANNEL, ts="1700000000.999999", text="x"), "message_not_found"
+    )
+    await expect_error(
+        client.chat_getPermalink(channel=CHANNEL, message_ts="1700000000.999999"),
+        "message_not_found",
+    )
+
+
+async def test_reply_to_missing_parent_is_flagged(slack: FakeSlack, client: AsyncWebClient) -> None:
+    await client.chat_postMessage(channel=CHANNEL, thread_ts="1600000000.000001", text="orphan")
+    assert any("matches no message" in w for w in slack.warnings)
+
+
+async def test_text_limits(slack: FakeSlack, client: AsyncWebClient) -> None:
+    await client.chat_postMessage(channel=CHANNEL, text="x" * 40_000)
+    await expect_error(client.chat_postMessage(channel=CHANNEL, text="x" * 40_001), "msg_too_long")
+    await expect_error(client.api_call("chat.postMessage", json={"channel": CHANNEL}), "no_text")
+
+
+async def test_ephemeral_info_and_channels(slack: FakeSlack, client: AsyncWebClient) -> None:
+    eph = await client.chat_postEphemeral(channel=CHANNEL, user="U1", text="only you")
+    assert slack.ephemerals[0].user == "U1"
+    assert slack.ephemerals[0].message_ts == eph["message_ts"]
+    await expect_error(client.chat_update(channel=CHANNEL, ts=eph["message_ts"], text="x"),
+                       "message_not_found")
+    await expect_error(client.chat_postEphemeral(channel=CHANNEL, user="nobody", text="x"),
+                       "user_not_in_channel")
+    info = await client.conversations_info(channel=CHANNEL)
+    assert info["channel"]["id"] == CHANNEL
+    await expect_error(client.chat_postMessage(channel="not-a-channel", text="x"),
+                       "channel_not_found")
+
+
+async def test_strict_channel_list() -> None:
+    async with FakeSlack(bot_token=BOT, app_token=APP, channels={"C1": "ops"}) as fake:
+        c = AsyncWebClient(token=BOT, base_url=fake.api_url)
+        resp = await c.chat_postMessage(channel="#ops", text="by name")
+        assert resp["channel"] == "C1"
+        await expect_error(c.chat_postMessage(channel="C2", text="x"), "channel_not_found")
+        await expect_error(c.conversations_info(channel="C2"), "channel_not_found")
+
+
+async def test_form_encoded_arguments_are_accepted(slack: FakeSlack, client: AsyncWebClient) -> None:
+    blocks = [section("from a form")]
+    resp = await client.api_call(
+        "chat.postMessage",
+        data={"channel": CHANNEL, "text": "form", "blocks": json.dumps(blocks)},
+    )
+    assert slack.message(CHANNEL, resp["ts"]).blocks == blocks
+    await expect_error(
+        client.api_call("chat.postMessage", data={"channel": CHANNEL, "blocks": "[{not json"}),
+        "invalid_blocks_format",
+    )
+
+
+async def test_blocks_without_text_fallback_are_recorded(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    with pytest.warns(UserWarning, match="top-level `text`"):  # slack_sdk warns too
+        await client.chat_postMessage(channel=CHANNEL, blocks=[section("no fallback")])
+    assert len(slack.warnings) == 1
+    assert "fallback" in slack.warnings[0]
+
+
+async def test_rate_limit_emulation_and_call_times(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    slack.set_rate_limit("chat.update", max_calls=2, per_seconds=60)
+    posted = await client.chat_postMessage(channel=CHANNEL, text="v0")
+    for i in range(2):
+        await client.chat_update(channel=CHANNEL, ts=posted["ts"], text=f"v{i + 1}")
+    err = await expect_error(
+        client.chat_update(channel=CHANNEL, ts=posted["ts"], text="v3"), "ratelimited"
+    )
+    assert err.response.status_code == 429
+    assert int(err.response.headers["Retry-After"]) >= 1
+    times = slack.call_times("chat.update")
+    assert len(times) == 2 and times[0] <= times[1]
+    assert len(slack.call_times("chat.update", ok_only=False)) == 3
+
+
+# ---------------------------------------------------------------- Block Kit
+
+
+def _ok_blocks() -> list[dict[str, Any]]:
+    return [
+        {"type": "header", "text": {"type": "plain_text", "text": "h" * 150}},
+        section("s" * 3000, block_id="b1", accessory=button("acc")),
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": "f" * 2000}] * 10},
+        {"type": "divider"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "c"}] * 9
+         + [{"type": "image", "image_url": "https://x.test/i.png", "alt_text": "i"}]},
+        {
+            "type": "actions",
+            "elements": [button(f"a{i}", "t" * 75, value="v" * 2000) for i in range(24)]
+            + [
+                button(
+                    "danger",
+                    style="danger",
+                    confirm={
+                        "title": {"type": "plain_text", "text": "Sure?"},
+                        "text": {"type": "mrkdwn", "text": "Really *restart*?"},
+                        "confirm": {"type": "plain_text", "text": "Yes"},
+                        "deny": {"type": "plain_text", "text": "No"},
+                    },
+                )
+            ],
+        },
+        {
+            "type": "rich_text",
+            "elements": [
+                {"type": "rich_text_section", "elements": [{"type": "text", "text": "hi"}]},
+                {
+                    "type": "rich_text_list",
+                    "style": "bullet",
+                    "elements": [
+                        {"type": "rich_text_section",
+                         "elements": [{"type": "link", "url": "https://x.test"}]}
+                    ],
+                },
+            ],
+        },
+        {"type": "image", "image_url": "https://x.test/p.png", "alt_text": "proof"},
+        {
+            "type": "input",
+            "dispatch_action": True,
+            "label": {"type": "plain_text", "text": "Reason"},
+            "element": {"type": "plain_text_input", "action_id": "reason"},
+        },
+    ]
+
+
+async def test_valid_block_kit_at_the_limits_is_accepted(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    await client.chat_postMessage(channel=CHANNEL, text="fallback", blocks=_ok_blocks())
+    await client.chat_postMessage(channel=CHANNEL, text="fifty", blocks=[{"type": "divider"}] * 50)
+    assert slack.warnings == []
+
+
+async def test_51_blocks_is_invalid_blocks(slack: FakeSlack, client: AsyncWebClient) -> None:
+    err = await expect_error(
+        client.chat_postMessage(channel=CHANNEL, text="x", blocks=[{"type": "divider"}] * 51),
+        "invalid_blocks",
+    )
+    assert err.response["response_metadata"]["messages"] == [
+        "[ERROR] no more than 50 items allowed [json-pointer:/blocks]"
+    ]
+    assert not slack.messages
+
+
+async def test_3001_char_section_is_invalid_blocks(client: AsyncWebClient) -> None:
+    err = await expect_error(
+        client.chat_postMessage(channel=CHANNEL, text="x", blocks=[section("s" * 3001)]),
+        "invalid_blocks",
+    )
+    assert err.response["response_metadata"]["messages"] == [
+        "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]"
+    ]
+
+
+CONFIRM_NO_DENY = {
+    "title": {"type": "plain_text", "text": "t"},
+    "text": {"type": "plain_text", "text": "t"},
+    "confirm": {"type": "plain_text", "text": "ok"},
+}
+
+
+@pytest.mark.parametrize(
+    ("blocks", "reason"),
+    [
+        ([{"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}], "151 characters"),
+        ([{"type": "header", "text": {"type": "mrkdwn", "text": "h"}}], "must be one of plain_text"),
+        ([{"type": "section", "fields": [{"type": "mrkdwn", "text": "f"}] * 11}], "10 items"),
+        ([{"type": "section", "fields": [{"type": "mrkdwn", "text": "f" * 2001}]}], "2001 char"),
+        ([section("")], "more than 0 characters"),
+        ([{"type": "section"}], "either text or fields"),
+        ([{"type": "context", "elements": [{"type": "mrkdwn", "text": "c"}] * 11}], "10 items"),
+        ([{"type": "actions", "elements": [button(f"a{i}") for i in range(26)]}], "25 items"),
+        ([{"type": "actions", "elements": [button("a", "t" * 76)]}], "76 characters"),
+        ([{"type": "actions", "elements": [button("a" * 256)]}], "256 characters"),
+        ([{"type": "actions", "elements": [button("a", value="v" * 2001)]}], "2001 characters"),
+        ([{"type": "actions", "elements": [button("a"), button("a")]}], "duplicate action_id"),
+        (
+            [section("x", accessory=button("a")), {"type": "actions", "elements": [button("a")]}],
+            "duplicate action_id",
+        ),
+        ([{"type": "actions", "elements": [button("a", confirm=CONFIRM_NO_DENY)]}], "field: deny"),
+        ([{"type": "actions", "elements": [button("a", style="green")]}], "primary"),
+        ([section("a", block_id="b"), section("b", block_id="b")], "duplicate block_id"),
+        ([section("a", block_id="b" * 256)], "256 characters"),
+        ([{"type": "section", "text": {"type": "markdown", "text": "x"}}], "must be one of"),
+        ([{"type": "sektion", "text": {"type": "mrkdwn", "text": "x"}}], "unsupported block type"),
+        ([section("x", color="red")], "invalid additional property: color"),
+        ([{"type": "actions", "elements": [{**button("a"), "disabled": True}]}], "additional"),
+        ([{"type": "image", "image_url": "https://x.test/i.png"}], "field: alt_text"),
+        ([{"type": "rich_text", "elements": [{"type": "rich_text_section",
+                                              "elements": [{"type": None}]}]}], "rich text"),
+        (["not an object"], "must be an object"),
+    ],
+)
+async def test_invalid_block_kit_is_rejected(
+    slack: FakeSlack, client: AsyncWebClient, blocks: list[Any], reason: str
+) -> None:
+    err = await expect_error(
+        client.chat_postMessage(channel=CHANNEL, text="fallback", blocks=blocks), "invalid_blocks"
+    )
+    messages = err.response["response_metadata"]["messages"]
+    assert any(reason in m for m in messages), messages
+    assert all(m.startswith("[ERROR] ") and "[json-pointer:/blocks" in m for m in messages)
+
+
+async def test_block_kit_is_validated_on_update_and_ephemeral(client: AsyncWebClient) -> None:
+    posted = await client.chat_postMessage(channel=CHANNEL, text="ok")
+    too_long = [section("s" * 3001)]
+    await expect_error(
+        client.chat_update(channel=CHANNEL, ts=posted["ts"], text="x", blocks=too_long),
+        "invalid_blocks",
+    )
+    await expect_error(
+        client.chat_postEphemeral(channel=CHANNEL, user="U1", text="x", blocks=too_long),
+        "invalid_blocks",
+    )
+
+
+# ---------------------------------------------------------------- files
+
+
+async def test_files_upload_v2_end_to_end(slack: FakeSlack, client: AsyncWebClient) -> None:
+    parent = await client.chat_postMessage(channel=CHANNEL, text="proof follows")
+    resp = await client.files_upload_v2(
+        channel=CHANNEL,
+        thread_ts=parent["ts"],
+        filename="proof.txt",
+        content="service active (running)\n",
+        title="Proof",
+        initial_comment="here is the proof",
+    )
+    file_id = resp["file"]["id"]
+    uploaded = slack.files[file_id]
+    assert uploaded.content == b"service active (running)\n"
+    assert uploaded.completed
+    assert uploaded.title == "Proof"
+    assert uploaded.channels == [CHANNEL]
+    assert uploaded.thread_ts == parent["ts"]
+    assert [c.method for c in slack.calls] == [
+        "chat.postMessage",
+        "files.getUploadURLExternal",
+        "files.completeUploadExternal",
+    ]
+    assert slack.warnings == []
+
+
+async def test_complete_upload_requires_the_bytes(client: AsyncWebClient) -> None:
+    started = await client.files_getUploadURLExternal(filename="a.txt", length=3)
+    await expect_error(
+        client.files_completeUploadExternal(files=[{"id": started["file_id"]}], channel_id=CHANNEL),
+        "file_not_found",
+    )
+    await expect_error(
+        client.files_completeUploadExternal(files=[{"id": "F404"}], channel_id=CHANNEL),
+        "file_not_found",
+    )
+
+
+# ---------------------------------------------------------------- response_url
+
+
+async def test_response_url_records_and_validates(slack: FakeSlack) -> None:
+    url = slack.response_url()
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json={"text": "done", "response_type": "in_channel"}) as r:
+            assert (r.status, await r.text()) == (200, "ok")
+        async with http.post(url, json={"text": "x", "blocks": [section("s" * 3001)]}) as r:
+            assert (r.status, await r.text()) == (400, "invalid_blocks")
+        for _ in range(3):
+            async with http.post(url, json={"text": "again"}) as r:
+                assert r.status == 200
+        async with http.post(url, json={"text": "sixth"}) as r:
+            assert r.status == 404
+        async with http.post(f"{slack.base_url}/response/nope", json={"text": "x"}) as r:
+            assert r.status == 404
+    posts = slack.responses_to(url)
+    assert posts[0].body == {"text": "done", "response_type": "in_channel"}
+    assert [p.status for p in posts] == [200, 400, 200, 200, 200, 404]
+
+
+# ---------------------------------------------------------------- Socket Mode
+
+
+async def test_socket_mode_protocol_with_raw_client(slack: FakeSlack) -> None:
+    bot = AsyncWebClient(token=APP, base_url=slack.api_url)
+    url = (await bot.apps_connections_open(app_token=APP))["url"]
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url) as ws:
+            hello = await ws.receive_json(timeout=5)
+            assert hello["type"] == "hello"
+            assert hello["connection_info"]["app_id"]
+            assert hello["num_connections"] == 1
+            await ws.ping(b"sdk-ping-pong:1")  # answered by autoping, like Slack
+            pending = await slack.socket_send_slash_command(command="/verify", text="ct129")
+            envelope = await ws.receive_json(timeout=5)
+            assert envelope["type"] == "slash_commands"
+            assert envelope["accepts_response_payload"] is True
+            assert envelope["payload"]["command"] == "/verify"
+            assert envelope["payload"]["text"] == "ct129"
+            await ws.send_json({"envelope_id": envelope["envelope_id"], "payload": {"text": "ok"}})
+            ack = await pending
+            assert ack.payload == {"text": "ok"}
+            assert 0 <= ack.elapsed < 3
+            await ws.send_json({"envelope_id": "unknown"})
+            await ws.send_json({"envelope_id": envelope["envelope_id"]})
+            await slack.wait_until(lambda: len(slack.warnings) == 2, what="2 warnings")
+            assert "unknown envelope_id" in slack.warnings[0]
+            assert "duplicate ack" in slack.warnings[1]
+            slack.warnings.clear()
+
+            # an ack payload Slack would refuse to render is reported
+            bad = await slack.socket_send_slash_command(command="/verify", text="x")
+            envelope = await ws.receive_json(timeout=5)
+            await ws.send_json({"envelope_id": envelope["envelope_id"],
+                                "payload": {"text": "t", "blocks": [section("s" * 3001)]}})
+            await bad
+            assert "invalid_blocks" in slack.warnings[0]
+            assert "3001 characters" in slack.warnings[0]
+            slack.warnings.clear()
+
+            # acks slower than Slack's 3 s deadline are reported
+            slack.ack_deadline = 0.0
+            late = await slack.socket_send_slash_command(command="/verify", text="x")
+            envelope = await ws.receive_json(timeout=5)
+            await ws.send_json({"envelope_id": envelope["envelope_id"]})
+            assert (await late).payload is None
+            assert "Slack would have reported a timeout" in slack.warnings[0]
+        with pytest.raises(aiohttp.WSServerHandshakeError):
+            await http.ws_connect(url)  # tickets are single use
+
+
+async def test_bolt_socket_mode_slash_command_round_trip(slack: FakeSlack) -> None:
+    # Bolt's Socket Mode handler finds the fake through the app's web client base_url:
+    # apps.connections.open goes to app.client (or web_client=...), which returns our ws:// URL.
+    app = AsyncApp(client=AsyncWebClient(token=BOT, base_url=slack.api_url))
+
+    @app.command("/verify")
+    async def verify(ack: Any, command: dict[str, Any], say: Any, respond: Any) -> None:
+        await ack(f"verifying {command['text']}")
+        await say(text=f"{command['text']} verified")
+        await respond(text="all good")
+
+    handler = AsyncSocketModeHandler(app, APP)
+    await handler.connect_async()
+    try:
+        assert slack.socket_connections == 1
+        url = slack.response_url()
+        pending = await slack.socket_send_slash_command(
+            command="/verify", text="ct129", user_id="U1", channel_id="C1", response_url=url
+        )
+        ack = await pending.wait(timeout=10)
+        assert ack.payload == {"text": "verifying ct129"}
+        assert ack.elapsed < 3
+        posted = await slack.wait_for("chat.postMessage")
+        assert posted[0].args["channel"] == "C1"
+        assert posted[0].args["text"] == "ct129 verified"
+        responses = await slack.wait_for_response(url)
+        assert responses[0].body["text"] == "all good"
+        assert slack.calls_to("auth.test")[0].ok
+        assert slack.calls_to("apps.connections.open")[0].token == APP
+
+        # Slack asks clients to reconnect from time to time; bolt must follow.
+        await slack.socket_disconnect()
+        await slack.wait_for("apps.connections.open", count=2)
+        await slack.wait_until(
+            lambda: slack.socket_connects == 2 and slack.socket_connections == 1,
+            timeout=10,
+            what="bolt to reconnect",
+        )
+        again = await slack.socket_send_slash_command(command="/verify", text="ct130")
+        assert (await again).payload == {"text": "verifying ct130"}
+        await slack.wait_for("chat.postMessage", count=2)
+    finally:
+        await handler.close_async()
+    assert slack.warnings == []
+
+
+# ---------------------------------------------------------------- HTTP mode signing
+
+
+def test_sign_matches_slack_sdk_verifier() -> None:
+    body = signing.slash_command_body(
+        "/verify", "ct129", "U1", "C1", "https://hooks.test/r", "trig.1"
+    )
+    fields = dict(parse_qsl(body.decode()))
+    assert fields["command"] == "/verify" and fields["text"] == "ct129"
+    headers = signing.sign(body, SECRET)
+    assert SignatureVerifier(SECRET).is_valid_request(body, headers)
+    assert not SignatureVerifier(SECRET).is_valid_request(body + b"x", headers)
+    fixed = signing.sign(b"payload", SECRET, timestamp=1_531_420_618)
+    assert fixed["X-Slack-Request-Timestamp"] == "1531420618"
+    assert fixed["X-Slack-Signature"].startswith("v0=") and len(fixed["X-Slack-Signature"]) == 67
+
+
+async def test_bolt_http_mode_accepts_signed_requests(slack: FakeSlack) -> None:
+    app = AsyncApp(
+        client=AsyncWebClient(token=BOT, base_url=slack.api_url), signing_secret=SECRET
+    )
+    clicked: list[str] = []
+
+    @app.command("/verify")
+    async def verify(ack: Any, command: dict[str, Any]) -> None:
+        await ack(f"got {command['text']}")
+
+    @app.action("approve")
+    async def approve(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        clicked.append(body["actions"][0]["value"])
+
+    def request(body: bytes, headers: dict[str, str]) -> AsyncBoltRequest:
+        all_headers = {"content-type": signing.FORM_CONTENT_TYPE, **headers}
+        return AsyncBoltRequest(body=body.decode(), headers=all_headers)
+
+    body = signing.slash_command_body(
+        "/verify", "ct129", "U1", "C1", slack.response_url(), "trig.1"
+    )
+    resp = await app.async_dispatch(request(body, signing.sign(body, SECRET)))
+    assert resp.status == 200
+    assert "got ct129" in resp.body
+    forged = await app.async_dispatch(request(body, signing.sign(body, "wrong-secret")))
+    assert forged.status == 401
+
+    action = {
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "tester", "team_id": "T0TEST"},
+        "team": {"id": "T0TEST", "domain": "fake-team"},
+        "api_app_id": "A0TEST",
+        "container": {"type": "message", "message_ts": "1700000000.000100", "channel_id": "C1"},
+        "trigger_id": "trig.2",
+        "channel": {"id": "C1", "name": "general"},
+        "response_url": slack.response_url(),
+        "actions": [
+            {"type": "button", "action_id": "approve", "block_id": "b1", "value": "ct129",
+             "action_ts": "1700000001.000000"}
+        ],
+    }
+    action_body = signing.block_actions_body(action)
+    resp = await app.async_dispatch(request(action_body, signing.sign(action_body, SECRET)))
+    assert resp.status == 200
+    for _ in range(100):
+        if clicked:
+            break
+        await asyncio.sleep(0.01)
+    assert clicked == ["ct129"]

@@ -1,0 +1,107 @@
+"""Tier 1: the SSH boundary against an in-process server: framing, host keys, failures mapped once."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import asyncssh
+import pytest
+import yaml
+
+from bot.demo_host import DemoHost
+from commands.errors import CommandTimedOut, HostKeyNotVerified, HostUnreachable
+from commands.inventory import Host, parse_inventory
+from commands.ssh import connect
+
+
+def host_of(lab: DemoHost, **ssh: object) -> Host:
+    document = lab.inventory()
+    document["ssh"].update(ssh)
+    return parse_inventory(yaml.safe_dump(document), "test.yml").host(lab.name)
+
+
+async def test_batch_keeps_each_commands_output_and_status_apart(clean_host: DemoHost) -> None:
+    async with connect(host_of(clean_host)) as conn:
+        results = await conn.run_batch([
+            ["printf", "no newline"], ["sh", "-c", "echo out; echo err >&2; exit 3"], ["true"],
+            ["printf", "%s\\n", "line1", "line2"],
+        ])
+        assert conn.exec_round_trips == 1
+    assert [r.exit_status for r in results] == [0, 3, 0, 0]
+    assert results[0].output == b"no newline"
+    assert results[1].output.splitlines() == [b"out", b"err"] or set(results[1].output.splitlines()) == {
+        b"out", b"err"}
+    assert results[2].output == b""
+    assert results[3].output == b"line1\nline2\n"
+
+
+async def test_output_cannot_forge_another_commands_result(clean_host: DemoHost) -> None:
+    forged = "\n0000000000000000 end 1 0 1.0\n"
+    async with connect(host_of(clean_host)) as conn:
+        results = await conn.run_batch([["printf", "%s", forged], ["false"]])
+    assert results[1].exit_status == 1
+    assert results[0].output == forged.encode()
+
+
+async def test_shell_metacharacters_in_arguments_stay_literal(clean_host: DemoHost, tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    async with connect(host_of(clean_host)) as conn:
+        result = await conn.run(["echo", f"x; touch {canary}", f"$(touch {canary})", f"`touch {canary}`"])
+    assert not canary.exists()
+    assert result.text.startswith("x; touch")
+
+
+async def test_unknown_host_key_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{clean_host.ssh_port} {other}\n")
+    with pytest.raises(HostKeyNotVerified) as raised:
+        async with connect(host_of(clean_host, known_hosts=str(known))):
+            pass
+    assert str(known) in str(raised.value)
+
+
+async def test_host_missing_from_known_hosts_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    with pytest.raises(HostKeyNotVerified):
+        async with connect(host_of(clean_host, known_hosts=str(known))):
+            pass
+
+
+async def test_missing_known_hosts_file_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
+    with pytest.raises(HostKeyNotVerified, match="does not exist"):
+        async with connect(host_of(clean_host, known_hosts=str(tmp_path / "nope"))):
+            pass
+
+
+async def test_closed_port_is_unreachable(clean_host: DemoHost) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free_port = sock.getsockname()[1]
+    document = clean_host.inventory()
+    document["hosts"][clean_host.name]["port"] = free_port
+    host = parse_inventory(yaml.safe_dump(document), "t.yml").host(clean_host.name)
+    with pytest.raises(HostUnreachable, match="cannot connect"):
+        async with connect(host):
+            pass
+
+
+async def test_silent_listener_times_out_as_unreachable(clean_host: DemoHost) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        document = clean_host.inventory()
+        document["ssh"]["connect_timeout_s"] = 0.5
+        document["hosts"][clean_host.name]["port"] = listener.getsockname()[1]
+        host = parse_inventory(yaml.safe_dump(document), "t.yml").host(clean_host.name)
+        with pytest.raises(HostUnreachable):
+            async with connect(host):
+                pass
+
+
+async def test_slow_command_times_out(clean_host: DemoHost) -> None:
+    async with connect(host_of(clean_host, command_timeout_s=0.5)) as conn:
+        with pytest.raises(CommandTimedOut, match="0.5 s"):
+            await conn.run(["sleep", "5"])

@@ -1,0 +1,74 @@
+"""Tier 1: verify end to end against loopback hosts (in-process SSH, real supervisord), via the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.demo_host import DemoHost
+from tests.conftest import run_cli, write_inventory
+
+
+async def test_seeded_host_fails_with_every_planted_problem(seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv.yml", seeded_host.inventory())
+    run = await run_cli("verify", "ct129", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"), "--json")
+    assert run.code == 1, run.stderr
+    report = json.loads(run.stdout)
+    statuses = {check["name"]: check["status"] for check in report["checks"]}
+    assert statuses == {"file:spec_info.py": "fail", "file:eagle_info.py": "pass", "extra-files": "fail",
+                        "main-pid": "pass", "health": "pass", "cmdline": "fail", "stale-process": "pass"}
+    assert report["verdict"] == "fail" and report["host"] == "ct129" and report["operation"] == "verify"
+    for check in report["checks"]:
+        assert check["evidence"]["command"] and check["evidence"]["output"]
+        assert isinstance(check["evidence"]["exit_status"], int)
+
+
+async def test_clean_host_passes_and_exits_zero(clean_host: DemoHost, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv.yml", clean_host.inventory())
+    run = await run_cli("verify", "ct130", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    assert run.code == 0, run.stdout + run.stderr
+    assert "ct130: PASS" in run.stdout
+    assert "7 pass" in run.stdout
+
+
+async def test_human_output_says_what_failed_and_shows_the_command(seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv.yml", seeded_host.inventory())
+    run = await run_cli("verify", "ct129", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    assert run.code == 1
+    assert "✗ FAIL   cmdline" in run.stdout and "forbidden --enable-ddtree present" in run.stdout
+    assert "$ sha256sum -- " in run.stdout
+
+
+async def test_file_restored_by_hand_passes_again(tmp_path: Path) -> None:
+    from bot.demo_host import demo_host
+
+    async with demo_host("ct131", extra_file=False, flags=["--speculative-algorithm", "NEXTN"]) as host:
+        inventory = write_inventory(tmp_path / "inv.yml", host.inventory())
+        first = await run_cli("verify", "ct131", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"),
+                              "--json")
+        assert first.code == 1
+        assert {c["name"] for c in json.loads(first.stdout)["checks"] if c["status"] == "fail"} == {
+            "file:spec_info.py"}
+        (host.live_dir / "spec_info.py").write_bytes((host.backup_dir / "spec_info.py").read_bytes())
+        second = await run_cli("verify", "ct131", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"),
+                               "--json")
+        report = json.loads(second.stdout)
+        # The file now matches, but it changed after the service started: the code running is stale.
+        assert {c["name"]: c["status"] for c in report["checks"]}["stale-process"] == "warn"
+        assert second.code == 0
+
+
+async def test_stopped_service_fails_main_pid_and_health(tmp_path: Path) -> None:
+    from bot.demo_host import demo_host
+
+    async with demo_host("ct132", patched=False, extra_file=False,
+                         flags=["--speculative-algorithm", "NEXTN"]) as host:
+        assert "stopped" in (await host.supervisorctl("stop", "sglang"))
+        inventory = write_inventory(tmp_path / "inv.yml", host.inventory())
+        run = await run_cli("verify", "ct132", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"),
+                            "--json")
+        report = {c["name"]: c for c in json.loads(run.stdout)["checks"]}
+        assert run.code == 1
+        assert report["main-pid"]["status"] == "fail"
+        assert report["health"]["status"] == "fail"
+        assert report["cmdline"]["status"] == "error"
