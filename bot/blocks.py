@@ -99,7 +99,9 @@ def help_message(hosts: Sequence[str]) -> str:
 
 
 def error_message(message: str, hint: str) -> str:
-    return f":no_entry: {escape(message)}" + (f"\n{escape(hint)}" if hint else "")
+    """The message may echo what the user typed, so it is escaped; hints are built only from
+    the inventory and proofbot's own words, and may carry Slack links such as <#C123>."""
+    return f":no_entry: {escape(message)}" + (f"\n{hint}" if hint else "")
 
 
 def as_plain_text(message: Message) -> str:

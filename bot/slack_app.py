@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -37,18 +38,21 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
 
+    # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
+    # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
     @app.command("/verify")
     async def on_verify(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
         words = command.get("text", "").split()
         if not words or words[0].lower() == "help":
-            await ack(text=help_message(sorted(context.inventory.hosts)))
+            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
             return
+        plan = verify_plan(context.inventory, command)
         await ack()
-        await verify_in_thread(context, client, command)
+        await verify_in_thread(context, client, command, plan)
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
-                       client: AsyncWebClient) -> None:
+                       client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
         if isinstance(error, ProofbotError):
             await context.audit.append(
                 "refused", operation=body.get("command", "").lstrip("/") or None,
@@ -60,10 +64,13 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             log.exception("listener failed", exc_info=error)
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
+        if response is not None:  # not acknowledged yet: the ack itself carries the reply
+            return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
         if respond is not None:
             await respond(text=text, response_type="ephemeral", replace_original=False)
         elif body.get("channel_id") and body.get("user_id"):
             await client.chat_postEphemeral(channel=body["channel_id"], user=body["user_id"], text=text)
+        return None
 
     return app
 
@@ -74,14 +81,20 @@ def check_channel(inventory: Inventory, channel: str) -> None:
         raise Refused("proofbot does not take commands in this channel", hint=f"use {allowed}")
 
 
-async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: dict[str, Any]) -> None:
-    """Run /verify HOST [BACKUP]: parent message, one reply per check, verdict on the parent."""
-    user, channel = command["user_id"], command["channel_id"]
-    check_channel(context.inventory, channel)
+def verify_plan(inventory: Inventory, command: dict[str, Any]) -> VerifyPlan:
+    """/verify HOST [BACKUP] checked against the channel list and the inventory, or refused."""
+    check_channel(inventory, command["channel_id"])
     words = command.get("text", "").split()
     if len(words) > 2:
         raise UsageError("usage: /verify HOST [BACKUP]", hint="or /verify help")
-    plan = VerifyPlan.for_host(context.inventory.host(words[0]), words[1] if len(words) > 1 else None)
+    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
+
+
+async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: dict[str, Any],
+                           plan: VerifyPlan) -> None:
+    """Run a verify as a thread: parent message, one reply per check, verdict on the parent."""
+    user = command["user_id"]
+    channel = command["channel_id"]
     planned = plan.check_names()
     thread = await OperationThread.open(client, channel, progress_message("verify", plan.host.name, user, planned, []))
     seen: list[Finding] = []

@@ -107,7 +107,7 @@ async def test_unknown_method(client: AsyncWebClient) -> None:
     await expect_error(client.api_call("chat.postMessages", json={"x": 1}), "unknown_method")
 
 
-async def test_missing_scope(slack: FakeSlack) -> None:
+async def test_missing_scope() -> None:
     async with FakeSlack(bot_token=BOT, app_token=APP, scopes=["commands"]) as narrow:
         c = AsyncWebClient(token=BOT, base_url=narrow.api_url)
         err = await expect_error(c.chat_postMessage(channel=CHANNEL, text="x"), "missing_scope")

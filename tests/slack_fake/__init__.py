@@ -1,0 +1,42 @@
+"""Strict local fake of the Slack Web API / Socket Mode for proofbot's tests.
+
+Import `FakeSlack` from here; `signing` builds signed HTTP-mode requests.
+"""
+
+from . import signing
+from .blockkit import validate_blocks
+from .server import (
+    BOT_ID,
+    BOT_USER_ID,
+    TEAM_ID,
+    Call,
+    Channel,
+    Ephemeral,
+    FakeSlack,
+    Message,
+    MessageEdit,
+    PendingAck,
+    ResponsePost,
+    SlackError,
+    SocketAck,
+    UploadedFile,
+)
+
+__all__ = [
+    "BOT_ID",
+    "BOT_USER_ID",
+    "TEAM_ID",
+    "Call",
+    "Channel",
+    "Ephemeral",
+    "FakeSlack",
+    "Message",
+    "MessageEdit",
+    "PendingAck",
+    "ResponsePost",
+    "SlackError",
+    "SocketAck",
+    "UploadedFile",
+    "signing",
+    "validate_blocks",
+]

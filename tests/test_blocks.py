@@ -1,0 +1,35 @@
+"""Block Kit rendering stays inside Slack's limits and keeps what a reader needs."""
+
+from __future__ import annotations
+
+from bot.blocks import finding_message, progress_message, verdict_message
+from commands.findings import Evidence, Finding
+from commands.operation import OperationResult
+from tests.slack_fake.blockkit import validate_blocks
+
+
+def test_long_output_is_trimmed_with_a_note_and_stays_valid() -> None:
+    evidence = Evidence("find / -type f", 0, "x" * 3900 + "<script>&", 1.0)
+    text, blocks = finding_message(Finding("extra-files", "fail", "many files", evidence))
+    assert validate_blocks(blocks) == []
+    sections = [block["text"]["text"] for block in blocks if block["type"] == "section"]
+    assert all(len(section) <= 3000 for section in sections)
+    assert any("characters trimmed" in section for section in sections)
+    assert text.startswith("extra-files: fail")
+
+
+def test_backticks_in_output_cannot_close_the_code_block() -> None:
+    evidence = Evidence("cat x", 0, "before ``` after", 0.1)
+    _, blocks = finding_message(Finding("cmdline", "pass", "ok", evidence))
+    code = blocks[1]["text"]["text"]
+    assert code.startswith("```") and code.endswith("```")
+    assert code.count("```") == 2
+
+
+def test_verdict_of_many_checks_fits_in_fifty_blocks() -> None:
+    checks = [Finding(f"file:f{i}.py", "pass", "identical " * 20, Evidence("c", 0, "o", 0.0)) for i in range(300)]
+    result = OperationResult("op-1", "verify", "ct129", "2026-01-01T00:00:00Z", 1.0, checks)
+    _, blocks = verdict_message(result, "U1", "pre")
+    assert validate_blocks(blocks) == []
+    _, progress = progress_message("verify", "ct129", "U1", [c.name for c in checks], checks[:10])
+    assert validate_blocks(progress) == []

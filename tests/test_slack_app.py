@@ -1,0 +1,172 @@
+"""The real bolt app receiving signed slash commands over HTTP (and once over Socket Mode),
+talking to the recording fake of the Slack Web API."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+import yaml
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+from bot.demo_host import DemoHost
+from bot.slack_app import BotContext, build_app
+from commands.audit_store import AuditStore
+from commands.inventory import parse_inventory
+from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
+
+SECRET = "test-signing-secret"
+CHANNEL = "C0OPS"
+USER = "U0ALICE"
+MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
+
+
+@dataclass
+class SlackRig:
+    slack: FakeSlack
+    url: str
+    db: Path
+
+    async def command(self, command: str, text: str, *, channel: str = CHANNEL, secret: str = SECRET,
+                      user: str = USER) -> tuple[httpx.Response, str, float]:
+        response_url = self.slack.response_url()
+        body = slash_command_body(command, text, user, channel, response_url, "trigger-1")
+        started = time.monotonic()
+        async with httpx.AsyncClient(trust_env=False) as client:
+            response = await client.post(self.url, content=body,
+                                         headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, secret)})
+        return response, response_url, time.monotonic() - started
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        rows = sqlite3.connect(self.db).execute("SELECT kind, details FROM events ORDER BY id").fetchall()
+        return [(kind, json.loads(details)) for kind, details in rows]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def rig(seeded_host: DemoHost, tmp_path: Path) -> AsyncIterator[SlackRig]:
+    document = seeded_host.inventory()
+    document["channels"] = [CHANNEL]
+    inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack() as slack:
+        app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
+                        api_url=slack.api_url)
+        runner = web.AppRunner(app.web_app(path="/slack/events"))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            yield SlackRig(slack, f"http://127.0.0.1:{port}/slack/events", tmp_path / "audit.db")
+        finally:
+            await runner.cleanup()
+            audit.close()
+
+
+async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: SlackRig) -> None:
+    response, _, elapsed = await rig.command("/verify", "ct129")
+    assert response.status_code == 200
+    assert elapsed < 3.0
+    slack = rig.slack
+    await slack.wait_until(lambda: any(m.edits and "FAIL" in m.edits[-1].text
+                                       for m in slack.messages_in(CHANNEL) if not m.is_reply),
+                           timeout=30, what="the verdict on the parent")
+    [parent] = [m for m in slack.messages_in(CHANNEL) if not m.is_reply]
+    first_post = slack.calls_to("chat.postMessage")[0].args
+    assert first_post["text"].startswith("Verifying ct129 for <@U0ALICE>")
+    assert "thread_ts" not in first_post
+    replies = slack.thread(CHANNEL, parent.ts)
+    assert len(replies) == 7
+    assert all(reply.thread_ts == parent.ts for reply in replies)
+    by_check = {reply.text.split(":")[0] + ":" + reply.text.split(":")[1] if reply.text.startswith("file:")
+                else reply.text.split(":")[0]: reply for reply in replies}
+    assert "fail" in by_check["cmdline"].text and "--enable-ddtree" in by_check["cmdline"].text
+    code = json.dumps(by_check["file:spec_info.py"].blocks)
+    assert "```$ sha256sum -- " in code
+    final = parent.edits[-1]
+    assert "ct129 verify: FAIL" in final.text
+    assert "3 fail" in final.text
+    assert slack.warnings == []
+    requested = next(details for kind, details in rig.events() if kind == "requested")
+    assert requested["origin"] == {"actor": "slack:U0ALICE", "via": "slack", "channel": CHANNEL,
+                                   "thread_ts": parent.ts}
+    assert [kind for kind, _ in rig.events()].count("check") == 7
+
+
+async def test_bad_signature_gets_401_and_no_web_api_call(rig: SlackRig) -> None:
+    response, _, _ = await rig.command("/verify", "ct129", secret="wrong-secret")
+    assert response.status_code == 401
+    assert rig.slack.calls == []
+
+
+async def test_unknown_host_gets_ephemeral_list_and_runs_nothing(rig: SlackRig) -> None:
+    response, _, elapsed = await rig.command("/verify", "ct129;reboot")
+    assert response.status_code == 200 and elapsed < 3.0
+    reply = response.json()
+    assert reply["response_type"] == "ephemeral"
+    assert "unknown host" in reply["text"] and "known hosts: ct129" in reply["text"]
+    assert rig.slack.calls_to("chat.postMessage") == []
+    [(kind, details)] = rig.events()
+    assert kind == "refused" and details["text"] == "ct129;reboot"
+
+
+async def test_wrong_channel_is_refused(rig: SlackRig) -> None:
+    response, _, _ = await rig.command("/verify", "ct129", channel="C0RANDOM")
+    reply = response.json()
+    assert reply["response_type"] == "ephemeral"
+    assert "does not take commands in this channel" in reply["text"]
+    assert f"&lt;#{CHANNEL}&gt;" not in reply["text"] and f"<#{CHANNEL}>" in reply["text"]
+    assert rig.slack.calls_to("chat.postMessage") == []
+    assert [kind for kind, _ in rig.events()] == ["refused"]
+
+
+async def test_help_is_the_ack_itself(rig: SlackRig) -> None:
+    response, _, elapsed = await rig.command("/verify", "help")
+    assert response.status_code == 200 and elapsed < 3.0
+    assert "/verify HOST [BACKUP]" in response.json()["text"]
+    assert "`ct129`" in response.json()["text"]
+    assert rig.slack.calls_to("chat.postMessage") == []
+
+
+async def test_every_manifest_command_is_handled_by_the_app(rig: SlackRig) -> None:
+    commands = [entry["command"] for entry in yaml.safe_load(MANIFEST.read_text())["features"]["slash_commands"]]
+    for command in commands:
+        response, _, _ = await rig.command(command, "help")
+        assert response.status_code == 200, f"{command} is in manifest.yml but the app does not handle it"
+    unhandled, _, _ = await rig.command("/not-a-proofbot-command", "help")
+    assert unhandled.status_code == 404
+
+
+@pytest.mark.parametrize("text", ["", "ct129 pre-ddtree extra-word"])
+async def test_bad_usage_is_explained(rig: SlackRig, text: str) -> None:
+    response, _, _ = await rig.command("/verify", text)
+    assert response.status_code == 200
+    assert "/verify HOST [BACKUP]" in response.json()["text"]
+    assert rig.slack.calls_to("chat.postMessage") == []
+
+
+async def test_socket_mode_acks_and_runs_verify(seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = parse_inventory(yaml.safe_dump(seeded_host.inventory()), "inventory.yml")
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack() as slack:
+        app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, api_url=slack.api_url)
+        handler = AsyncSocketModeHandler(app, slack.app_token, web_client=app.client)
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        try:
+            ack = await (await slack.socket_send_slash_command("/verify", "ct129", channel_id=CHANNEL)).wait()
+            assert ack.elapsed < 3.0
+            await slack.wait_until(lambda: any(m.edits and "verify: FAIL" in m.edits[-1].text
+                                               for m in slack.messages_in(CHANNEL)), timeout=30, what="verdict")
+        finally:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+            audit.close()
