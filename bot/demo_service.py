@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stand-in for an LLM inference server (sglang-like) used by the proofbot test lab.
+"""Stand-in for an LLM inference server (sglang-like), run by `proofbot demo` and the test lab.
 
 Standard library only, so it also runs inside the minimal Debian containers of tier 3.
 """

@@ -36,11 +36,15 @@ def ssh(host: LabHost, command: str, **kw: object) -> subprocess.CompletedProces
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
 
 
-def assert_gone(prefix: str) -> None:
+def assert_gone(prefix: str, workdir: Path) -> None:
+    """Nothing this lab created is left (other runs' hosts may exist in parallel)."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert prefix not in netns, netns
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f": {prefix.replace('pblab-', 'pbl').rstrip('-')}h" not in links, links
     with open("/proc/self/mountinfo") as f:
-        assert "proofbot-lab-" not in f.read()
+        assert str(workdir) not in f.read()
+    assert not workdir.exists()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,7 @@ def lab2() -> Iterator[NetnsLab]:
     finally:
         prefix = f"pblab-{lab.octet}-"
         lab.stop()
-        assert_gone(prefix)
+        assert_gone(prefix, lab.workdir)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,7 @@ def lab3() -> Iterator[NspawnLab]:
     finally:
         prefix = f"pblab-{lab.octet}-"
         lab.stop()
-        assert_gone(prefix)
+        assert_gone(prefix, lab.workdir)
 
 
 @pytest.mark.tier2
