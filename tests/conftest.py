@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import pytest_asyncio
 import yaml
 
 from bot.demo_host import DemoHost, demo_host
 
 REPO = Path(__file__).resolve().parent.parent
+CLI_TIMEOUT_S = 120
 
 
 @dataclass
@@ -26,13 +26,14 @@ class CliRun:
     stderr: str
 
 
-async def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliRun:
+async def run_cli(*args: str, env: dict[str, str] | None = None) -> CliRun:
     """Run the real ``proofbot`` entry point in a subprocess, as a user would."""
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot.cli", *args, cwd=REPO,
         env={**os.environ, **(env or {})},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(child.communicate(), timeout)
+    async with asyncio.timeout(CLI_TIMEOUT_S):
+        out, err = await child.communicate()
     return CliRun(child.returncode if child.returncode is not None else -1, out.decode(), err.decode())
 
 

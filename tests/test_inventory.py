@@ -84,7 +84,7 @@ def test_bad_values_name_file_key_and_problem(edit: tuple[str, str], key: str, w
 
 
 def test_not_yaml_is_refused() -> None:
-    with pytest.raises(InventoryError, match="inventory.yml: not valid YAML"):
+    with pytest.raises(InventoryError, match=r"inventory\.yml: not valid YAML"):
         parse_inventory("hosts: [unclosed", "inventory.yml")
 
 

@@ -103,5 +103,5 @@ async def test_silent_listener_times_out_as_unreachable(clean_host: DemoHost) ->
 
 async def test_slow_command_times_out(clean_host: DemoHost) -> None:
     async with connect(host_of(clean_host, command_timeout_s=0.5)) as conn:
-        with pytest.raises(CommandTimedOut, match="0.5 s"):
+        with pytest.raises(CommandTimedOut, match=r"0\.5 s"):
             await conn.run(["sleep", "5"])
