@@ -63,6 +63,38 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE r.kind = 'requested';
         """,
     ),
+    (
+        "locks (one mutating operation per host) and plans awaiting approval",
+        """
+        CREATE TABLE locks (
+            host TEXT PRIMARY KEY,
+            operation_id TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            machine TEXT NOT NULL,
+            acquired_at TEXT NOT NULL,
+            channel TEXT,
+            thread_ts TEXT
+        );
+        CREATE TABLE plans (
+            id TEXT PRIMARY KEY,
+            operation TEXT NOT NULL,
+            host TEXT NOT NULL,
+            requested_by TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            plan_hash TEXT NOT NULL,
+            details TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            decided_by TEXT,
+            decided_at TEXT,
+            channel TEXT,
+            message_ts TEXT
+        );
+        CREATE INDEX plans_state_expiry ON plans(state, expires_at);
+        """,
+    ),
 ]
 
 

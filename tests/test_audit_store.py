@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.audit_store import GENESIS_HASH, AuditStore, event_hash
+from commands.audit_store import GENESIS_HASH, MIGRATIONS, AuditStore, event_hash
 
 
 async def test_events_chain_and_cannot_be_updated_or_deleted(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ async def test_migrations_run_once(tmp_path: Path) -> None:
     await store.append("bot-started")
     store.close()
     rows = sqlite3.connect(tmp_path / "a.db").execute("SELECT version FROM schema_migrations").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(n,) for n in range(1, len(MIGRATIONS) + 1)]
 
 
 async def test_concurrent_appends_keep_one_chain(tmp_path: Path) -> None:
