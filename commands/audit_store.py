@@ -171,6 +171,20 @@ class AuditStore:
         async with self._lock:
             return await asyncio.to_thread(work)
 
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run work(conn) in one IMMEDIATE transaction, in the store's worker thread."""
+        def run() -> T:
+            conn = self._db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                value = work(conn)
+                conn.execute("COMMIT")
+                return value
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return await self._run(run)
+
     async def append(self, kind: str, *, operation_id: str | None = None, operation: str | None = None,
                      host: str | None = None, actor: str | None = None,
                      details: dict[str, Any] | None = None) -> Event:

@@ -45,6 +45,14 @@ class Refused(ProofbotError):
     exit_code = 4
 
 
+class Locked(Refused):
+    """Another mutating operation holds the host; ``holder`` says which and where."""
+
+    def __init__(self, message: str, *, hint: str = "", holder: dict[str, object] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder or {}
+
+
 class CouldNotCheck(ProofbotError):
     """The host could not be asked, so there is no evidence (exit 3)."""
 

@@ -1,0 +1,54 @@
+"""One mutating operation per host; a dead holder's lock is released with a note."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from commands import locks
+from commands.audit_store import AuditStore
+from commands.errors import Locked
+
+
+async def test_second_operation_is_refused_naming_the_first(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    first = await locks.acquire(store, "ct129", "op-1", "restore", "slack:U1", channel="C1", thread_ts="1.2")
+    with pytest.raises(Locked) as refused:
+        await locks.acquire(store, "ct129", "op-2", "restart", "slack:U2")
+    assert refused.value.exit_code == 4
+    assert "restore op-1 by slack:U1" in refused.value.message
+    assert refused.value.holder["thread_ts"] == "1.2"
+    await locks.acquire(store, "ct130", "op-3", "restart", "slack:U2")  # other hosts are free
+    await locks.release(store, first)
+    assert (await locks.acquire(store, "ct129", "op-2", "restart", "slack:U2")).operation_id == "op-2"
+    store.close()
+
+
+async def test_lock_of_a_dead_process_is_released_with_an_audit_note(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    store = AuditStore.open(tmp_path / "a.db")
+    await store.transaction(lambda conn: conn.execute(
+        "INSERT INTO locks VALUES ('ct129', 'op-old', 'restore', 'slack:U9', ?, ?, '2026-01-01T00:00:00Z', "
+        "NULL, NULL)", (dead.pid, socket.gethostname())))
+    mine = await locks.acquire(store, "ct129", "op-new", "restart", "slack:U1")
+    assert mine.operation_id == "op-new"
+    store.close()
+    kind, details = sqlite3.connect(tmp_path / "a.db").execute(
+        "SELECT kind, details FROM events WHERE kind = 'lock-released-stale'").fetchone()
+    assert json.loads(details)["holder"]["holder"] == "slack:U9"
+
+
+async def test_lock_held_on_another_machine_is_not_guessed_stale(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    await store.transaction(lambda conn: conn.execute(
+        "INSERT INTO locks VALUES ('ct129', 'op-x', 'restore', 'cli:bob', 1, 'other-machine', "
+        "'2026-01-01T00:00:00Z', NULL, NULL)"))
+    with pytest.raises(Locked, match="op-x"):
+        await locks.acquire(store, "ct129", "op-new", "restart", "slack:U1")
+    store.close()
