@@ -95,6 +95,38 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX plans_state_expiry ON plans(state, expires_at);
         """,
     ),
+    (
+        "chain_head: the last event's id and hash and the event count, moved by a trigger on each append; "
+        "index for the audit trail",
+        # The head is the anchor that makes deleting the LAST rows (truncation) evident; see
+        # commands/audit_chain.py. It only ever follows the real head, one append at a time.
+        f"""
+        CREATE TABLE chain_head (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            event_id INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            events INTEGER NOT NULL,
+            at TEXT
+        );
+        INSERT INTO chain_head (id, event_id, hash, events, at)
+            SELECT 1, COALESCE(MAX(id), 0),
+                   COALESCE((SELECT hash FROM events ORDER BY id DESC LIMIT 1), '{GENESIS_HASH}'),
+                   COUNT(*), (SELECT at FROM events ORDER BY id DESC LIMIT 1)
+            FROM events;
+        CREATE TRIGGER events_move_chain_head AFTER INSERT ON events BEGIN
+            UPDATE chain_head SET event_id = NEW.id, hash = NEW.hash, events = events + 1, at = NEW.at
+            WHERE id = 1;
+        END;
+        CREATE TRIGGER chain_head_follows_appends BEFORE UPDATE ON chain_head
+            WHEN NEW.event_id IS NOT (SELECT MAX(id) FROM events)
+              OR NEW.hash IS NOT (SELECT hash FROM events WHERE id = NEW.event_id)
+              OR NEW.events IS NOT OLD.events + 1
+            BEGIN SELECT RAISE(ABORT, 'the chain head only follows appended events'); END;
+        CREATE TRIGGER chain_head_is_kept BEFORE DELETE ON chain_head
+            BEGIN SELECT RAISE(ABORT, 'the chain head is part of the audit log'); END;
+        CREATE INDEX events_kind_host ON events(kind, host);
+        """,
+    ),
 ]
 
 
@@ -183,6 +215,17 @@ class AuditStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        return await self._run(run)
+
+    async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run query(conn) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
+        def run() -> T:
+            conn = self._db.conn
+            conn.execute("BEGIN DEFERRED")
+            try:
+                return query(conn)
+            finally:
+                conn.execute("COMMIT")
         return await self._run(run)
 
     async def append(self, kind: str, *, operation_id: str | None = None, operation: str | None = None,
