@@ -48,16 +48,26 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes]) -> None:
         "/bin/sh", "-c", command, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    # stdin is pumped by hand: asyncssh's stdin redirect leaves an un-awaited cleanup
-    # coroutine behind when the client closes first.
-    stdin_task = asyncio.create_task(_pump(process, child))
-    await process.redirect(stdout=child.stdout, stderr=child.stderr)
+    # Pumped by hand, not with process.redirect(): exit() must come after every byte of
+    # output was written, and the stdin redirect leaves an un-awaited coroutine behind.
+    stdin_task = asyncio.create_task(_pump_stdin(process, child))
+    assert child.stdout is not None and child.stderr is not None
+    await asyncio.gather(_pump_out(child.stdout, process.stdout), _pump_out(child.stderr, process.stderr))
     status = await child.wait()
     stdin_task.cancel()
     process.exit(status)
 
 
-async def _pump(process: asyncssh.SSHServerProcess[bytes], child: asyncio.subprocess.Process) -> None:
+async def _pump_out(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (OSError, asyncssh.Error):
+        pass
+
+
+async def _pump_stdin(process: asyncssh.SSHServerProcess[bytes], child: asyncio.subprocess.Process) -> None:
     assert child.stdin is not None
     try:
         while data := await process.stdin.read(65536):

@@ -61,18 +61,24 @@ class HostConnection:
         output, exit_status = await self._exec(command, stdin)
         return CommandResult(command, exit_status, output, time.monotonic() - started)
 
-    async def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        """Run several independent commands in ONE exec round trip, each result kept apart.
+    async def run_batch(self, commands: Sequence[Sequence[str]], *, stop_on_failure: bool = False,
+                        cleanup: Sequence[str] = ()) -> list[CommandResult]:
+        """Run several commands in ONE exec round trip, each result kept apart.
 
         Each command's output is framed by markers carrying a per-call random nonce, so
-        nothing a command prints can forge another command's result or exit status.
+        nothing a command prints can forge another command's result or exit status. With
+        stop_on_failure the batch ends at the first non-zero exit (the results then stop
+        there); ``cleanup`` paths are removed by the remote shell however it exits,
+        including when the link drops and sshd hangs up on it.
         """
         if not commands:
             return []
         nonce = secrets.token_hex(8)
-        script = _batch_script(nonce, [shlex.join(argv) for argv in commands])
+        script = _batch_script(nonce, [shlex.join(argv) for argv in commands], stop_on_failure, cleanup)
         output, exit_status = await self._exec(shlex.join(["sh", "-c", script]), None)
         results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
+        if stop_on_failure and results and results[-1].exit_status != 0:
+            return results
         if len(results) < len(commands):
             lost = shlex.join(commands[len(results)])
             raise ConnectionLost(
@@ -187,11 +193,20 @@ def _map_error(host: Host, exc: BaseException) -> ProofbotError:
     return ConnectionLost(f"{where}: SSH error: {exc}")
 
 
-def _batch_script(nonce: str, commands: list[str]) -> str:
-    lines = [f"printf '{nonce} start %s\\n' \"$(date +%s.%N)\""]
+def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False,
+                  cleanup: Sequence[str] = ()) -> str:
+    lines = []
+    if cleanup:
+        removal = shlex.quote(shlex.join(["rm", "-f", "--", *cleanup]))
+        lines.append(f"trap {removal} EXIT")
+        lines.append("trap 'exit 129' HUP INT TERM PIPE")
+    lines.append(f"printf '{nonce} start %s\\n' \"$(date +%s.%N)\"")
     for index, command in enumerate(commands):
         lines.append(f"( {command} ) </dev/null 2>&1")
-        lines.append(f"printf '\\n{nonce} end {index} %s %s\\n' \"$?\" \"$(date +%s.%N)\"")
+        lines.append("rc=$?")
+        lines.append(f"printf '\\n{nonce} end {index} %s %s\\n' \"$rc\" \"$(date +%s.%N)\"")
+        if stop_on_failure:
+            lines.append('[ "$rc" -eq 0 ] || exit "$rc"')
     return "\n".join(lines)
 
 

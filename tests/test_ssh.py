@@ -105,3 +105,14 @@ async def test_slow_command_times_out(clean_host: DemoHost) -> None:
     async with connect(host_of(clean_host, command_timeout_s=0.5)) as conn:
         with pytest.raises(CommandTimedOut, match=r"0\.5 s"):
             await conn.run(["sleep", "5"])
+
+
+async def test_stop_on_failure_ends_the_batch_and_cleanup_runs(clean_host: DemoHost, tmp_path: Path) -> None:
+    tmp_file, never = tmp_path / "tmp-copy", tmp_path / "never"
+    async with connect(host_of(clean_host)) as conn:
+        results = await conn.run_batch(
+            [["touch", str(tmp_file)], ["test", "-e", str(tmp_file)], ["false"], ["touch", str(never)]],
+            stop_on_failure=True, cleanup=[str(tmp_file)])
+    assert [r.exit_status for r in results] == [0, 0, 1]
+    assert not never.exists(), "commands after a failure must not run"
+    assert not tmp_file.exists(), "cleanup paths are removed when the batch ends"
