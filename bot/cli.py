@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from bot.cli_audit import add_audit_parser, run_audit
 from bot.terminal import render_result
 from commands.audit_store import AuditStore, db_path
 from commands.errors import ProofbotError, UsageError
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Restore, restart and prove each change took effect.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
+        if spec.name == "audit":
+            add_audit_parser(sub, spec, shared)
+            continue
         command = sub.add_parser(spec.name, parents=[shared], help=spec.summary, description=spec.summary)
         command.add_argument("host", metavar="HOST")
         if spec.name == "verify":
@@ -61,6 +65,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from bot.demo import run_demo
 
         return await run_demo(getattr(args, "db", None))
+    if args.command == "audit":
+        return await run_audit(args)
     inventory = load_inventory(inventory_path(getattr(args, "inventory", None)))
     if args.command == "serve":
         from bot.serve import serve

@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
+from bot.slack_audit import audit_in_thread, audit_request
 from bot.slack_thread import OperationThread
 from commands.audit_store import AuditStore
 from commands.errors import ProofbotError, Refused, UsageError
@@ -49,6 +50,16 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         plan = verify_plan(context.inventory, command)
         await ack()
         await verify_in_thread(context, client, command, plan)
+
+    @app.command("/audit")
+    async def on_audit(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
+        if command.get("text", "").strip().lower() == "help":
+            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
+            return
+        check_channel(context.inventory, command["channel_id"])
+        request = audit_request(context.inventory, command.get("text", ""))
+        await ack()
+        await audit_in_thread(client, context.audit, command, request)
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,

@@ -20,6 +20,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         summary="Prove a host's state: files vs backup, main PID, health, flags, stale process",
         mutating=False,
     ),
+    OperationSpec(
+        name="audit",
+        usage="[HOST] [N]",
+        summary="Show the last N operations (default 10), newest first: who asked, who approved, verdict, thread",
+        mutating=False,
+    ),
 )
 
 
