@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import random
 import sqlite3
@@ -44,10 +45,12 @@ def operations(total_events: int, rng: random.Random) -> Iterator[dict[str, Any]
         operation = "restore" if n % 5 == 0 else "verify"
         op_id = f"op-{at:%Y%m%dT%H%M%S}-{n:06x}"
         slack = n % 3 != 0
-        origin = {"actor": f"slack:{user}" if slack else "root@ops1", "via": "slack" if slack else "cli",
-                  "channel": "C0OPS" if slack else None, "thread_ts": f"{at.timestamp():.6f}" if slack else None}
+        origin: dict[str, Any] = {
+            "actor": f"slack:{user}" if slack else "root@ops1", "via": "slack" if slack else "cli",
+            "channel": "C0OPS" if slack else None, "thread_ts": f"{at.timestamp():.6f}" if slack else None}
         actor = origin["actor"]
-        events = [("requested", actor, {"checks": CHECKS, "origin": origin, "backup": "pre-ddtree"})]
+        events: list[tuple[str, Any, dict[str, Any]]] = [
+            ("requested", actor, {"checks": CHECKS, "origin": origin, "backup": "pre-ddtree"})]
         if operation == "restore":
             events.append(("approved", f"slack:{rng.choice(USERS)}", {"plan_hash": f"{n:064x}"}))
         for name in CHECKS:
@@ -113,10 +116,11 @@ async def main() -> None:
                                    .fetchone()[0])
             print(f"{count} events, {ops} operations on {len(HOSTS)} hosts, "
                   f"{db.stat().st_size / 1e6:.0f} MB; filled in {fill_s:.2f} s")
-            for label, host, limit in [("/audit ct129 (N=10)", "ct129", 10), ("/audit ct129 25", "ct129", 25),
-                                       ("/audit (all hosts, N=10)", None, 10),
-                                       ("proofbot audit --limit 1000", None, 1000)]:
-                median, records = await timed(args.repeats, lambda h=host, n=limit: recent_operations(store, h, n))
+            cases: list[tuple[str, str | None, int]] = [
+                ("/audit ct129 (N=10)", "ct129", 10), ("/audit ct129 25", "ct129", 25),
+                ("/audit (all hosts, N=10)", None, 10), ("proofbot audit --limit 1000", None, 1000)]
+            for label, host, limit in cases:
+                median, records = await timed(args.repeats, functools.partial(recent_operations, store, host, limit))
                 print(f"  {label:<30} {median * 1000:8.2f} ms  (median of {args.repeats}, {len(records)} rows)")
             median, report = await timed(3, lambda: verify_chain(store))
             state = "intact" if report.intact else f"BROKEN: {report.broken}"
