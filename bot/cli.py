@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 
 from bot.cli_audit import add_audit_parser, run_audit
+from bot.cli_restart import add_restart_parser, run_restart
+from bot.cli_restore import add_restore_parser, run_restore
 from bot.terminal import render_result
 from commands.audit_store import AuditStore, db_path
 from commands.errors import ProofbotError, UsageError
@@ -30,8 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Restore, restart and prove each change took effect.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
+        if spec.name == "restart":
+            continue
         if spec.name == "audit":
             add_audit_parser(sub, spec, shared)
+            continue
+        if spec.name == "restore":
+            add_restore_parser(sub, spec, shared)
             continue
         command = sub.add_parser(spec.name, parents=[shared], help=spec.summary, description=spec.summary)
         command.add_argument("host", metavar="HOST")
@@ -39,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--backup", metavar="NAME", help="backup to compare with (default: the only one)")
         command.add_argument("--json", action="store_true", help="print one JSON object")
         command.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
+    add_restart_parser(sub, shared)  # restart: bot/cli_restart.py (whether or not the registry lists it)
     serve = sub.add_parser("serve", parents=[shared], help="run the Slack bot (Socket Mode by default)")
     serve.add_argument("--http", type=int, metavar="PORT", help="HTTP mode: receive events at /slack/events")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
@@ -72,6 +80,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from bot.serve import serve
 
         return await serve(inventory, db_path(getattr(args, "db", None)), http_port=args.http, bind=args.host)
+    if args.command == "restart":
+        return await run_restart(args, inventory)
+    if args.command == "restore":
+        return await run_restore(args, inventory)
     audit = AuditStore.open(db_path(getattr(args, "db", None)))
     origin = Origin.local_user()
     try:

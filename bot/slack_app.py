@@ -6,8 +6,10 @@ reaches ``on_error``, which answers the user ephemerally and audits refusals.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt import BoltResponse
@@ -15,7 +17,9 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
+from bot.restore_blocks import APPROVE, APPROVE_WITH_EXTRAS, REJECT
 from bot.slack_audit import audit_in_thread, audit_request
+from bot.slack_restore import apply_in_thread, decide_click, plan_in_thread, restore_request
 from bot.slack_thread import OperationThread
 from commands.audit_store import AuditStore
 from commands.errors import ProofbotError, Refused, UsageError
@@ -31,6 +35,7 @@ log = logging.getLogger("proofbot.slack")
 class BotContext:
     inventory: Inventory
     audit: AuditStore
+    timers: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
@@ -61,29 +66,58 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         await ack()
         await audit_in_thread(client, context.audit, command, request)
 
+    @app.command("/restore")
+    async def on_restore(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
+        if command.get("text", "").strip().lower() in ("", "help"):
+            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
+            return
+        check_channel(context.inventory, command["channel_id"])
+        request = await restore_request(context.inventory, context.audit, command)
+        await ack()
+        await plan_in_thread(context.inventory, context.audit, client, command, request, context.timers)
+
+    @app.action(re.compile(f"^({APPROVE}|{APPROVE_WITH_EXTRAS}|{REJECT})$"))
+    async def on_restore_decision(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        pending = await decide_click(context.inventory, context.audit, body)
+        await ack()
+        await apply_in_thread(context.inventory, context.audit, client, body, pending)
+
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
                        client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
         if isinstance(error, ProofbotError):
+            action = (body.get("actions") or [{}])[0]
+            user = body.get("user_id") or body.get("user", {}).get("id", "?")
             await context.audit.append(
-                "refused", operation=body.get("command", "").lstrip("/") or None,
-                actor=f"slack:{body.get('user_id', '?')}",
-                details={"reason": str(error), "text": body.get("text"), "channel": body.get("channel_id")},
+                "refused", operation=body.get("command", "").lstrip("/") or action.get("action_id"),
+                operation_id=action.get("value"), actor=f"slack:{user}",
+                details={"reason": str(error), "text": body.get("text"),
+                         "channel": body.get("channel_id") or body.get("channel", {}).get("id")},
             )
-            text = error_message(error.message, error.hint)
+            text = error_message(error.message, error.hint + await _link_to_holder(client, error))
         else:
             log.exception("listener failed", exc_info=error)
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
-        if response is not None:  # not acknowledged yet: the ack itself carries the reply
+        is_click = body.get("type") == "block_actions"
+        if response is not None and not is_click:  # not acknowledged yet: the ack carries the reply
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
         if respond is not None:
             await respond(text=text, response_type="ephemeral", replace_original=False)
         elif body.get("channel_id") and body.get("user_id"):
             await client.chat_postEphemeral(channel=body["channel_id"], user=body["user_id"], text=text)
-        return None
+        return BoltResponse(status=200, body="") if response is not None else None
 
     return app
+
+
+async def _link_to_holder(client: AsyncWebClient, error: Exception) -> str:
+    """For a busy host: a link to the thread of the operation that holds it."""
+    holder = getattr(error, "holder", None) or {}
+    if not holder.get("channel") or not holder.get("thread_ts"):
+        return ""
+    link = await client.chat_getPermalink(channel=holder["channel"], message_ts=holder["thread_ts"])
+    return f"\n<{link['permalink']}|the running operation>"
 
 
 def check_channel(inventory: Inventory, channel: str) -> None:

@@ -21,6 +21,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         mutating=False,
     ),
     OperationSpec(
+        name="restore",
+        usage="HOST [BACKUP]",
+        summary="Put a backup's files back after approval: snapshot, atomic replace, re-read as proof",
+        mutating=True,
+    ),
+    OperationSpec(
         name="audit",
         usage="[HOST] [N]",
         summary="Show the last N operations (default 10), newest first: who asked, who approved, verdict, thread",

@@ -1,0 +1,107 @@
+"""Pure Block Kit rendering of restore plans: the plan with its buttons, decisions, diffs.
+
+The buttons carry only the plan id; Approve asks Slack's "are you sure?" confirm dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+
+from bot.blocks import SECTION_LIMIT, Message, code_block, escape
+from commands.restore_plan import FileState, RestorePlan
+
+APPROVE = "restore_approve"
+APPROVE_WITH_EXTRAS = "restore_approve_move_extras"
+REJECT = "restore_reject"
+
+
+def _section(markdown: str) -> SectionBlock:
+    if len(markdown) > SECTION_LIMIT:
+        markdown = markdown[: SECTION_LIMIT - 20] + "\n… [trimmed]"
+    return SectionBlock(text=MarkdownTextObject(text=markdown))
+
+
+def _file_line(f: FileState) -> str:
+    if f.state == "missing":
+        return f":heavy_plus_sign: `{escape(f.name)}` missing at `{escape(f.live_path)}`: written from the source"
+    if f.state == "same":
+        return f":heavy_equals_sign: `{escape(f.name)}` identical (`{(f.live_sha or '')[:12]}`)"
+    if f.state == "unreadable":
+        return f":grey_question: `{escape(f.name)}` cannot be planned: {escape(f.problem)}"
+    return (f":pencil2: `{escape(f.name)}` live `{(f.live_sha or '')[:12]}` ({f.live_size} B, {f.live_mode} "
+            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)")
+
+
+def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
+    changed = len(plan.changes)
+    head = (f":leftwards_arrow_with_hook: *Restore plan for {escape(plan.host.name)}* from "
+            f"{escape(plan.source.label)}, requested by <@{requester}>: {changed} file(s) to replace")
+    blocks: list[Block] = [_section(head), _section("\n".join(_file_line(f) for f in plan.files))]
+    if plan.extras:
+        blocks.append(_section(f":warning: {len(plan.extras)} extra file(s) in the watch dirs, not in the backup: "
+                               + ", ".join(f"`{escape(p)}`" for p in plan.extras)))
+    return blocks
+
+
+def plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+    blocks = plan_summary_blocks(plan, requester)
+    who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(
+        text=f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at} · "
+             f"approvers: {who} · diffs in the thread")]))
+    confirm = ConfirmObject(title="Apply this restore?",
+                            text=f"Replace {len(plan.changes)} file(s) on {plan.host.name}. The current files are "
+                                 "copied to a snapshot first.",
+                            confirm="Restore", deny="Cancel")
+    buttons = [ButtonElement(text="Approve", action_id=APPROVE, value=plan.operation_id, style="primary",
+                             confirm=confirm)]
+    if plan.extras:
+        extras_confirm = ConfirmObject(title="Restore and move extras?",
+                                       text=f"Also move {len(plan.extras)} extra file(s) into the snapshot dir.",
+                                       confirm="Restore + move", deny="Cancel")
+        buttons.append(ButtonElement(text="Approve + move extras", action_id=APPROVE_WITH_EXTRAS,
+                                     value=plan.operation_id, confirm=extras_confirm))
+    buttons.append(ButtonElement(text="Reject", action_id=REJECT, value=plan.operation_id, style="danger"))
+    blocks.append(ActionsBlock(elements=buttons))
+    text = f"Restore plan for {plan.host.name}: {len(plan.changes)} file(s) to replace; approval needed"
+    return text, [block.to_dict() for block in blocks]
+
+
+def decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
+    """The plan without its buttons, with what became of it."""
+    blocks = [*plan_summary_blocks(plan, requester),
+              ContextBlock(elements=[MarkdownTextObject(text=status[:SECTION_LIMIT])])]
+    return f"Restore plan for {plan.host.name}: {status}", [block.to_dict() for block in blocks]
+
+
+def diff_message(f: FileState) -> Message:
+    body = f.diff or "(no textual diff: binary or unreadable)"
+    blocks = [_section(f":pencil2: diff of `{escape(f.name)}` (live → source)"), _section(code_block(body, 2800))]
+    return f"diff of {f.name}", [block.to_dict() for block in blocks]
+
+
+def planning_message(host: str, source: str, requester: str) -> Message:
+    text = f"Planning a restore of {host} from {source} for <@{requester}>…"
+    return text, [_section(f":hourglass_flowing_sand: Planning a restore of *{escape(host)}* from "
+                           f"{escape(source)} for <@{requester}>…").to_dict()]
+
+
+def nothing_to_do_message(plan: RestorePlan, requester: str) -> Message:
+    status = (":grey_question: cannot restore: the source is unreadable" if plan.unreadable
+              else ":white_check_mark: nothing differs from the source: nothing to approve")
+    return decided_message(plan, requester, status)
+
+
+def as_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    return [block.to_dict() for block in blocks]

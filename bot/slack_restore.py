@@ -1,0 +1,149 @@
+"""``/restore HOST [BACKUP]`` in Slack: a plan with Approve/Reject, then the apply as a thread.
+
+Requests and clicks are checked before ack (a DB read, instant) so a refusal reaches the
+user; the slow parts (SSH) run after it. Expiry is a timer per plan that removes the
+buttons and releases the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.blocks import finding_message, progress_message, verdict_message
+from bot.restore_blocks import (
+    APPROVE_WITH_EXTRAS,
+    REJECT,
+    decided_message,
+    diff_message,
+    nothing_to_do_message,
+    plan_message,
+    planning_message,
+)
+from bot.slack_thread import OperationThread
+from commands import approvals, locks
+from commands.audit_store import AuditStore
+from commands.errors import Locked, UsageError
+from commands.findings import Finding
+from commands.inventory import Host, Inventory
+from commands.operation import Origin
+from commands.restore import apply_restore, close_unapplied, request_restore
+from commands.restore_apply import PlanVoid
+from commands.restore_plan import plan_from_json
+
+USAGE = "usage: /restore HOST [BACKUP]"
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    host: Host
+    backup: str
+
+
+async def restore_request(inventory: Inventory, audit: AuditStore, command: dict[str, Any]) -> RestoreRequest:
+    """HOST and BACKUP looked up in the inventory; a busy host is refused with who holds it."""
+    words = command.get("text", "").split()
+    if not 1 <= len(words) <= 2:
+        raise UsageError(USAGE, hint="or /verify help")
+    host = inventory.host(words[0])
+    backup_name, _ = host.backup(words[1] if len(words) > 1 else None)
+    holder = await locks.holder_of(audit, host.name)
+    if holder is not None and not holder.is_stale():
+        raise Locked(f"{host.name} is busy: {holder.operation} {holder.operation_id} by {holder.holder} "
+                     f"since {holder.acquired_at}", hint="one mutating operation per host at a time",
+                     holder={"channel": holder.channel, "thread_ts": holder.thread_ts})
+    return RestoreRequest(host, backup_name)
+
+
+async def plan_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncWebClient, command: dict[str, Any],
+                         request: RestoreRequest, timers: set[asyncio.Task[None]]) -> None:
+    user, channel = command["user_id"], command["channel_id"]
+    text, blocks = planning_message(request.host.name, f"backup {request.backup}", user)
+    posted = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+    thread = str(posted["ts"])
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=str(posted["channel"]), thread_ts=thread)
+    plan = await request_restore(inventory, request.host, backup_name=request.backup, origin=origin, audit=audit)
+    if not plan.changes or plan.unreadable:
+        text, blocks = nothing_to_do_message(plan, user)
+        await client.chat_update(channel=origin.channel or channel, ts=thread, text=text, blocks=blocks)
+        return
+    pending = await approvals.get(audit, plan.operation_id)
+    text, blocks = plan_message(plan, user, pending.expires_at_utc(), inventory.approvals.approvers)
+    await client.chat_update(channel=origin.channel or channel, ts=thread, text=text, blocks=blocks)
+    for change in plan.changes:
+        text, blocks = diff_message(change)
+        await client.chat_postMessage(channel=origin.channel or channel, thread_ts=thread, text=text, blocks=blocks)
+    timer = asyncio.create_task(expire_later(audit, client, plan.operation_id, inventory))
+    timers.add(timer)
+    timer.add_done_callback(timers.discard)
+
+
+async def expire_later(audit: AuditStore, client: AsyncWebClient, plan_id: str, inventory: Inventory) -> None:
+    pending = await approvals.get(audit, plan_id)
+    await asyncio.sleep(max(0.0, pending.expires_at - time.time()) + 0.05)
+    expired = await approvals.expire_if_due(audit, plan_id)
+    if expired is not None:
+        await show_expired(audit, client, inventory, plan_id)
+
+
+async def show_expired(audit: AuditStore, client: AsyncWebClient, inventory: Inventory, plan_id: str) -> None:
+    pending = await approvals.get(audit, plan_id)
+    await close_unapplied(audit, plan_id, "proofbot", "expired", "no decision before the plan expired")
+    if pending.channel and pending.message_ts:
+        plan = plan_from_json(inventory.host(pending.host), pending.details)
+        status = f":hourglass: expired at {pending.expires_at_utc()} with no decision; nothing was changed"
+        text, blocks = decided_message(plan, pending.requested_by.removeprefix("slack:"), status)
+        await client.chat_update(channel=pending.channel, ts=pending.message_ts, text=text, blocks=blocks)
+
+
+async def decide_click(inventory: Inventory, audit: AuditStore, body: dict[str, Any]) -> approvals.PendingPlan:
+    """Record the click's decision, or raise Refused (already decided, expired, not allowed)."""
+    action = body["actions"][0]
+    user = body["user"]["id"]
+    decision: approvals.Decision = "rejected" if action["action_id"] == REJECT else "approved"
+    return await approvals.decide(audit, str(action["value"]), f"slack:{user}", decision, inventory.approvals,
+                                  user_id=user)
+
+
+async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncWebClient, body: dict[str, Any],
+                          pending: approvals.PendingPlan) -> None:
+    user = body["user"]["id"]
+    requester = pending.requested_by.removeprefix("slack:")
+    plan = plan_from_json(inventory.host(pending.host), pending.details)
+    channel, ts = pending.channel or body["channel"]["id"], pending.message_ts or body["message"]["ts"]
+    if pending.state == "rejected":
+        await close_unapplied(audit, pending.id, f"slack:{user}", "rejected", "rejected in Slack")
+        text, blocks = decided_message(plan, requester, f":no_entry_sign: rejected by <@{user}> at "
+                                       f"{pending.decided_at}; nothing was changed")
+        await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        return
+    move_extras = body["actions"][0]["action_id"] == APPROVE_WITH_EXTRAS
+    approved = f":white_check_mark: approved by <@{user}> at {pending.decided_at}" + (
+        " (extra files to be moved into the snapshot)" if move_extras else "")
+    text, blocks = decided_message(plan, requester, approved + " — applying…")
+    await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    thread = OperationThread(client, channel, ts)
+    planned = ["recheck", "snapshot", "replace", *(f"file:{f.name}" for f in plan.changes)]
+    seen: list[Finding] = []
+
+    async def on_step(finding: Finding) -> None:
+        seen.append(finding)
+        thread.reply(finding_message(finding))
+
+    try:
+        result = await apply_restore(inventory, pending.id, actor=f"slack:{user}", audit=audit,
+                                     move_extras=move_extras, on_step=on_step)
+    except PlanVoid as void:
+        await thread.finish(decided_message(plan, requester, f":no_entry_sign: {void.message}; nothing was written"))
+        return
+    except BaseException:
+        await thread.finish(progress_message("restore", plan.host.name, requester, planned, seen))
+        raise
+    final_text, final_blocks = verdict_message(result, requester, plan.source.name)
+    snapshot = result.extra.get("snapshot_dir") or "none"
+    summary = decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
+    await thread.finish((final_text, summary + final_blocks))

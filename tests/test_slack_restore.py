@@ -1,0 +1,211 @@
+"""/restore through the real bolt app: plan with buttons, approval rules, apply, proof on the host."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+import yaml
+from aiohttp import web
+
+from bot.demo_host import DemoHost, demo_host
+from bot.slack_app import BotContext, build_app
+from commands.audit_store import AuditStore
+from commands.inventory import parse_inventory
+from tests.slack_fake.server import FakeSlack, Message
+from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
+
+SECRET = "restore-secret"
+CHANNEL = "C0OPS"
+REQUESTER, APPROVER, OTHER_APPROVER, STRANGER = "U0REQ", "U0APPROVER", "U0APPROVER2", "U0STRANGER"
+
+
+@dataclass
+class Rig:
+    slack: FakeSlack
+    url: str
+    db: Path
+    host: DemoHost
+
+    async def post(self, body: bytes) -> httpx.Response:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await client.post(self.url, content=body,
+                                     headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
+
+    async def restore(self, text: str = "ct129", user: str = REQUESTER) -> httpx.Response:
+        return await self.post(slash_command_body("/restore", text, user, CHANNEL, self.slack.response_url(), "t1"))
+
+    async def plan_message(self) -> Message:
+        await self.slack.wait_until(lambda: self._plan() is not None, timeout=20, what="the plan with buttons")
+        plan = self._plan()
+        assert plan is not None
+        return plan
+
+    def _plan(self) -> Message | None:
+        for message in self.slack.messages_in(CHANNEL):
+            if not message.is_reply and message.blocks and any(b["type"] == "actions" for b in message.blocks):
+                return message
+        return None
+
+    async def click(self, message: Message, action_id: str, user: str,
+                    shown: list[dict[str, Any]] | None = None) -> tuple[httpx.Response, str]:
+        """Click a button as shown (``shown``: the blocks as the user saw them before an update)."""
+        buttons = next(b for b in shown or message.blocks or [] if b["type"] == "actions")["elements"]
+        button = next(b for b in buttons if b["action_id"] == action_id)
+        response_url = self.slack.response_url()
+        payload: dict[str, Any] = {
+            "type": "block_actions", "user": {"id": user, "username": user}, "api_app_id": "A0PROOF",
+            "token": "verification", "trigger_id": "t2", "team": {"id": "T0TEST"},
+            "container": {"type": "message", "message_ts": message.ts, "channel_id": CHANNEL},
+            "channel": {"id": CHANNEL}, "message": {"ts": message.ts, "text": message.text},
+            "response_url": response_url,
+            "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": button["value"],
+                         "action_ts": str(time.time())}],
+        }
+        return await self.post(block_actions_body(payload)), response_url
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        rows = sqlite3.connect(self.db).execute("SELECT details FROM events WHERE kind = ? ORDER BY id", (kind,))
+        return [json.loads(row[0]) for row in rows]
+
+
+@asynccontextmanager
+async def make_rig(tmp_path: Path, expire_after_s: float) -> AsyncIterator[Rig]:
+    async with demo_host("ct129") as host:
+        document = host.inventory()
+        document["approvals"] = {"approvers": [APPROVER, OTHER_APPROVER, REQUESTER], "allow_self_approval": False,
+                                 "expire_after_s": expire_after_s}
+        inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+        audit = AuditStore.open(tmp_path / "audit.db")
+        async with FakeSlack() as slack:
+            context = BotContext(inventory, audit)
+            app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
+            runner = web.AppRunner(app.web_app(path="/slack/events"))
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            try:
+                yield Rig(slack, f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", tmp_path / "audit.db",
+                          host)
+            finally:
+                for timer in list(context.timers):
+                    timer.cancel()
+                await runner.cleanup()
+                audit.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with make_rig(tmp_path, 900) as made:
+        yield made
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def short_rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with make_rig(tmp_path, 1.5) as made:
+        yield made
+
+
+def is_final(message: Message) -> bool:
+    return bool(message.edits) and ("restore: PASS" in message.edits[-1].text or "restore: FAIL" in
+                                    message.edits[-1].text)
+
+
+async def test_approved_restore_replaces_the_file_and_proves_it(rig: Rig) -> None:
+    assert (await rig.restore()).status_code == 200
+    plan = await rig.plan_message()
+    approve = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]
+    assert approve["confirm"]["confirm"]["text"] == "Restore"
+    assert "spec_info.py" in json.dumps(plan.blocks)
+    await rig.slack.wait_until(lambda: bool(rig.slack.thread(CHANNEL, plan.ts)), what="the diff in the thread")
+    diffs = rig.slack.thread(CHANNEL, plan.ts)
+    diff_texts = [block["text"]["text"] for m in diffs for block in m.blocks or [] if block["type"] == "section"]
+    assert any('+SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN")' in text for text in diff_texts)
+    assert rig.host.live_dir.joinpath("spec_info.py").read_text() != rig.host.backup_dir.joinpath(
+        "spec_info.py").read_text()
+
+    response, _ = await rig.click(plan, "restore_approve", APPROVER)
+    assert response.status_code == 200
+    await rig.slack.wait_until(lambda: is_final(rig.slack.message(CHANNEL, plan.ts)), timeout=30, what="verdict")
+    assert rig.host.live_dir.joinpath("spec_info.py").read_bytes() == rig.host.backup_dir.joinpath(
+        "spec_info.py").read_bytes()
+    final = rig.slack.message(CHANNEL, plan.ts).edits[-1]
+    assert "restore: PASS" in final.text
+    assert not any(b["type"] == "actions" for b in final.blocks or [])
+    assert "approved by <@U0APPROVER>" in json.dumps(final.blocks)
+    steps = [m.text.split(":")[0] for m in rig.slack.thread(CHANNEL, plan.ts)]
+    assert {"recheck", "snapshot", "replace", "file"} <= set(steps)
+    [finished] = [e for e in rig.events("finished") if e.get("restored")]
+    snapshot = Path(finished["snapshot_dir"])
+    assert snapshot.joinpath("spec_info.py").read_text().count("DDTREE") == 1  # the old file, kept
+    assert rig.events("approved")[0]["requested_by"] == f"slack:{REQUESTER}"
+    assert rig.slack.warnings == []
+
+
+async def test_non_approver_and_requester_cannot_approve(rig: Rig) -> None:
+    await rig.restore()
+    plan = await rig.plan_message()
+    for user, words in ((STRANGER, "not an approver"), (REQUESTER, "another approver must approve")):
+        response, response_url = await rig.click(plan, "restore_approve", user)
+        assert response.status_code == 200
+        await rig.slack.wait_until(lambda url=response_url: bool(rig.slack.responses_to(url)), what="ephemeral")
+        reply = rig.slack.responses_to(response_url)[0].body
+        assert reply["response_type"] == "ephemeral" and words in reply["text"]
+    assert "DDTREE" in rig.host.live_dir.joinpath("spec_info.py").read_text()
+    assert rig.events("approved") == []
+
+
+async def test_two_approvers_at_once_apply_exactly_once(rig: Rig) -> None:
+    await rig.restore()
+    plan = await rig.plan_message()
+    (first, first_url), (second, second_url) = await asyncio.gather(
+        rig.click(plan, "restore_approve", APPROVER), rig.click(plan, "restore_approve", OTHER_APPROVER))
+    assert first.status_code == second.status_code == 200
+    await rig.slack.wait_until(lambda: is_final(rig.slack.message(CHANNEL, plan.ts)), timeout=30, what="verdict")
+    assert len(rig.events("approved")) == 1
+    assert sum(1 for e in rig.events("step") if e["name"] == "replace") == 1
+    await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(first_url) or rig.slack.responses_to(second_url)),
+                               what="the loser's ephemeral")
+    loser = (rig.slack.responses_to(first_url) or rig.slack.responses_to(second_url))[0].body["text"]
+    assert "already approved by slack:U0APPROVER" in loser
+
+
+async def test_second_restore_while_one_is_pending_is_refused_with_a_link(rig: Rig) -> None:
+    await rig.restore()
+    plan = await rig.plan_message()
+    response = await rig.restore(user=OTHER_APPROVER)
+    reply = response.json()
+    assert reply["response_type"] == "ephemeral"
+    assert "ct129 is busy" in reply["text"] and f"/archives/{CHANNEL}/p{plan.ts.replace('.', '')}" in reply["text"]
+    response, _ = await rig.click(plan, "restore_reject", APPROVER)
+    await rig.slack.wait_until(lambda: "rejected by" in rig.slack.message(CHANNEL, plan.ts).text, what="rejected")
+    again = await rig.restore(user=OTHER_APPROVER)
+    assert again.text == ""  # accepted: the reject released the host
+
+
+async def test_unknown_backup_gets_the_list(rig: Rig) -> None:
+    reply = (await rig.restore("ct129 nope")).json()
+    assert "unknown backup 'nope'" in reply["text"] and "pre-ddtree" in reply["text"]
+
+
+async def test_plan_expires_buttons_go_and_late_click_says_so(short_rig: Rig) -> None:
+    rig = short_rig
+    await rig.restore()
+    plan = await rig.plan_message()
+    as_shown = copy.deepcopy(plan.blocks)
+    await rig.slack.wait_until(lambda: "expired at" in rig.slack.message(CHANNEL, plan.ts).text, timeout=10,
+                               what="the plan to expire")
+    assert not any(b["type"] == "actions" for b in rig.slack.message(CHANNEL, plan.ts).blocks or [])
+    _, url = await rig.click(plan, "restore_approve", APPROVER, as_shown)
+    await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(url)), what="ephemeral")
+    assert "already expired" in rig.slack.responses_to(url)[0].body["text"]
+    assert "DDTREE" in rig.host.live_dir.joinpath("spec_info.py").read_text()
