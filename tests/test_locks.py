@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,8 +30,8 @@ async def test_second_operation_is_refused_naming_the_first(tmp_path: Path) -> N
 
 
 async def test_lock_of_a_dead_process_is_released_with_an_audit_note(tmp_path: Path) -> None:
-    dead = subprocess.Popen(["true"])
-    dead.wait()
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
     store = AuditStore.open(tmp_path / "a.db")
     await store.transaction(lambda conn: conn.execute(
         "INSERT INTO locks VALUES ('ct129', 'op-old', 'restore', 'slack:U9', ?, ?, '2026-01-01T00:00:00Z', "
@@ -39,7 +39,7 @@ async def test_lock_of_a_dead_process_is_released_with_an_audit_note(tmp_path: P
     mine = await locks.acquire(store, "ct129", "op-new", "restart", "slack:U1")
     assert mine.operation_id == "op-new"
     store.close()
-    kind, details = sqlite3.connect(tmp_path / "a.db").execute(
+    _, details = sqlite3.connect(tmp_path / "a.db").execute(
         "SELECT kind, details FROM events WHERE kind = 'lock-released-stale'").fetchone()
     assert json.loads(details)["holder"]["holder"] == "slack:U9"
 
