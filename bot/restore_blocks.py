@@ -87,6 +87,8 @@ def decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
 
 def diff_message(f: FileState) -> Message:
     body = f.diff or "(no textual diff: binary or unreadable)"
+    if len(body) > 2800:
+        body = body[:2700] + f"\n… [{len(body) - 2700} more characters: the whole diff is attached below]"
     blocks = [_section(f":pencil2: diff of `{escape(f.name)}` (live → source)"), _section(code_block(body, 2800))]
     return f"diff of {f.name}", [block.to_dict() for block in blocks]
 

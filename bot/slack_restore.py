@@ -36,6 +36,7 @@ from commands.restore_apply import PlanVoid
 from commands.restore_plan import plan_from_json
 
 USAGE = "usage: /restore HOST [BACKUP]"
+DIFF_INLINE_LIMIT = 2800  # longer diffs are trimmed in the message and attached whole as a file
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ async def plan_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncW
     for change in plan.changes:
         text, blocks = diff_message(change)
         await client.chat_postMessage(channel=origin.channel or channel, thread_ts=thread, text=text, blocks=blocks)
+        if len(change.diff) > DIFF_INLINE_LIMIT:
+            await client.files_upload_v2(channel=origin.channel or channel, thread_ts=thread, content=change.diff,
+                                         filename=f"{change.name}.diff", title=f"full diff of {change.name}")
     timer = asyncio.create_task(expire_later(audit, client, plan.operation_id, inventory))
     timers.add(timer)
     timer.add_done_callback(timers.discard)

@@ -209,3 +209,17 @@ async def test_plan_expires_buttons_go_and_late_click_says_so(short_rig: Rig) ->
     await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(url)), what="ephemeral")
     assert "already expired" in rig.slack.responses_to(url)[0].body["text"]
     assert "DDTREE" in rig.host.live_dir.joinpath("spec_info.py").read_text()
+
+
+async def test_long_diff_is_trimmed_in_the_thread_and_attached_whole(rig: Rig) -> None:
+    long_patch = "".join(f"DDTREE_OPTION_{n} = {n}\n" for n in range(400))
+    rig.host.live_dir.joinpath("spec_info.py").write_text(long_patch)
+    await rig.restore()
+    plan = await rig.plan_message()
+    await rig.slack.wait_until(lambda: any(f.completed for f in rig.slack.files.values()), what="the diff file")
+    [uploaded] = rig.slack.files.values()
+    assert uploaded.thread_ts == plan.ts
+    assert b"-DDTREE_OPTION_399 = 399" in uploaded.content
+    inline = json.dumps(rig.slack.thread(CHANNEL, plan.ts)[0].blocks)
+    assert "the whole diff is attached below" in inline
+    assert rig.slack.warnings == []
