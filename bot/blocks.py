@@ -113,6 +113,8 @@ def as_plain_text(message: Message) -> str:
             lines.append(block["text"]["text"])
         elif block["type"] == "context":
             lines.extend("  " + element.get("text", "") for element in block["elements"])
+        elif block["type"] == "actions":
+            lines.append("  " + "  ".join(f"[ {element['text']['text']} ]" for element in block["elements"]))
     text = "\n".join(lines)
     for code, glyph in {**EMOJI_GLYPHS}.items():
         text = text.replace(code, glyph)

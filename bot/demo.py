@@ -2,7 +2,8 @@
 
 No root, no Slack account: an in-process SSH server, a real supervisord and a demo
 service laid out as ct129 was after the failed rollback (one file patched, one extra
-file, a forbidden flag on the command line). verify must find all three.
+file, a forbidden flag on the command line). Act 1: verify finds all three. Act 2: a
+restore is planned, approved and proved. Act 3: verify again shows what is left.
 """
 
 from __future__ import annotations
@@ -14,24 +15,29 @@ from typing import Any
 
 import yaml
 
-from bot.blocks import as_plain_text, finding_message, progress_message, verdict_message
+from bot.blocks import Message, as_plain_text, finding_message, progress_message, verdict_message
 from bot.demo_host import demo_host
+from bot.restore_blocks import plan_message
+from commands import approvals
 from commands.audit_store import AuditStore, db_path
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
-from commands.operation import Origin
+from commands.operation import OperationResult, Origin
+from commands.restore import apply_restore, request_restore
 from commands.verify import VerifyPlan, verify
 
-DEMO_USER = "UDEMO"
-EXPECTED_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
+REQUESTER = "UDEMO"
+APPROVER = "UAPPROVER"
+FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
+AFTER_RESTORE_FAILURES = {"cmdline"}
 
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
+def _show(message: Message, prefix: str) -> None:
+    _say("\n".join(prefix + line for line in as_plain_text(message).splitlines()))
 
 
 def _load_through_file(document: dict[str, Any]) -> Inventory:
@@ -45,37 +51,80 @@ def _load_through_file(document: dict[str, Any]) -> Inventory:
         os.unlink(name)
 
 
+async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    plan = VerifyPlan.for_host(inventory.host("ct129"), None)
+    _say("/verify ct129")
+    _show(progress_message("verify", "ct129", REQUESTER, plan.check_names(), []), "  │ ")
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    result = await verify(plan, origin=origin, audit=audit, on_finding=show)
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
+    _say()
+    return result
+
+
+async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    _say("/restore ct129")
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    plan = await request_restore(inventory, inventory.host("ct129"), origin=origin, audit=audit)
+    pending = await approvals.get(audit, plan.operation_id)
+    _show(plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    for change in plan.changes:
+        _say("  ├─ diff of " + change.name)
+        _say("\n".join("  ├─   " + line for line in change.diff.splitlines()))
+    _say(f"  <@{APPROVER}> clicks [Approve + move extras], and confirms \"Restore + move\"")
+    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+                           user_id=APPROVER)
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    result = await apply_restore(inventory, plan.operation_id, actor=f"slack:{APPROVER}", audit=audit,
+                                 move_extras=True, on_step=show)
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, plan.source.name), "  │ ")
+    _say(f"  snapshot kept at {result.extra['snapshot_dir']}")
+    _say()
+    return result
+
+
+def _failures(result: OperationResult) -> set[str]:
+    return {finding.name for finding in result.checks if finding.status == "fail"}
+
+
 async def run_demo(db: str | None = None) -> int:
     _say("proofbot demo: starting a lab host on loopback (in-process SSH server, real supervisord)…")
     async with demo_host() as lab:
-        inventory = _load_through_file(lab.inventory())
+        document = lab.inventory()
+        document["approvals"]["approvers"] = [APPROVER]
+        inventory = _load_through_file(document)
         _say(f"  host ct129 = 127.0.0.1:{lab.ssh_port}, files under {lab.root}")
         _say("  state left by the seed: spec_info.py patched, ddtree_utils.py added, --enable-ddtree on the cmdline")
         _say()
         audit = AuditStore.open(db_path(db))
         try:
-            plan = VerifyPlan.for_host(inventory.host("ct129"), None)
-            planned = plan.check_names()
-            _say("/verify ct129")
-            _say(_indent(as_plain_text(progress_message("verify", "ct129", DEMO_USER, planned, [])), "  │ "))
-            seen: list[Finding] = []
-
-            async def show(finding: Finding) -> None:
-                seen.append(finding)
-                _say(_indent(as_plain_text(finding_message(finding)), "  ├─ "))
-
-            result = await verify(plan, origin=Origin.local_user("demo"), audit=audit, on_finding=show)
+            first = await _verify_act(inventory, audit)
+            restored = await _restore_act(inventory, audit)
+            again = await _verify_act(inventory, audit)
         finally:
             audit.close()
-        _say("  parent message, updated with the verdict:")
-        _say(_indent(as_plain_text(verdict_message(result, DEMO_USER, plan.backup_name)), "  │ "))
-        _say()
-        failed = {finding.name for finding in result.checks if finding.status == "fail"}
-        _say(f"audit log: {db_path(db)} (operation {result.operation_id}, "
-             f"{result.stats.get('exec_round_trips')} exec round trips over "
-             f"{result.stats.get('connections')} SSH connection)")
-        if failed == EXPECTED_FAILURES and result.verdict == "fail":
-            _say("demo: verify found every planted problem, with evidence. Lab host stopped and removed.")
-            return 0
-        _say(f"demo: expected failures {sorted(EXPECTED_FAILURES)}, got {sorted(failed)}: the demo itself is broken")
-        return 1
+    _say(f"audit log: {db_path(db)} (operations {first.operation_id}, {restored.operation_id}, "
+         f"{again.operation_id}; each verify used {first.stats.get('exec_round_trips')} exec round trips "
+         f"over {first.stats.get('connections')} SSH connection)")
+    story = [("verify found the patched file, the extra file and the forbidden flag",
+              _failures(first) == FIRST_FAILURES),
+             ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
+              restored.verdict == "pass" and restored.extra["restored"] == ["spec_info.py"]),
+             ("verify again: files match the backup; the running process still has --enable-ddtree",
+              _failures(again) == AFTER_RESTORE_FAILURES)]
+    for line, held in story:
+        _say(f"  {'✓' if held else '✗'} {line}")
+    if all(held for _, held in story):
+        _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")
+        return 0
+    _say("demo: the story did not play out as it should: the demo itself is broken")
+    return 1

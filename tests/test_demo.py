@@ -1,0 +1,21 @@
+"""README's first command: `proofbot demo` tells the whole story and cleans up after itself."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    run = await run_cli("demo", "--db", str(db))
+    assert run.code == 0, run.stdout[-3000:] + run.stderr
+    assert "✗ *cmdline* — PID" in run.stdout and "forbidden --enable-ddtree present" in run.stdout
+    assert "[ Approve ]  [ Approve + move extras ]  [ Reject ]" in run.stdout
+    assert "ct129 restore: PASS" in run.stdout
+    lab_root = next(line.split("files under ")[1] for line in run.stdout.splitlines() if "files under" in line)
+    assert not Path(lab_root).exists(), "the lab host is removed"
+    kinds = [row[0] for row in sqlite3.connect(db).execute("SELECT kind FROM events ORDER BY id")]
+    assert kinds.count("finished") == 3 and "approved" in kinds
