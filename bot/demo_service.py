@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import socket
 import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,6 +35,8 @@ class Options:
         p.add_argument("--startup-delay", type=float, default=0.0)
         p.add_argument("--reply", default="OK")
         p.add_argument("--hang", action="store_true")
+        p.add_argument("--exit-after", type=float, default=0.0)  # crash (exit 1) this long after start
+        p.add_argument("--ignore-sigterm", action="store_true")  # a stop that never finishes by itself
         p.add_argument("--model-path", default="default")
         ns, _unknown = p.parse_known_args(argv)
         self.host: str = ns.host
@@ -40,6 +45,8 @@ class Options:
         self.startup_delay: float = ns.startup_delay
         self.reply: str = ns.reply
         self.hang: bool = ns.hang
+        self.exit_after: float = ns.exit_after
+        self.ignore_sigterm: bool = ns.ignore_sigterm
         self.model: str = ns.model_path
 
 
@@ -141,6 +148,27 @@ class Server(ThreadingHTTPServer):
         self.server_port = int(port)
 
 
+def _schedule_lifecycle() -> None:
+    """Log the moment /health starts answering 200 (benchmarks read it) and the test faults."""
+    def announce_ready() -> None:
+        print(f"fake-llm pid {os.getpid()} ready at {time.time():.6f}", file=sys.stderr, flush=True)
+
+    def crash() -> None:
+        print(f"fake-llm pid {os.getpid()} crashing (--exit-after {OPTS.exit_after:g})", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def at(delay_s: float, action: Callable[[], None]) -> None:
+        timer = threading.Timer(max(0.0, delay_s - (time.monotonic() - STARTED)), action)
+        timer.daemon = True
+        timer.start()
+
+    if OPTS.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    at(OPTS.startup_delay, announce_ready)
+    if OPTS.exit_after:
+        at(OPTS.exit_after, crash)
+
+
 def main() -> None:
     global OPTS
     OPTS = Options(sys.argv[1:])
@@ -148,6 +176,7 @@ def main() -> None:
     Server.address_family = family
     httpd = Server((OPTS.host, OPTS.port), Handler)
     print(f"fake-llm listening on {OPTS.host}:{OPTS.port}", file=sys.stderr, flush=True)
+    _schedule_lifecycle()
     try:
         httpd.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

@@ -67,6 +67,9 @@ class Probe(_Strict):
     json_body: dict[str, Any] = Field(default_factory=dict, alias="json")
     timeout_s: float = Field(default=30, gt=0)
     expect: str | None = None
+    # e.g. {Authorization: "Bearer ${SGLANG_API_KEY}"}: ${NAME} is read from proofbot's environment
+    # when the probe is sent, so the token itself need not be in the inventory; never shown or logged.
+    headers: dict[str, str] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

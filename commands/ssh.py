@@ -54,11 +54,16 @@ class HostConnection:
         self._conn = conn
         self.exec_round_trips = 0
 
-    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None) -> CommandResult:
-        """Run one command (argv, quoted here) and return its result."""
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        """Run one command (argv, quoted here) and return its result.
+
+        ``timeout_s`` replaces the inventory's command_timeout_s for a command that may
+        legitimately take longer (a restart waits up to the service's ready_timeout_s).
+        """
         command = shlex.join(argv)
         started = time.monotonic()
-        output, exit_status = await self._exec(command, stdin)
+        output, exit_status = await self._exec(command, stdin, timeout_s)
         return CommandResult(command, exit_status, output, time.monotonic() - started)
 
     async def run_batch(self, commands: Sequence[Sequence[str]], *, stop_on_failure: bool = False,
@@ -100,9 +105,9 @@ class HostConnection:
             listener.close()
             await listener.wait_closed()
 
-    async def _exec(self, command: str, stdin: bytes | None) -> tuple[bytes, int]:
+    async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None) -> tuple[bytes, int]:
         self.exec_round_trips += 1
-        timeout = self.host.ssh.command_timeout_s
+        timeout = timeout_s if timeout_s is not None else self.host.ssh.command_timeout_s
         try:
             completed = await self._conn.run(
                 command, input=stdin, encoding=None, stderr=asyncssh.STDOUT, timeout=timeout

@@ -10,13 +10,14 @@ import calendar
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from . import net
 from .sysutil import safe_rmtree, sh
@@ -48,6 +49,10 @@ class Scenario:
     startup_delay_s: float = 0.0  # /health answers 503 for this long after each start
     reply: str = "OK"
     hang: bool = False  # chat completions never answer
+    exit_after_s: float = 0.0  # the service crashes (exit 1) this long after each start
+    ignore_sigterm: bool = False  # a stop hangs until the manager's kill timeout
+    launch_script: bool = False  # the manager runs a shell launch script that execs the service,
+    #                              so LabHost.set_next_start() changes the next start (as in the seed)
 
     def service_argv(self, script: str) -> list[str]:
         argv = ["/usr/bin/python3", script, "--host", "127.0.0.1", "--port", "30000",
@@ -60,7 +65,16 @@ class Scenario:
             argv += ["--reply", self.reply]
         if self.hang:
             argv.append("--hang")
+        if self.exit_after_s:
+            argv += ["--exit-after", str(self.exit_after_s)]
+        if self.ignore_sigterm:
+            argv.append("--ignore-sigterm")
         return argv
+
+
+def launch_script_text(argv: Sequence[str]) -> str:
+    """A launch script that execs the service, so its PID is the manager's main PID."""
+    return "#!/bin/sh\n# proofbot lab launch script\nexec " + shlex.join(argv) + "\n"
 
 
 def _spec_info(host: str, patched: bool) -> str:
@@ -132,6 +146,8 @@ class LabHost:
     netns: str  # /run/netns/<netns>
     host_key_pub: str  # "ssh-ed25519 AAAA... comment"
     host_dir: Path  # this host's private working dir on the root side
+    SERVICE_SCRIPT: ClassVar[str] = ""  # where the service script lives on the host (per tier)
+    LAUNCH_SCRIPT: ClassVar[str] = ""  # the launch script of Scenario(launch_script=True)
 
     def local_path(self, host_path: str) -> Path:
         raise NotImplementedError
@@ -164,6 +180,14 @@ class LabHost:
                 "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5",
                 "-F", "/dev/null", "-i", str(self.client_key), "-p", str(port or self.port),
                 f"root@{address or self.address}", command]
+
+    def set_next_start(self, scenario: Scenario) -> None:
+        """Rewrite the launch script (Scenario(launch_script=True) hosts only): the running
+        process keeps its flags; the next start, by whoever, gets scenario's."""
+        if not self.scenario.launch_script:
+            raise ValueError(f"{self.name}: started without Scenario(launch_script=True)")
+        self.local_path(self.LAUNCH_SCRIPT).write_text(
+            launch_script_text(scenario.service_argv(self.SERVICE_SCRIPT)))
 
     def service_pid(self) -> int:
         """Current main PID of the sglang service (0 if not running)."""

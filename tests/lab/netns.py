@@ -15,6 +15,7 @@ import xmlrpc.client
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from . import net
 from .common import FAKE_LLM, BaseLab, LabHost, Scenario, make_keypair, write_scenario_files
@@ -129,6 +130,8 @@ class NetnsHost(LabHost):
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     cgroup: Cgroup | None = field(default=None, repr=False)
     net: net.NetHost | None = field(default=None, repr=False)
+    SERVICE_SCRIPT: ClassVar[str] = SERVICE_SCRIPT
+    LAUNCH_SCRIPT: ClassVar[str] = "/srv/app/launch.sh"
 
     def local_path(self, host_path: str) -> Path:
         """Root-side path of host_path. Paths outside BINDS are shared with the machine."""
@@ -206,10 +209,15 @@ class NetnsLab(BaseLab):
         conf_d.mkdir(exist_ok=True)
         lp("/etc/supervisor/supervisord.conf").write_text(SUPERVISORD_CONF.format(name=host.name))
         (conf_d / "sshd.conf").write_text(SSHD_PROGRAM)
-        command = " ".join(_supervisor_quote(a) for a in host.scenario.service_argv(SERVICE_SCRIPT))
+        argv = host.scenario.service_argv(SERVICE_SCRIPT)
+        if host.scenario.launch_script:
+            argv = ["/bin/sh", host.LAUNCH_SCRIPT]
+        command = " ".join(_supervisor_quote(a) for a in argv)
         (conf_d / "sglang.conf").write_text(SGLANG_PROGRAM.format(command=command))
         lp("/srv/app").mkdir(exist_ok=True)
         shutil.copy(FAKE_LLM, lp(SERVICE_SCRIPT))
+        if host.scenario.launch_script:
+            host.set_next_start(host.scenario)
         write_scenario_files(lp, host.name, host.scenario)
 
     def _ready_checks(self, host: LabHost) -> list[tuple[str, Callable[[], object]]]:

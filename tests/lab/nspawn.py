@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from . import image, net
 from .common import FAKE_LLM, BaseLab, LabHost, Scenario, make_keypair, write_scenario_files
@@ -58,6 +59,8 @@ class NspawnHost(LabHost):
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     cgroup: Cgroup | None = field(default=None, repr=False)
     net: net.NetHost | None = field(default=None, repr=False)
+    SERVICE_SCRIPT: ClassVar[str] = SERVICE_SCRIPT
+    LAUNCH_SCRIPT: ClassVar[str] = "/opt/launch.sh"
 
     def local_path(self, host_path: str) -> Path:
         """Root-side path (inside the overlay mount) of a file the container sees at host_path."""
@@ -168,7 +171,11 @@ class NspawnLab(BaseLab):
         lp("/etc/resolv.conf").write_text("")
         lp("/etc/hostname").write_text(host.name + "\n")
         shutil.copy(FAKE_LLM, lp(SERVICE_SCRIPT))
-        command = " ".join(_systemd_quote(a) for a in host.scenario.service_argv(SERVICE_SCRIPT))
+        argv = host.scenario.service_argv(SERVICE_SCRIPT)
+        if host.scenario.launch_script:
+            host.set_next_start(host.scenario)
+            argv = ["/bin/sh", host.LAUNCH_SCRIPT]
+        command = " ".join(_systemd_quote(a) for a in argv)
         lp("/etc/systemd/system/sglang.service").write_text(UNIT.format(command=command))
         wants = lp("/etc/systemd/system/multi-user.target.wants/sglang.service")
         wants.unlink(missing_ok=True)
