@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from pathlib import Path
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.slack_app import BotContext, build_app
+from bot.slack_recovery import recover_in_slack
 from commands.audit_store import AuditStore
 from commands.errors import UsageError
 from commands.inventory import Inventory
@@ -33,24 +35,37 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
     context = BotContext(inventory, audit)
     await audit.append("bot-started", actor="proofbot",
                        details={"mode": "http" if http_port else "socket", "hosts": sorted(inventory.hosts)})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     try:
         if http_port is not None:
             secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it")
             app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
+            interrupted = await recover_in_slack(inventory, audit, app.client, context.timers)
             runner = web.AppRunner(app.web_app(path="/slack/events"))
             await runner.setup()
             await web.TCPSite(runner, bind, http_port).start()
-            logging.info("proofbot listening on %s:%d/slack/events", bind, http_port)
+            logging.info("proofbot listening on %s:%d/slack/events (%d interrupted operation(s) reported)",
+                         bind, http_port, len(interrupted))
             try:
-                await asyncio.Event().wait()
+                await stop.wait()
             finally:
                 await runner.cleanup()
         else:
             app_token = _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
             app = build_app(context, bot_token=bot_token, api_url=api_url)
+            await recover_in_slack(inventory, audit, app.client, context.timers)
             handler = AsyncSocketModeHandler(app, app_token, web_client=app.client)
-            await handler.start_async()  # type: ignore[no-untyped-call]
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            try:
+                await stop.wait()
+            finally:
+                await handler.close_async()  # type: ignore[no-untyped-call]
     finally:
+        for timer in list(context.timers):
+            timer.cancel()
         await audit.append("bot-stopped", actor="proofbot")
         audit.close()
     return 0

@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
 from bot.restore_blocks import APPROVE, APPROVE_WITH_EXTRAS, REJECT
 from bot.slack_audit import audit_in_thread, audit_request
+from bot.slack_recovery import VERIFY_NOW, verify_now_command
 from bot.slack_restore import apply_in_thread, decide_click, plan_in_thread, restore_request
 from bot.slack_thread import OperationThread
 from commands.audit_store import AuditStore
@@ -81,6 +82,13 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         pending = await decide_click(context.inventory, context.audit, body)
         await ack()
         await apply_in_thread(context.inventory, context.audit, client, body, pending)
+
+    @app.action(VERIFY_NOW)
+    async def on_verify_now(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        command = await verify_now_command(context.audit, body)
+        plan = verify_plan(context.inventory, command)
+        await ack()
+        await verify_in_thread(context, client, command, plan)
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,

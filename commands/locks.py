@@ -83,3 +83,10 @@ async def release(store: AuditStore, lock: LockHolder) -> None:
 async def holder_of(store: AuditStore, host: str) -> LockHolder | None:
     row = await store.transaction(lambda conn: conn.execute("SELECT * FROM locks WHERE host = ?", (host,)).fetchone())
     return LockHolder(*row) if row else None
+
+
+async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
+    """A restarted bot takes over the lock of a plan still awaiting approval."""
+    await store.transaction(lambda conn: conn.execute(
+        "UPDATE locks SET pid = ?, machine = ? WHERE host = ? AND operation_id = ?",
+        (os.getpid(), socket.gethostname(), host, operation_id)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sqlite3
 from pathlib import Path
 
@@ -16,6 +18,6 @@ async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> N
     assert "[ Approve ]  [ Approve + move extras ]  [ Reject ]" in run.stdout
     assert "ct129 restore: PASS" in run.stdout
     lab_root = next(line.split("files under ")[1] for line in run.stdout.splitlines() if "files under" in line)
-    assert not Path(lab_root).exists(), "the lab host is removed"
+    assert not await asyncio.to_thread(os.path.exists, lab_root), "the lab host is removed"
     kinds = [row[0] for row in sqlite3.connect(db).execute("SELECT kind FROM events ORDER BY id")]
     assert kinds.count("finished") == 3 and "approved" in kinds

@@ -1,0 +1,163 @@
+"""A bot killed with SIGKILL and started again: interrupted operations are said so in their
+threads, dead locks are released, and a pending approval can still be approved."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sqlite3
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bot.demo_host import DemoHost, demo_host
+from tests.conftest import REPO, write_inventory
+from tests.lab.proxy import DelayProxy
+from tests.slack_fake.server import FakeSlack, Message
+from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
+
+SECRET = "restart-secret"
+CHANNEL = "C0OPS"
+REQUESTER, APPROVER = "U0REQ", "U0APPROVER"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Bot:
+    def __init__(self, slack: FakeSlack, inventory: Path, db: Path) -> None:
+        self.slack, self.inventory, self.db = slack, inventory, db
+        self.port = free_port()
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {**os.environ, "SLACK_BOT_TOKEN": self.slack.bot_token, "SLACK_SIGNING_SECRET": SECRET,
+               "PROOFBOT_SLACK_API_URL": self.slack.api_url}
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
+            "--inventory", str(self.inventory), "--db", str(self.db), cwd=REPO, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                async with httpx.AsyncClient(trust_env=False) as client:
+                    await client.get(f"http://127.0.0.1:{self.port}/")
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+        raise RuntimeError("the bot did not start listening")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            await self.process.wait()
+
+    async def post(self, body: bytes) -> httpx.Response:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await client.post(f"http://127.0.0.1:{self.port}/slack/events", content=body,
+                                     headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
+
+    async def command(self, command: str, text: str, user: str = REQUESTER) -> httpx.Response:
+        return await self.post(slash_command_body(command, text, user, CHANNEL, self.slack.response_url(), "t"))
+
+    async def click(self, message_ts: str, action_id: str, value: str, user: str) -> httpx.Response:
+        payload: dict[str, Any] = {
+            "type": "block_actions", "user": {"id": user}, "api_app_id": "A0", "token": "t", "trigger_id": "t",
+            "team": {"id": "T0TEST"}, "container": {"type": "message", "message_ts": message_ts,
+                                                     "channel_id": CHANNEL},
+            "channel": {"id": CHANNEL}, "message": {"ts": message_ts}, "response_url": self.slack.response_url(),
+            "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
+                         "action_ts": "1"}]}
+        return await self.post(block_actions_body(payload))
+
+    def events(self) -> list[tuple[str, str | None, dict[str, Any]]]:
+        rows = sqlite3.connect(self.db).execute("SELECT kind, operation_id, details FROM events ORDER BY id")
+        return [(kind, op, json.loads(details)) for kind, op, details in rows]
+
+
+@asynccontextmanager
+async def running_bot(host: DemoHost, tmp_path: Path, document: dict[str, Any]) -> AsyncIterator[Bot]:
+    document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 600}
+    inventory = write_inventory(tmp_path / "inventory.yml", document)
+    async with FakeSlack() as slack:
+        bot = Bot(slack, inventory, tmp_path / "audit.db")
+        await bot.start()
+        try:
+            yield bot
+        finally:
+            await bot.stop()
+
+
+def buttons(message: Message) -> list[dict[str, Any]]:
+    return [e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"]]
+
+
+async def test_pending_approval_survives_a_sigkill(tmp_path: Path) -> None:
+    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory()) as bot:
+        await bot.command("/restore", "ct129")
+        await bot.slack.wait_until(lambda: any(buttons(m) for m in bot.slack.messages_in(CHANNEL)), timeout=20,
+                                   what="the plan")
+        plan = next(m for m in bot.slack.messages_in(CHANNEL) if buttons(m))
+        plan_id = buttons(plan)[0]["value"]
+        bot.kill()
+        await bot.process.wait()  # type: ignore[union-attr]
+        await bot.start()
+        assert (await bot.click(plan.ts, "restore_approve", plan_id, APPROVER)).status_code == 200
+        await bot.slack.wait_until(lambda: "restore: PASS" in bot.slack.message(CHANNEL, plan.ts).text, timeout=30,
+                                   what="the restore verdict after the restart")
+        assert host.live_dir.joinpath("spec_info.py").read_bytes() == host.backup_dir.joinpath(
+            "spec_info.py").read_bytes()
+        kinds = [kind for kind, op, _ in bot.events() if op == plan_id]
+        assert "interrupted" not in json.dumps([d for _, op, d in bot.events() if op == plan_id])
+        assert kinds.count("approved") == 1 and kinds[-1] == "finished"
+
+
+async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_verify_now(tmp_path: Path) -> None:
+    good_flags = ["--speculative-algorithm", "NEXTN"]
+    async with demo_host("ct129", patched=False, extra_file=False, flags=good_flags) as host, \
+            DelayProxy("127.0.0.1", host.ssh_port, delay_s=0.4) as proxy:
+        document = host.inventory()
+        document["hosts"]["ct129"]["port"] = proxy.port
+        known = tmp_path / "known_hosts"
+        known.write_text(f"[127.0.0.1]:{proxy.port} " + host.known_hosts.read_text().split(" ", 1)[1])
+        document["ssh"]["known_hosts"] = str(known)
+        async with running_bot(host, tmp_path, document) as bot:
+            await bot.command("/verify", "ct129")
+            await bot.slack.wait_until(lambda: bool(bot.slack.messages_in(CHANNEL)), what="the parent message")
+            parent = bot.slack.messages_in(CHANNEL)[0]
+            # Another process writes the DB: polling is the only way to see it.
+            while not any(kind == "requested" for kind, _, _ in bot.events()):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+            bot.kill()
+            await bot.process.wait()  # type: ignore[union-attr]
+            operation_id = next(op for kind, op, _ in bot.events() if kind == "requested")
+            proxy.set_delay(0)
+            await bot.start()
+            await bot.slack.wait_until(lambda: any("interrupted" in m.text
+                                                   for m in bot.slack.thread(CHANNEL, parent.ts)),
+                                       timeout=20, what="the interrupted note in the thread")
+            note = next(m for m in bot.slack.thread(CHANNEL, parent.ts) if "interrupted" in m.text)
+            assert "last step recorded" in json.dumps(note.blocks)
+            finished = [d for kind, op, d in bot.events() if kind == "finished" and op == operation_id]
+            assert finished[0]["verdict"] == "interrupted"
+            [verify_now] = buttons(note)
+            assert verify_now["value"] == operation_id
+            await bot.click(note.ts, "verify_now", operation_id, REQUESTER)
+            await bot.slack.wait_until(lambda: any("ct129 verify: PASS" in m.text
+                                                   for m in bot.slack.messages_in(CHANNEL)), timeout=30,
+                                       what="the new verify")
