@@ -124,12 +124,12 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
     if old is None:
         return Finding("main-pid", "fail", f"no main PID after {at:.1f} s ({state}): the service did not start",
                        evidence, details)
-    if watch.command_state == "hung":
-        why = f"`{watch.command}` still running"
-    elif watch.command_state == "fail" and watch.command_result is not None:
+    if watch.command_state == "fail" and watch.command_result is not None:
         why = f"`{watch.command}` exited {watch.command_result.exit_status}"
-    else:
-        why = f"although `{watch.command}` exited 0"
+        return Finding("main-pid", "fail", f"PID {old} unchanged ({why}): the restart never took effect",
+                       evidence, details)
+    why = f"`{watch.command}` still running" if watch.command_state == "hung" else (
+        f"although `{watch.command}` exited 0")
     return Finding("main-pid", "fail", f"PID {old} unchanged after {at:.1f} s ({why}): the restart never took effect",
                    evidence, details)
 
