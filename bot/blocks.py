@@ -11,6 +11,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, SectionBlock
 
+from commands.audit_store import Event
 from commands.findings import Finding
 from commands.operation import OperationResult
 from commands.registry import OPERATIONS
@@ -126,3 +127,25 @@ EMOJI_GLYPHS = {
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔",
 }
+
+
+def summary_message(operation_id: str, events: Sequence[Event]) -> Message:
+    """The last reply of every operation thread: each recorded step, with its time, so the
+    thread alone tells the story."""
+    lines = []
+    for event in events:
+        details = event.details if isinstance(event.details, dict) else {}
+        what = {"requested": f"requested by {event.actor}",
+                "finished": f"finished: *{details.get('verdict', '?')}* {details.get('summary', '')}".rstrip()
+                }.get(event.kind, event.kind)
+        if event.kind in ("check", "step"):
+            what = f"{STATUS_EMOJI.get(str(details.get('status')), '')} `{details.get('name')}` {details.get('status')}"
+        elif event.kind in ("approved", "rejected", "expired"):
+            what = f"{event.kind} by {event.actor}"
+        lines.append(f"`{event.at[11:23]}` {escape(what) if event.kind == 'requested' else what}")
+    body = "\n".join(lines)
+    if len(body) > SECTION_LIMIT - 200:
+        body = body[: SECTION_LIMIT - 260] + "\n… [trimmed: `proofbot audit` has every event]"
+    head = f":receipt: Summary of operation `{operation_id}` ({len(events)} events, times UTC)"
+    blocks = [_section(head), _section(body or "no events recorded")]
+    return f"Summary of operation {operation_id}", _dicts(blocks)

@@ -164,3 +164,4 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
         await thread.abandon()
         raise
     await thread.finish(verdict_message(result, user, plan.backup_name))
+    await thread.post_summary(context.audit, result.operation_id)

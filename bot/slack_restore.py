@@ -151,3 +151,4 @@ async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: Async
     snapshot = result.extra.get("snapshot_dir") or "none"
     summary = decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
     await thread.finish((final_text, summary + final_blocks))
+    await thread.post_summary(audit, pending.id)

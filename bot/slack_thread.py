@@ -12,7 +12,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import Message
+from bot.blocks import Message, summary_message
+from commands.audit_store import AuditStore
 
 UPDATE_INTERVAL_S = 2.0
 
@@ -47,6 +48,11 @@ class OperationThread:
         self._queue.put_nowait(("final", message))
         self._queue.put_nowait(None)
         await self._worker
+
+    async def post_summary(self, audit: AuditStore, operation_id: str) -> None:
+        """End the thread with every recorded step of the operation, read back from the audit log."""
+        text, blocks = summary_message(operation_id, await audit.events_of(operation_id))
+        await self._post(text, blocks)
 
     async def abandon(self) -> None:
         self._worker.cancel()

@@ -85,8 +85,13 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
     first_post = slack.calls_to("chat.postMessage")[0].args
     assert first_post["text"].startswith("Verifying ct129 for <@U0ALICE>")
     assert "thread_ts" not in first_post
-    replies = slack.thread(CHANNEL, parent.ts)
+    await slack.wait_until(lambda: any(m.text.startswith("Summary of operation")
+                                       for m in slack.thread(CHANNEL, parent.ts)), what="the summary reply")
+    *replies, summary = slack.thread(CHANNEL, parent.ts)
     assert len(replies) == 7
+    summary_text = json.dumps(summary.blocks)
+    assert "requested by slack:U0ALICE" in summary_text and "finished: *fail*" in summary_text
+    assert summary_text.count("`file:") == 2 and "`cmdline` fail" in summary_text
     assert all(reply.thread_ts == parent.ts for reply in replies)
     by_check = {reply.text.split(":")[0] + ":" + reply.text.split(":")[1] if reply.text.startswith("file:")
                 else reply.text.split(":")[0]: reply for reply in replies}
