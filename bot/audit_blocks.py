@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.audit_terminal import approval_words, verdict_word, when
-from bot.blocks import Message, _context, _dicts, _section, escape
+from bot.blocks import Message, as_dicts, context_block, escape, section_block
 from commands.audit import IN_PROGRESS, OperationRecord
 
 VERDICT_EMOJI = {"pass": ":large_green_circle:", "fail": ":red_circle:", "error": ":large_yellow_circle:",
@@ -46,7 +46,7 @@ def audit_parent_message(host: str | None, records: Sequence[OperationRecord], u
         text = f"Audit trail {scope}: no operations recorded yet"
         note = f"asked by <@{user_id}>"
     headline = f":ledger: *{escape(text)}*"
-    return text, _dicts([_section(headline), _context(note)])
+    return text, as_dicts([section_block(headline), context_block(note)])
 
 
 def audit_operation_message(record: OperationRecord, permalink: str | None, link_error: str | None = None) -> Message:
@@ -69,4 +69,4 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     plain_approval = approval_words(record, actor=record.decided_by)
     text = (f"{when(record.requested_at)} {what}: {verdict} · requested by {record.requested_by or '?'} · "
             f"{plain_approval} · {where_text}")
-    return text, _dicts([_section(f"{headline}\n{people}"), _context(note)])
+    return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])

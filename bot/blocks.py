@@ -37,17 +37,17 @@ def code_block(text: str, limit: int = SECTION_LIMIT - 100) -> str:
     return f"```{body}```"
 
 
-def _section(markdown: str) -> SectionBlock:
+def section_block(markdown: str) -> SectionBlock:
     if len(markdown) > SECTION_LIMIT:
         markdown = markdown[: SECTION_LIMIT - 20] + "\n… [trimmed]"
     return SectionBlock(text=MarkdownTextObject(text=markdown))
 
 
-def _context(markdown: str) -> ContextBlock:
+def context_block(markdown: str) -> ContextBlock:
     return ContextBlock(elements=[MarkdownTextObject(text=markdown[:SECTION_LIMIT])])
 
 
-def _dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+def as_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     return [block.to_dict() for block in blocks][:50]
 
 
@@ -62,7 +62,7 @@ def progress_message(operation: str, host: str, user_id: str, planned: Sequence[
     headline = (f":hourglass_flowing_sand: {doing} *{escape(host)}* for <@{user_id}>… "
                 f"({len(done)}/{len(planned)} checks)")
     text = f"{doing} {host} for <@{user_id}>… ({len(done)}/{len(planned)} checks)"
-    return text, _dicts([_section(headline), _context(states or "connecting…")])
+    return text, as_dicts([section_block(headline), context_block(states or "connecting…")])
 
 
 def verdict_message(result: OperationResult, user_id: str, backup: str | None) -> Message:
@@ -76,20 +76,21 @@ def verdict_message(result: OperationResult, user_id: str, backup: str | None) -
         note += f" · backup `{escape(backup)}`"
     note += " · evidence in this thread"
     text = f"{result.host} {result.operation}: {VERDICT_WORDS[result.verdict]} ({tally})"
-    return text, _dicts([_section(headline), _section("\n".join(lines) or "no checks ran"), _context(note)])
+    body = section_block("\n".join(lines) or "no checks ran")
+    return text, as_dicts([section_block(headline), body, context_block(note)])
 
 
 def finding_message(finding: Finding) -> Message:
     headline = f"{STATUS_EMOJI[finding.status]} *{escape(finding.name)}* — {escape(finding.summary)}"
-    blocks: list[Block] = [_section(headline)]
+    blocks: list[Block] = [section_block(headline)]
     if finding.evidence is None:
-        blocks.append(_context("no evidence: the check could not run"))
+        blocks.append(context_block("no evidence: the check could not run"))
     else:
         evidence = finding.evidence
-        blocks.append(_section(code_block(f"$ {evidence.command}\n{evidence.output}")))
+        blocks.append(section_block(code_block(f"$ {evidence.command}\n{evidence.output}")))
         exit_note = "no exit status" if evidence.exit_status is None else f"exit {evidence.exit_status}"
-        blocks.append(_context(f"{exit_note} · {evidence.duration_s:.3f} s"))
-    return f"{finding.name}: {finding.status} — {finding.summary}", _dicts(blocks)
+        blocks.append(context_block(f"{exit_note} · {evidence.duration_s:.3f} s"))
+    return f"{finding.name}: {finding.status} — {finding.summary}", as_dicts(blocks)
 
 
 def help_message(hosts: Sequence[str]) -> str:
@@ -147,5 +148,5 @@ def summary_message(operation_id: str, events: Sequence[Event]) -> Message:
     if len(body) > SECTION_LIMIT - 200:
         body = body[: SECTION_LIMIT - 260] + "\n… [trimmed: `proofbot audit` has every event]"
     head = f":receipt: Summary of operation `{operation_id}` ({len(events)} events, times UTC)"
-    blocks = [_section(head), _section(body or "no events recorded")]
-    return f"Summary of operation {operation_id}", _dicts(blocks)
+    blocks = [section_block(head), section_block(body or "no events recorded")]
+    return f"Summary of operation {operation_id}", as_dicts(blocks)

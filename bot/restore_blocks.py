@@ -6,7 +6,6 @@ The buttons carry only the plan id; Approve asks Slack's "are you sure?" confirm
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -15,21 +14,14 @@ from slack_sdk.models.blocks import (
     ConfirmObject,
     ContextBlock,
     MarkdownTextObject,
-    SectionBlock,
 )
 
-from bot.blocks import SECTION_LIMIT, Message, code_block, escape
+from bot.blocks import SECTION_LIMIT, Message, as_dicts, code_block, escape, section_block
 from commands.restore_plan import FileState, RestorePlan
 
 APPROVE = "restore_approve"
 APPROVE_WITH_EXTRAS = "restore_approve_move_extras"
 REJECT = "restore_reject"
-
-
-def _section(markdown: str) -> SectionBlock:
-    if len(markdown) > SECTION_LIMIT:
-        markdown = markdown[: SECTION_LIMIT - 20] + "\n… [trimmed]"
-    return SectionBlock(text=MarkdownTextObject(text=markdown))
 
 
 def _file_line(f: FileState) -> str:
@@ -47,9 +39,9 @@ def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
     changed = len(plan.changes)
     head = (f":leftwards_arrow_with_hook: *Restore plan for {escape(plan.host.name)}* from "
             f"{escape(plan.source.label)}, requested by <@{requester}>: {changed} file(s) to replace")
-    blocks: list[Block] = [_section(head), _section("\n".join(_file_line(f) for f in plan.files))]
+    blocks: list[Block] = [section_block(head), section_block("\n".join(_file_line(f) for f in plan.files))]
     if plan.extras:
-        blocks.append(_section(f":warning: {len(plan.extras)} extra file(s) in the watch dirs, not in the backup: "
+        blocks.append(section_block(f":warning: {len(plan.extras)} extra file(s) in the watch dirs, not in the backup: "
                                + ", ".join(f"`{escape(p)}`" for p in plan.extras)))
     return blocks
 
@@ -75,27 +67,28 @@ def plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: 
     buttons.append(ButtonElement(text="Reject", action_id=REJECT, value=plan.operation_id, style="danger"))
     blocks.append(ActionsBlock(elements=buttons))
     text = f"Restore plan for {plan.host.name}: {len(plan.changes)} file(s) to replace; approval needed"
-    return text, [block.to_dict() for block in blocks]
+    return text, as_dicts(blocks)
 
 
 def decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
     """The plan without its buttons, with what became of it."""
     blocks = [*plan_summary_blocks(plan, requester),
               ContextBlock(elements=[MarkdownTextObject(text=status[:SECTION_LIMIT])])]
-    return f"Restore plan for {plan.host.name}: {status}", [block.to_dict() for block in blocks]
+    return f"Restore plan for {plan.host.name}: {status}", as_dicts(blocks)
 
 
 def diff_message(f: FileState) -> Message:
     body = f.diff or "(no textual diff: binary or unreadable)"
     if len(body) > 2800:
         body = body[:2700] + f"\n… [{len(body) - 2700} more characters: the whole diff is attached below]"
-    blocks = [_section(f":pencil2: diff of `{escape(f.name)}` (live → source)"), _section(code_block(body, 2800))]
-    return f"diff of {f.name}", [block.to_dict() for block in blocks]
+    blocks = [section_block(f":pencil2: diff of `{escape(f.name)}` (live → source)"),
+              section_block(code_block(body, 2800))]
+    return f"diff of {f.name}", as_dicts(blocks)
 
 
 def planning_message(host: str, source: str, requester: str) -> Message:
     text = f"Planning a restore of {host} from {source} for <@{requester}>…"
-    return text, [_section(f":hourglass_flowing_sand: Planning a restore of *{escape(host)}* from "
+    return text, [section_block(f":hourglass_flowing_sand: Planning a restore of *{escape(host)}* from "
                            f"{escape(source)} for <@{requester}>…").to_dict()]
 
 
@@ -103,7 +96,3 @@ def nothing_to_do_message(plan: RestorePlan, requester: str) -> Message:
     status = (":grey_question: cannot restore: the source is unreadable" if plan.unreadable
               else ":white_check_mark: nothing differs from the source: nothing to approve")
     return decided_message(plan, requester, status)
-
-
-def as_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
-    return [block.to_dict() for block in blocks]
