@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from bench import restart_bench
 from commands.audit_store import AuditStore
 from commands.checks.cmdline import cmdline_argv
 from commands.checks.files import file_hash_argv
@@ -29,6 +30,8 @@ from tests.lab import require_root_netns
 from tests.lab.common import LabHost
 from tests.lab.netns import NetnsLab
 from tests.lab.proxy import DelayProxy
+
+READY_DELAY_S = 3.0  # the restarted service's own start-up time in the readiness measurement
 
 
 def seed_style_commands(host: Host, pid: int) -> list[str]:
@@ -98,6 +101,9 @@ async def main() -> int:
         db = lab.workdir / "bench.db"
         for delay_ms in (float(d) for d in args.delays_ms.split(",")):
             rows.append(await measure(lab, delay_ms / 1000, args.repeats, db))
+        restart_bench.start_host(lab, READY_DELAY_S)  # restart: how soon is readiness reported?
+        readiness = [await restart_bench.measure_readiness(lab, float(ms) / 1000, args.repeats, db)
+                     for ms in args.delays_ms.split(",")]
     print("verify of one host (3 files, watch dir, supervisord service), median of "
           f"{args.repeats} runs; RTT = 2 x one-way delay")
     print(f"{'one-way delay':>13} | {'proofbot: conns':>15} {'exec RTs':>8} {'wall':>8} | "
@@ -106,6 +112,8 @@ async def main() -> int:
         print(f"{row['delay_ms']:>10.0f} ms | {row['ours_conn']:>15.0f} {row['ours_rt']:>8.0f} "
               f"{row['ours_s']:>7.3f}s | {row['seed_conn']:>19.0f} {row['seed_s']:>7.3f}s | "
               f"{row['seed_s'] / row['ours_s']:>6.1f}x")
+    print()
+    restart_bench.print_rows(readiness, READY_DELAY_S, args.repeats)
     return 0
 
 

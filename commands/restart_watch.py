@@ -54,7 +54,8 @@ class RestartProgress:
     def key(self) -> tuple[object, ...]:
         """What a state change is: everything but the clock."""
         return (self.phase, self.current_pid, self.pid_changes, self.service_state, self.command_state,
-                self.active_state, self.health_status, self.cmdline_state, self.probe_state)
+                self.active_state, self.health_status, self.cmdline_state, self.probe_state,
+                self.ready_after_s is not None)
 
 
 @dataclass(frozen=True)
