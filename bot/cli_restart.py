@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -54,9 +55,11 @@ async def run_restart(args: argparse.Namespace, inventory: Inventory) -> int:
         out = sys.stderr if args.json else sys.stdout
         print(plan_text(plan), file=out, flush=True)
         await audit.append("requested", operation_id=plan.operation_id, operation=COMMAND, host=host.name,
-                           actor=origin.actor, details={"plan_hash": plan.plan_hash, "plan": plan.to_json(),
-                                                        "checks": check_names(plan), "origin": origin.to_json(),
+                           actor=origin.actor, details={"plan_hash": plan.plan_hash, "checks": check_names(plan),
+                                                        "origin": origin.to_json(),
                                                         "confirmed_by": "--yes" if args.yes else "terminal"})
+        await audit.append("plan-shown", operation_id=plan.operation_id, operation=COMMAND, host=host.name,
+                           actor=origin.actor, details=plan.to_json())
         if not args.yes:
             refusal = await _confirm(host.name, plan.service.unit)
             if refusal:
@@ -108,10 +111,10 @@ class _StatusLine:
         if self._last is None:
             return
         progress = self._last
-        if progress.phase not in ("before", "done") and progress.ready_after_s is None:
-            elapsed = progress.elapsed_s + (time.monotonic() - self._at)
-            progress = _with_elapsed(progress, elapsed)
-        self._stream.write("\r\x1b[K" + progress_line(progress))
+        if progress.phase not in ("before", "done"):
+            progress = _with_elapsed(progress, progress.elapsed_s + (time.monotonic() - self._at))
+        width = shutil.get_terminal_size((120, 24)).columns - 1  # one line, or \r cannot redraw it
+        self._stream.write("\r\x1b[K" + progress_line(progress)[:width])
         self._stream.flush()
 
     async def _tick(self) -> None:

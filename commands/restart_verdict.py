@@ -218,6 +218,9 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
             return Finding("ready-time", "fail", f"{too_fast} {why}", evidence, details)
         return Finding("ready-time", "pass", f"all signals green {ready:.2f} s after the restart command was sent",
                        evidence, details)
+    if watch.command_state == "not sent":
+        return Finding("ready-time", "error", f"not restarted: {watch.lost or 'the command was never sent'}",
+                       evidence, details)
     if watch.lost:
         return Finding("ready-time", "error", f"unknown: the link dropped {watch.lost_s or 0:.1f} s after the "
                        "restart command was sent", evidence, details)

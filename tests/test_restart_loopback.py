@@ -14,6 +14,7 @@ import pytest_asyncio
 import yaml
 
 from bot.demo_host import DemoHost, demo_host
+from commands import locks
 from commands.audit_store import AuditStore
 from commands.errors import Locked
 from commands.inventory import Host, parse_inventory
@@ -77,7 +78,7 @@ async def test_cli_without_yes_and_without_a_terminal_changes_nothing_exit_4(lab
     assert f"PID {old}" in run.stdout  # the plan was shown
     assert await supervised_pid(lab) == old
     kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute("SELECT kind FROM events ORDER BY id")]
-    assert kinds == ["requested", "refused"]
+    assert kinds == ["requested", "plan-shown", "refused"]
 
 
 async def test_cli_yes_json_adds_old_and_new_pid_and_ready_time(lab: DemoHost, tmp_path: Path) -> None:
@@ -112,6 +113,17 @@ async def test_a_second_restart_of_the_same_host_is_refused_by_the_lock(lab: Dem
     assert f"restart {first_plan.operation_id} by slack:U1" in refused.value.message
     assert refused.value.holder["thread_ts"] == "1.2"
     assert (await first).verdict == "pass"
+    audit.close()
+
+
+async def test_a_lock_taken_for_this_plan_while_it_awaited_approval_is_reused(lab: DemoHost, tmp_path: Path) -> None:
+    audit = AuditStore.open(tmp_path / "a.db")
+    plan = await plan_restart(inventory_host(lab))
+    await locks.acquire(audit, lab.name, plan.operation_id, "restart", "slack:U1", "C1", "1.2")
+    result = await restart(plan, origin=Origin("slack:U2", "slack", "C1", "1.2"), audit=audit,
+                           request_recorded=True, settle_s=0.5)
+    assert result.verdict == "pass"
+    assert await locks.holder_of(audit, lab.name) is None
     audit.close()
 
 

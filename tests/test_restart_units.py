@@ -242,3 +242,13 @@ def test_no_exit_status_is_an_error_never_a_pass() -> None:
     assert statuses(found) == {"restart-command": "error", "main-pid": "error", "health": "error",
                                "cmdline": "error", "probe": "error", "ready-time": "error"}
     assert "whether it ran is unknown" in found[0].summary
+
+
+def test_a_host_that_cannot_be_reached_is_never_restarted_and_never_passes() -> None:
+    p = plan()
+    watch = Watch(p.service, p.before, 3.0)
+    watch.link_lost("ct129 (10.1.230.172:22): cannot connect: Connection refused", 0.0)
+    found = restart_findings(p, watch, None, 0.25)
+    assert set(statuses(found).values()) == {"error"}
+    assert found[0].summary == "not sent: ct129 (10.1.230.172:22): cannot connect: Connection refused"
+    assert found[-1].summary.startswith("not restarted: ")
