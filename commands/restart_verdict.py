@@ -94,14 +94,12 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
         return Finding("main-pid", "error", f"never polled: {watch.lost or 'no state read'}", evidence, details)
     chain = " → ".join(str(pid) for pid in [old or "none", *(pid for pid, _ in watch.new_pids)])
     if watch.crash_loop:
-        span = watch.new_pids[-1][1] - watch.new_pids[0][1]
         restarts = ""
         if plan.service.manager == "systemd" and last.state is not None:
             restarts = f"; NRestarts {plan.before.n_restarts} → {last.state.properties.get('NRestarts', '?')}"
         return Finding("main-pid", "fail",
-                       f"crash loop: the main PID changed {len(watch.new_pids)} times in "
-                       f"{watch.new_pids[-1][1]:.1f} s ({span:.1f} s between the first and last new PID): "
-                       f"{chain}{restarts}", evidence, details)
+                       f"crash loop: the main PID changed {len(watch.new_pids)} times within "
+                       f"{watch.new_pids[-1][1]:.1f} s of the restart: {chain}{restarts}", evidence, details)
     new = watch.new_pid
     state = last.state.state if last.state else "unreadable"
     if new is not None:
@@ -216,8 +214,9 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
                                "serves: check that it did the work of a real start", evidence, details)
             why = "and the real request failed" if probe is not None else "and nothing but health vouches for it"
             return Finding("ready-time", "fail", f"{too_fast} {why}", evidence, details)
-        return Finding("ready-time", "pass", f"all signals green {ready:.2f} s after the restart command was sent",
-                       evidence, details)
+        after = "; it did not stay up: crash loop (see main-pid)" if watch.crash_loop else ""
+        return Finding("ready-time", "pass",
+                       f"all signals green {ready:.2f} s after the restart command was sent{after}", evidence, details)
     if watch.command_state == "not sent":
         return Finding("ready-time", "error", f"not restarted: {watch.lost or 'the command was never sent'}",
                        evidence, details)
@@ -226,16 +225,17 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
                        "restart command was sent", evidence, details)
     last = watch.last
     if watch.command_state == "fail" and watch.command_result is not None:
-        why = f"`{watch.command}` exited {watch.command_result.exit_status}"
+        never = f"`{watch.command}` exited {watch.command_result.exit_status}"
     elif watch.crash_loop:
-        why = f"crash loop ({len(watch.new_pids)} new PIDs)"
+        never = f"crash loop ({len(watch.new_pids)} new PIDs)"
     elif watch.wrong_flags_final():
-        why = "the new process runs with the wrong flags"
+        never = "the new process runs with the wrong flags"
     else:
-        why = "waiting for " + ", ".join(_pending(plan, watch, last)) if last else "never polled"
-    at = last.at_s if last else 0.0
-    return Finding("ready-time", "fail", f"not ready after {at:.1f} s (deadline {service.ready_timeout_s:g} s): {why}",
-                   evidence, details)
+        waiting = ", ".join(_pending(plan, watch, last)) if last else "a first poll"
+        at = last.at_s if last else 0.0
+        return Finding("ready-time", "fail", f"not ready after {at:.1f} s (deadline {service.ready_timeout_s:g} s): "
+                       f"waiting for {waiting}", evidence, details)
+    return Finding("ready-time", "fail", f"never ready: {never}", evidence, details)
 
 
 def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
