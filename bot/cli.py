@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
         if spec.name == "restart":
+            add_restart_parser(sub, shared)
             continue
         if spec.name == "audit":
             add_audit_parser(sub, spec, shared)
@@ -46,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--backup", metavar="NAME", help="backup to compare with (default: the only one)")
         command.add_argument("--json", action="store_true", help="print one JSON object")
         command.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
-    add_restart_parser(sub, shared)  # restart: bot/cli_restart.py (whether or not the registry lists it)
     serve = sub.add_parser("serve", parents=[shared], help="run the Slack bot (Socket Mode by default)")
     serve.add_argument("--http", type=int, metavar="PORT", help="HTTP mode: receive events at /slack/events")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")

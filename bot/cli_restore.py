@@ -20,7 +20,7 @@ from commands.findings import Finding
 from commands.inventory import Inventory
 from commands.operation import OperationResult, Origin, utc_now
 from commands.registry import OperationSpec
-from commands.restore import apply_restore, close_unapplied, request_restore
+from commands.restore import apply_restore, request_restore
 from commands.restore_plan import RestorePlan
 
 EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
@@ -53,7 +53,7 @@ async def run_restore(args: argparse.Namespace, inventory: Inventory) -> int:
             return _report_unchanged(plan, as_json=args.json)
         if not await _confirmed(args, plan):
             reason = "declined at the prompt" if sys.stdin.isatty() else "no --yes and no terminal to ask on"
-            await close_unapplied(audit, plan.operation_id, origin.actor, "rejected", reason)
+            await approvals.close_unapplied(audit, plan.operation_id, origin.actor, "rejected", reason)
             raise Refused(f"not applied: {reason}; nothing changed", hint="run again with --yes to apply")
         await approvals.decide(audit, plan.operation_id, origin.actor, "approved", inventory.approvals)
         result = await apply_restore(inventory, plan.operation_id, actor=origin.actor, audit=audit,

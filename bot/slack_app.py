@@ -17,10 +17,14 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
+from bot.restart_blocks import APPROVE as RESTART_APPROVE
+from bot.restart_blocks import REJECT as RESTART_REJECT
 from bot.restore_blocks import APPROVE, APPROVE_WITH_EXTRAS, REJECT
 from bot.slack_audit import audit_in_thread, audit_request
+from bot.slack_plans import decide_click
 from bot.slack_recovery import VERIFY_NOW, verify_now_command
-from bot.slack_restore import apply_in_thread, decide_click, plan_in_thread, restore_request
+from bot.slack_restart import plan_restart_in_thread, restart_in_thread, restart_request
+from bot.slack_restore import apply_in_thread, plan_in_thread, restore_request
 from bot.slack_thread import OperationThread
 from commands.audit_store import AuditStore
 from commands.errors import ProofbotError, Refused, UsageError
@@ -77,9 +81,26 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         await ack()
         await plan_in_thread(context.inventory, context.audit, client, command, request, context.timers)
 
+    @app.command("/restart")
+    async def on_restart(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
+        if command.get("text", "").strip().lower() in ("", "help"):
+            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
+            return
+        check_channel(context.inventory, command["channel_id"])
+        host = await restart_request(context.inventory, context.audit, command)
+        await ack()
+        await plan_restart_in_thread(context.inventory, context.audit, client, command["user_id"],
+                                     command["channel_id"], host, context.timers)
+
+    @app.action(re.compile(f"^({RESTART_APPROVE}|{RESTART_REJECT})$"))
+    async def on_restart_decision(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        pending = await decide_click(context.inventory, context.audit, body, RESTART_REJECT)
+        await ack()
+        await restart_in_thread(context.inventory, context.audit, client, body, pending)
+
     @app.action(re.compile(f"^({APPROVE}|{APPROVE_WITH_EXTRAS}|{REJECT})$"))
     async def on_restore_decision(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        pending = await decide_click(context.inventory, context.audit, body)
+        pending = await decide_click(context.inventory, context.audit, body, REJECT)
         await ack()
         await apply_in_thread(context.inventory, context.audit, client, body, pending)
 

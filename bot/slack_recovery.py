@@ -16,7 +16,7 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import Message, escape
-from bot.slack_restore import expire_later, show_expired
+from bot.slack_plans import arm_expiry, show_expired
 from commands import approvals
 from commands.audit_store import AuditStore
 from commands.inventory import Inventory
@@ -52,9 +52,7 @@ async def recover_in_slack(inventory: Inventory, audit: AuditStore, client: Asyn
             if await approvals.expire_if_due(audit, plan.id) is not None:
                 await show_expired(audit, client, inventory, plan.id)
             continue
-        timer = asyncio.create_task(expire_later(audit, client, plan.id, inventory))
-        timers.add(timer)
-        timer.add_done_callback(timers.discard)
+        arm_expiry(audit, client, inventory, plan.id, timers)
     return interrupted
 
 

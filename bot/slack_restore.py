@@ -8,7 +8,6 @@ buttons and releases the host.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +16,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import finding_message, progress_message, verdict_message
 from bot.restore_blocks import (
     APPROVE_WITH_EXTRAS,
-    REJECT,
     decided_message,
     diff_message,
     nothing_to_do_message,
     plan_message,
     planning_message,
 )
+from bot.slack_plans import arm_expiry
 from bot.slack_thread import OperationThread
 from commands import approvals, locks
 from commands.audit_store import AuditStore
@@ -31,7 +30,7 @@ from commands.errors import Locked, UsageError
 from commands.findings import Finding
 from commands.inventory import Host, Inventory
 from commands.operation import Origin
-from commands.restore import apply_restore, close_unapplied, request_restore
+from commands.restore import apply_restore, request_restore
 from commands.restore_apply import PlanVoid
 from commands.restore_plan import plan_from_json
 
@@ -81,36 +80,7 @@ async def plan_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncW
         if len(change.diff) > DIFF_INLINE_LIMIT:
             await client.files_upload_v2(channel=origin.channel or channel, thread_ts=thread, content=change.diff,
                                          filename=f"{change.name}.diff", title=f"full diff of {change.name}")
-    timer = asyncio.create_task(expire_later(audit, client, plan.operation_id, inventory))
-    timers.add(timer)
-    timer.add_done_callback(timers.discard)
-
-
-async def expire_later(audit: AuditStore, client: AsyncWebClient, plan_id: str, inventory: Inventory) -> None:
-    pending = await approvals.get(audit, plan_id)
-    await asyncio.sleep(max(0.0, pending.expires_at - time.time()) + 0.05)
-    expired = await approvals.expire_if_due(audit, plan_id)
-    if expired is not None:
-        await show_expired(audit, client, inventory, plan_id)
-
-
-async def show_expired(audit: AuditStore, client: AsyncWebClient, inventory: Inventory, plan_id: str) -> None:
-    pending = await approvals.get(audit, plan_id)
-    await close_unapplied(audit, plan_id, "proofbot", "expired", "no decision before the plan expired")
-    if pending.channel and pending.message_ts:
-        plan = plan_from_json(inventory.host(pending.host), pending.details)
-        status = f":hourglass: expired at {pending.expires_at_utc()} with no decision; nothing was changed"
-        text, blocks = decided_message(plan, pending.requested_by.removeprefix("slack:"), status)
-        await client.chat_update(channel=pending.channel, ts=pending.message_ts, text=text, blocks=blocks)
-
-
-async def decide_click(inventory: Inventory, audit: AuditStore, body: dict[str, Any]) -> approvals.PendingPlan:
-    """Record the click's decision, or raise Refused (already decided, expired, not allowed)."""
-    action = body["actions"][0]
-    user = body["user"]["id"]
-    decision: approvals.Decision = "rejected" if action["action_id"] == REJECT else "approved"
-    return await approvals.decide(audit, str(action["value"]), f"slack:{user}", decision, inventory.approvals,
-                                  user_id=user)
+    arm_expiry(audit, client, inventory, plan.operation_id, timers)
 
 
 async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncWebClient, body: dict[str, Any],
@@ -120,7 +90,7 @@ async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: Async
     plan = plan_from_json(inventory.host(pending.host), pending.details)
     channel, ts = pending.channel or body["channel"]["id"], pending.message_ts or body["message"]["ts"]
     if pending.state == "rejected":
-        await close_unapplied(audit, pending.id, f"slack:{user}", "rejected", "rejected in Slack")
+        await approvals.close_unapplied(audit, pending.id, f"slack:{user}", "rejected", "rejected in Slack")
         text, blocks = decided_message(plan, requester, f":no_entry_sign: rejected by <@{user}> at "
                                        f"{pending.decided_at}; nothing was changed")
         await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from commands import locks
 from commands.audit_store import AuditStore
 from commands.errors import Refused
 from commands.inventory import Approvals
@@ -152,3 +153,13 @@ async def expire_if_due(store: AuditStore, plan_id: str) -> PendingPlan | None:
 async def close(store: AuditStore, plan_id: str, state: str) -> None:
     """Mark a plan void or applied (states that follow approval)."""
     await store.transaction(lambda conn: conn.execute("UPDATE plans SET state = ? WHERE id = ?", (state, plan_id)))
+
+
+async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: str, reason: str) -> None:
+    """End a plan that will not be applied (rejected, expired, declined): finish it, free the host."""
+    plan = await get(store, plan_id)
+    holder = await locks.holder_of(store, plan.host)
+    await store.append("finished", operation_id=plan_id, operation=plan.operation, host=plan.host, actor=actor,
+                       details={"verdict": verdict, "summary": reason})
+    if holder is not None and holder.operation_id == plan_id:
+        await locks.release(store, holder)

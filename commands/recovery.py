@@ -17,7 +17,8 @@ from commands.audit_store import AuditStore
 UNFINISHED = """
 SELECT r.operation_id, r.operation, r.host, r.details FROM events r
 WHERE r.kind = 'requested' AND r.operation_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM events f WHERE f.operation_id = r.operation_id AND f.kind = 'finished')
+  AND NOT EXISTS (SELECT 1 FROM events f WHERE f.operation_id = r.operation_id
+                  AND f.kind IN ('finished', 'refused', 'cancelled', 'interrupted'))
   AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = r.operation_id AND p.state = 'pending')
 ORDER BY r.id
 """

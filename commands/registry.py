@@ -27,6 +27,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         mutating=True,
     ),
     OperationSpec(
+        name="restart",
+        usage="HOST",
+        summary="Restart a service after approval and prove it: new PID, health 200, right flags, a real request",
+        mutating=True,
+    ),
+    OperationSpec(
         name="audit",
         usage="[HOST] [N]",
         summary="Show the last N operations (default 10), newest first: who asked, who approved, verdict, thread",

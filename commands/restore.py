@@ -107,15 +107,6 @@ def _last_status(findings: list[Finding], name: str) -> str | None:
     return next((f.status for f in reversed(findings) if f.name == name), None)
 
 
-async def close_unapplied(audit: AuditStore, plan_id: str, actor: str, verdict: str, reason: str) -> None:
-    """End a plan that will not be applied (rejected, expired, declined): release its lock."""
-    pending = await approvals.get(audit, plan_id)
-    holder = await locks.holder_of(audit, pending.host)
-    await _finish(audit, plan_id, pending.host, actor, verdict, reason)
-    if holder is not None and holder.operation_id == plan_id:
-        await locks.release(audit, holder)
-
-
 async def _hold_lock(audit: AuditStore, host: str, plan_id: str, actor: str) -> locks.LockHolder:
     holder = await locks.holder_of(audit, host)
     if holder is not None and holder.operation_id == plan_id:

@@ -43,7 +43,10 @@ class Rig:
                                      headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
 
     async def restore(self, text: str = "ct129", user: str = REQUESTER) -> httpx.Response:
-        return await self.post(slash_command_body("/restore", text, user, CHANNEL, self.slack.response_url(), "t1"))
+        return await self.command("/restore", text, user)
+
+    async def command(self, command: str, text: str, user: str = REQUESTER) -> httpx.Response:
+        return await self.post(slash_command_body(command, text, user, CHANNEL, self.slack.response_url(), "t1"))
 
     async def plan_message(self) -> Message:
         await self.slack.wait_until(lambda: self._plan() is not None, timeout=20, what="the plan with buttons")
@@ -80,9 +83,12 @@ class Rig:
 
 
 @asynccontextmanager
-async def make_rig(tmp_path: Path, expire_after_s: float) -> AsyncIterator[Rig]:
-    async with demo_host("ct129") as host:
+async def make_rig(tmp_path: Path, expire_after_s: float, *, flags: list[str] | None = None,
+                   service: bool = True) -> AsyncIterator[Rig]:
+    async with demo_host("ct129", flags=flags) as host:
         document = host.inventory()
+        if not service:
+            del document["hosts"]["ct129"]["service"]
         document["approvals"] = {"approvers": [APPROVER, OTHER_APPROVER, REQUESTER], "allow_self_approval": False,
                                  "expire_after_s": expire_after_s}
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")

@@ -1,0 +1,51 @@
+"""/restart through the real bolt app: plan with the current PID, approval, progress on the parent,
+one reply per signal, the verdict — against a loopback host under a real supervisord."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from tests.test_slack_restore import APPROVER, CHANNEL, REQUESTER, Rig, make_rig
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with make_rig(tmp_path, 900, flags=["--speculative-algorithm", "NEXTN"]) as made:
+        yield made
+
+
+async def test_approved_restart_shows_progress_and_proves_the_new_pid(rig: Rig) -> None:
+    old_pid = int((await rig.host.supervisorctl("pid", "sglang")).strip())
+    assert (await rig.command("/restart", "ct129")).status_code == 200
+    plan = await rig.plan_message()
+    shown = json.dumps(plan.blocks)
+    assert f"PID {old_pid}" in shown and "supervisorctl" in shown and "--speculative-algorithm NEXTN" in shown
+    approve = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]
+    assert approve["action_id"] == "restart_approve" and approve["confirm"]["confirm"]["text"] == "Restart"
+
+    response, _ = await rig.click(plan, "restart_approve", APPROVER)
+    assert response.status_code == 200
+    await rig.slack.wait_until(lambda: "restart: PASS" in rig.slack.message(CHANNEL, plan.ts).text
+                               or "restart: FAIL" in rig.slack.message(CHANNEL, plan.ts).text,
+                               timeout=60, what="the restart verdict")
+    parent = rig.slack.message(CHANNEL, plan.ts)
+    assert "restart: PASS" in parent.text, parent.text
+    new_pid = int((await rig.host.supervisorctl("pid", "sglang")).strip())
+    assert new_pid != old_pid
+    progress = [edit.text for edit in parent.edits if "verifying" in edit.text]
+    assert progress, "the parent shows progress while the restart is verified"
+    assert any(f"PID {old_pid} →" in text for text in [*progress, parent.text])
+    replies = rig.slack.thread(CHANNEL, plan.ts)
+    assert any(f"{old_pid} → {new_pid}" in reply.text for reply in replies)
+    assert rig.events("approved")[0]["requested_by"] == f"slack:{REQUESTER}"
+    assert rig.slack.warnings == []
+
+
+async def test_host_without_a_service_is_refused(tmp_path: Path) -> None:
+    async with make_rig(tmp_path, 900, service=False) as rig:
+        reply = (await rig.command("/restart", "ct129")).json()
+        assert "has no service in the inventory" in reply["text"]
