@@ -13,6 +13,7 @@ from commands.restart_watch import RestartProgress
 
 APPROVE = "restart_approve"
 REJECT = "restart_reject"
+RESTART_NOW = "restart_now"
 
 
 def _head(plan: RestartPlan, requester: str) -> list[Block]:
@@ -45,3 +46,12 @@ def restart_status_message(plan: RestartPlan, requester: str, status: str,
     blocks.append(context_block(status))
     line = f" — {progress_line(progress)}" if progress is not None else ""
     return f"Restart of {plan.host.name}: {status}{line}", as_dicts(blocks)
+
+
+def restart_now_message(host: str, operation_id: str) -> Message:
+    """Offered after a restore when the running process predates the restored files."""
+    text = (f":warning: the service on {escape(host)} is still running the old code: restart it. "
+            "*Restart now* plans a restart (it still needs an approver).")
+    blocks = [section_block(text),
+              ActionsBlock(elements=[ButtonElement(text="Restart now", action_id=RESTART_NOW, value=operation_id)])]
+    return f"{host} is still running the old code: restart it", as_dicts(blocks)

@@ -19,10 +19,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
 from bot.restart_blocks import APPROVE as RESTART_APPROVE
 from bot.restart_blocks import REJECT as RESTART_REJECT
+from bot.restart_blocks import RESTART_NOW
 from bot.restore_blocks import APPROVE, APPROVE_WITH_EXTRAS, REJECT
 from bot.slack_audit import audit_in_thread, audit_request
 from bot.slack_plans import decide_click
-from bot.slack_recovery import VERIFY_NOW, verify_now_command
+from bot.slack_recovery import VERIFY_NOW, command_for_click
 from bot.slack_restart import plan_restart_in_thread, restart_in_thread, restart_request
 from bot.slack_restore import apply_in_thread, plan_in_thread, restore_request
 from bot.slack_thread import OperationThread
@@ -104,9 +105,17 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         await ack()
         await apply_in_thread(context.inventory, context.audit, client, body, pending)
 
+    @app.action(RESTART_NOW)
+    async def on_restart_now(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        command = await command_for_click(context.audit, body)
+        host = await restart_request(context.inventory, context.audit, command)
+        await ack()
+        await plan_restart_in_thread(context.inventory, context.audit, client, command["user_id"],
+                                     command["channel_id"], host, context.timers)
+
     @app.action(VERIFY_NOW)
     async def on_verify_now(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        command = await verify_now_command(context.audit, body)
+        command = await command_for_click(context.audit, body)
         plan = verify_plan(context.inventory, command)
         await ack()
         await verify_in_thread(context, client, command, plan)

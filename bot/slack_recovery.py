@@ -56,8 +56,9 @@ async def recover_in_slack(inventory: Inventory, audit: AuditStore, client: Asyn
     return interrupted
 
 
-async def verify_now_command(audit: AuditStore, body: dict[str, Any]) -> dict[str, Any]:
-    """The /verify request a "Verify now" click stands for: the interrupted operation's host."""
+async def command_for_click(audit: AuditStore, body: dict[str, Any]) -> dict[str, Any]:
+    """The slash command a "Verify now" / "Restart now" click stands for: the operation's host,
+    looked up in the audit log by the operation id the button carries."""
     operation_id = str(body["actions"][0]["value"])
     events = await audit.events_of(operation_id)
     host = next((event.host for event in events if event.host), None) or ""

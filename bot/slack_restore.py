@@ -14,6 +14,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import finding_message, progress_message, verdict_message
+from bot.restart_blocks import restart_now_message
 from bot.restore_blocks import (
     APPROVE_WITH_EXTRAS,
     decided_message,
@@ -122,3 +123,6 @@ async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: Async
     summary = decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
     await thread.finish((final_text, summary + final_blocks))
     await thread.post_summary(audit, pending.id)
+    if any(f.name == "stale-process" and f.status == "warn" for f in result.checks) and plan.host.service:
+        text, blocks = restart_now_message(plan.host.name, pending.id)
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)

@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -157,7 +158,7 @@ def db_path(explicit: str | None) -> Path:
 class AuditStore:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self._db = db
-        self._lock = asyncio.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
 
     @classmethod
     def open(cls, path: Path) -> AuditStore:
@@ -174,6 +175,7 @@ class AuditStore:
         return store
 
     def close(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
         self._db.conn.close()
 
     def _migrate(self) -> None:
@@ -200,8 +202,10 @@ class AuditStore:
                 raise
 
     async def _run(self, work: Callable[[], T]) -> T:
-        async with self._lock:
-            return await asyncio.to_thread(work)
+        # One worker thread owns the connection: work never overlaps, even when the task
+        # awaiting it is cancelled mid-way (a cancelled to_thread would keep running
+        # while the next call started on the same connection).
+        return await asyncio.get_running_loop().run_in_executor(self._worker, work)
 
     async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run work(conn) in one IMMEDIATE transaction, in the store's worker thread."""

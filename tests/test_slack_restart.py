@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from tests.slack_fake.server import Message
 from tests.test_slack_restore import APPROVER, CHANNEL, REQUESTER, Rig, make_rig
 
 
@@ -49,3 +50,22 @@ async def test_host_without_a_service_is_refused(tmp_path: Path) -> None:
     async with make_rig(tmp_path, 900, service=False) as rig:
         reply = (await rig.command("/restart", "ct129")).json()
         assert "has no service in the inventory" in reply["text"]
+
+
+async def test_restore_that_leaves_a_stale_process_offers_restart_now(rig: Rig) -> None:
+    await rig.restore()
+    restore_plan = await rig.plan_message()
+    await rig.click(restore_plan, "restore_approve", APPROVER)
+    def offer() -> Message | None:
+        return next((m for m in rig.slack.thread(CHANNEL, restore_plan.ts)
+                     if any(b["type"] == "actions" for b in m.blocks or [])), None)
+
+    await rig.slack.wait_until(lambda: offer() is not None, timeout=30, what="the Restart now offer")
+    found = offer()
+    assert found is not None and "still running the old code" in found.text
+    await rig.click(found, "restart_now", REQUESTER)
+    await rig.slack.wait_until(lambda: any(b.get("action_id") == "restart_approve"
+                                           for m in rig.slack.messages_in(CHANNEL) if not m.is_reply
+                                           for block in m.blocks or [] if block["type"] == "actions"
+                                           for b in block["elements"]),
+                               timeout=30, what="a restart plan awaiting approval")
