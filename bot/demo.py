@@ -3,7 +3,9 @@
 No root, no Slack account: an in-process SSH server, a real supervisord and a demo
 service laid out as ct129 was after the failed rollback (one file patched, one extra
 file, a forbidden flag on the command line). Act 1: verify finds all three. Act 2: a
-restore is planned, approved and proved. Act 3: verify again shows what is left.
+restore is planned, approved and proved. Act 3: verify again shows what is left. Act 4:
+a restart proves the flag is still there; the launch config is fixed; a restart and a
+final verify prove every signal green.
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ import yaml
 
 from bot.blocks import Message, as_plain_text, finding_message, progress_message, verdict_message
 from bot.demo_host import demo_host
+from bot.restart_blocks import restart_plan_message
+from bot.restart_view import progress_line
 from bot.restore_blocks import plan_message
 from commands import approvals
 from commands.audit_store import AuditStore, db_path
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
 from commands.operation import OperationResult, Origin
+from commands.restart import restart
+from commands.restart_plan import plan_restart
+from commands.restart_watch import RestartProgress
 from commands.restore import apply_restore, request_restore
 from commands.verify import VerifyPlan, verify
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
+GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]
 FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
 AFTER_RESTORE_FAILURES = {"cmdline"}
 
@@ -92,6 +100,31 @@ async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResu
     return result
 
 
+async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    _say("/restart ct129")
+    plan = await plan_restart(inventory.host("ct129"))
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    _show(restart_plan_message(plan, REQUESTER, "in 15 min", inventory.approvals.approvers), "  │ ")
+    _say(f"  <@{APPROVER}> clicks [Approve], and confirms \"Restart\"")
+    last_line = ""
+
+    async def progress(state: RestartProgress) -> None:
+        nonlocal last_line
+        line = progress_line(state)
+        if line.split(" · ", 1)[1:] != last_line.split(" · ", 1)[1:]:
+            _say(f"  │ … {line}")
+        last_line = line
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    result = await restart(plan, origin=origin, audit=audit, on_progress=progress, on_finding=show)
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, None), "  │ ")
+    _say()
+    return result
+
+
 def _failures(result: OperationResult) -> set[str]:
     return {finding.name for finding in result.checks if finding.status == "fail"}
 
@@ -110,17 +143,32 @@ async def run_demo(db: str | None = None) -> int:
             first = await _verify_act(inventory, audit)
             restored = await _restore_act(inventory, audit)
             again = await _verify_act(inventory, audit)
+            still_flagged = await _restart_act(inventory, audit)
+            _say("The operator removes --enable-ddtree from the launch config (supervisord.conf), then runs")
+            _say("`supervisorctl reread && supervisorctl update sglang`:")
+            _say("\n".join("  " + line for line in (await lab.change_launch_flags(GOOD_FLAGS)).splitlines()))
+            _say()
+            fixed = await _restart_act(inventory, audit)
+            final = await _verify_act(inventory, audit)
         finally:
             audit.close()
-    _say(f"audit log: {db_path(db)} (operations {first.operation_id}, {restored.operation_id}, "
-         f"{again.operation_id}; each verify used {first.stats.get('exec_round_trips')} exec round trips "
-         f"over {first.stats.get('connections')} SSH connection)")
+    operations = [first, restored, again, still_flagged, fixed, final]
+    _say(f"audit log: {db_path(db)} ({len(operations)} operations: "
+         f"{', '.join(op.operation_id for op in operations)}; each verify used "
+         f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
+         "connection; `proofbot audit ct129 --db …` lists them)")
     story = [("verify found the patched file, the extra file and the forbidden flag",
               _failures(first) == FIRST_FAILURES),
              ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
               restored.verdict == "pass" and restored.extra["restored"] == ["spec_info.py"]),
              ("verify again: files match the backup; the running process still has --enable-ddtree",
-              _failures(again) == AFTER_RESTORE_FAILURES)]
+              _failures(again) == AFTER_RESTORE_FAILURES),
+             ("restart: new PID and health 200, but the forbidden flag came back: FAIL, said plainly",
+              still_flagged.verdict == "fail" and _failures(still_flagged) >= {"cmdline"}
+              and still_flagged.extra["new_pid"] != still_flagged.extra["old_pid"]),
+             ("launch config fixed, restart: new PID, health, flags and one real request all green",
+              fixed.verdict == "pass"),
+             ("final verify: every check passes", final.verdict == "pass" and not _failures(final))]
     for line, held in story:
         _say(f"  {'✓' if held else '✗'} {line}")
     if all(held for _, held in story):

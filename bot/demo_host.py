@@ -129,6 +129,16 @@ class DemoHost:
             }},
         }
 
+    async def change_launch_flags(self, flags: list[str]) -> str:
+        """What an operator does to fix the launch config: edit it, then reread and update it."""
+        text = self.supervisor_config.read_text()
+        start = text.index("command=") + len("command=")
+        end = text.index("\n", start)
+        self.supervisor_config.write_text(text[:start] + _service_command(self.http_port, flags) + text[end:])
+        said = await self.supervisorctl("reread") + await self.supervisorctl("update", "sglang")
+        await _wait_running(self, 20)
+        return said
+
     async def supervisorctl(self, *args: str) -> str:
         child = await asyncio.create_subprocess_exec(
             *_supervisor_bin("supervisorctl"), "-c", str(self.supervisor_config), *args,
@@ -168,11 +178,14 @@ def _lay_out_files(root: Path, *, patched: bool, extra_file: bool) -> None:
         (live / "ddtree_utils.py").write_text("def build_tree():\n    return '!!!!!!!!'\n")
 
 
+def _service_command(http_port: int, flags: list[str]) -> str:
+    return shlex.join([sys.executable, str(SERVICE_SCRIPT), "--host", "127.0.0.1", "--port", str(http_port), *flags])
+
+
 def _supervisor_config(root: Path, http_port: int, flags: list[str]) -> Path:
     run = root / "supervisor"
     run.mkdir()
-    command = shlex.join([sys.executable, str(SERVICE_SCRIPT), "--host", "127.0.0.1", "--port", str(http_port),
-                          *flags])
+    command = _service_command(http_port, flags)
     config = run / "supervisord.conf"
     config.write_text(f"""[unix_http_server]
 file={run}/supervisor.sock

@@ -20,4 +20,5 @@ async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> N
     lab_root = next(line.split("files under ")[1] for line in run.stdout.splitlines() if "files under" in line)
     assert not await asyncio.to_thread(os.path.exists, lab_root), "the lab host is removed"
     kinds = [row[0] for row in sqlite3.connect(db).execute("SELECT kind FROM events ORDER BY id")]
-    assert kinds.count("finished") == 3 and "approved" in kinds
+    assert kinds.count("finished") == 6 and "approved" in kinds
+    assert "ct129 restart: PASS" in run.stdout and "the old launch script is still in place" in run.stdout
