@@ -21,7 +21,6 @@ loop, not a pass. A restart command without an exit status is an error, never a 
 from __future__ import annotations
 
 import asyncio
-import logging
 import shlex
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +43,7 @@ from commands.restart_plan import (
     read_snapshot,
     restart_argv,
 )
+from commands.restart_progress import OnProgress, ProgressSink
 from commands.restart_verdict import check_names, restart_findings
 from commands.restart_watch import Phase, Poll, RestartProgress, Watch
 from commands.ssh import CommandResult, HostConnection, connect
@@ -53,14 +53,11 @@ __all__ = ["POLL_INTERVAL_S", "SETTLE_S", "RestartPlan", "RestartPlanVoid", "Res
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
-HEARTBEAT_S = 2.0
 POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 
-OnProgress = Callable[[RestartProgress], Awaitable[None]]
 OnFinding = Callable[[Finding], Awaitable[None]]
-log = logging.getLogger(__name__)
 
 
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
@@ -117,47 +114,14 @@ async def _take_lock(plan: RestartPlan, origin: Origin, audit: AuditStore) -> lo
                                origin.channel, origin.thread_ts)
 
 
-class _ProgressSink:
-    """Delivers progress without ever holding up the polls: the newest state wins, one call at a time."""
-
-    def __init__(self, callback: OnProgress | None) -> None:
-        self._callback = callback
-        self._pending: RestartProgress | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._last_key: tuple[object, ...] | None = None
-        self._last_sent = 0.0
-
-    def offer(self, progress: RestartProgress, *, force: bool = False) -> None:
-        if self._callback is None:
-            return
-        now = time.monotonic()
-        if not force and progress.key() == self._last_key and now - self._last_sent < HEARTBEAT_S:
-            return
-        self._last_key, self._last_sent, self._pending = progress.key(), now, progress
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._deliver())
-
-    async def _deliver(self) -> None:
-        while self._pending is not None and self._callback is not None:
-            progress, self._pending = self._pending, None
-            try:
-                await self._callback(progress)
-            except Exception:  # a front-end's failure must not abort a restart half-way
-                log.exception("on_progress callback failed; the restart goes on")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
-
 class _Run:
     def __init__(self, plan: RestartPlan, origin: Origin, audit: AuditStore, on_progress: OnProgress | None,
                  poll_interval_s: float, settle_s: float) -> None:
         self.plan, self.origin, self.audit = plan, origin, audit
         self.service = plan.service
         self.poll_interval_s, self.settle_s = poll_interval_s, settle_s
-        self.watch = Watch(self.service, plan.before, settle_s)
-        self.progress = _ProgressSink(on_progress)
+        self.watch = Watch(self.service, plan.before)
+        self.progress = ProgressSink(on_progress)
         self.probe: Finding | None = None
         self.started_at, self.started = utc_now(), time.monotonic()
         self.sent_at: float | None = None

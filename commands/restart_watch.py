@@ -92,7 +92,6 @@ class Watch:
 
     service: Service
     before: ServiceSnapshot
-    settle_s: float
     command: str = ""
     command_state: CommandState = "not sent"
     command_result: CommandResult | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from commands.checks.service import parse_service_state
 from commands.findings import Finding
 from commands.inventory import Host, Probe
 from commands.restart_plan import RestartPlan, RestartPlanVoid, ServiceSnapshot, restart_argv
+from commands.restart_progress import ProgressSink
 from commands.restart_verdict import restart_findings
-from commands.restart_watch import Poll, Watch
+from commands.restart_watch import Poll, RestartProgress, Watch
 from commands.ssh import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -148,7 +150,7 @@ def feed(watch: Watch, at: float, pid: int, invocation: str, health: int | None,
 
 
 def sent(p: RestartPlan) -> Watch:
-    watch = Watch(p.service, p.before, 3.0, command="systemctl restart sglang", command_state="running")
+    watch = Watch(p.service, p.before, command="systemctl restart sglang", command_state="running")
     return watch
 
 
@@ -246,9 +248,29 @@ def test_no_exit_status_is_an_error_never_a_pass() -> None:
 
 def test_a_host_that_cannot_be_reached_is_never_restarted_and_never_passes() -> None:
     p = plan()
-    watch = Watch(p.service, p.before, 3.0)
+    watch = Watch(p.service, p.before)
     watch.link_lost("ct129 (10.1.230.172:22): cannot connect: Connection refused", 0.0)
     found = restart_findings(p, watch, None, 0.25)
     assert set(statuses(found).values()) == {"error"}
     assert found[0].summary == "not sent: ct129 (10.1.230.172:22): cannot connect: Connection refused"
     assert found[-1].summary.startswith("not restarted: ")
+
+
+async def test_progress_never_waits_for_a_slow_front_end_and_survives_a_failing_one() -> None:
+    p = plan()
+    watch = sent(p)
+    delivered: list[float] = []
+
+    async def slow(progress: RestartProgress) -> None:
+        delivered.append(progress.elapsed_s)
+        await asyncio.sleep(0.2)
+        if len(delivered) == 1:
+            raise RuntimeError("Slack said ratelimited")
+
+    sink = ProgressSink(slow)
+    for step in range(5):  # five state changes; the last four while the first call is still busy
+        feed(watch, step / 10, 300698 + step, f"i{step}", 503)
+        sink.offer(watch.progress("ct129", "op", "waiting", step / 10))
+        await asyncio.sleep(0.01)
+    await sink.close()
+    assert delivered == [0.0, 0.4]  # the first, then only the newest; the raise did not stop delivery
