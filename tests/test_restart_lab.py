@@ -21,8 +21,8 @@ from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.restart import RestartProgress, plan_restart, restart
 from tests.conftest import run_cli, write_inventory
-from tests.lab import require_nspawn, require_root_netns
 from tests.lab.common import BaseLab, LabHost, Scenario
+from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsLab
 from tests.lab.nspawn import NspawnLab
 
@@ -39,21 +39,13 @@ TIER3 = {"ct170": Scenario(), "ct171": Scenario(startup_delay_s=SLOW_S), "ct172"
 
 @pytest.fixture(scope="module")
 def netns_lab() -> Iterator[NetnsLab]:
-    reason = require_root_netns()
-    if reason:
-        pytest.skip(reason)
-    with NetnsLab() as lab:
-        lab.start(list(TIER2), per_host=TIER2)
+    with running_lab(NetnsLab, TIER2) as lab:
         yield lab
 
 
 @pytest.fixture(scope="module")
 def nspawn_lab() -> Iterator[NspawnLab]:
-    reason = require_nspawn()
-    if reason:
-        pytest.skip(reason)
-    with NspawnLab() as lab:
-        lab.start(list(TIER3), per_host=TIER3)
+    with running_lab(NspawnLab, TIER3) as lab:
         yield lab
 
 

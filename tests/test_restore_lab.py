@@ -20,8 +20,8 @@ from commands.restore import apply_restore, request_restore
 from commands.restore_apply import PlanVoid
 from commands.restore_plan import RestorePlan
 from tests.conftest import run_cli, write_inventory
-from tests.lab import require_nspawn, require_root_netns
 from tests.lab.common import BACKUP_DIR, LIVE_FILES, SPEC_DIR, BaseLab, LabHost, Scenario
+from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsLab
 from tests.lab.nspawn import NspawnLab
 
@@ -39,21 +39,13 @@ def host_sha(host: LabHost, path: str) -> str:
 
 @pytest.fixture(scope="module")
 def netns_lab() -> Iterator[NetnsLab]:
-    reason = require_root_netns()
-    if reason:
-        pytest.skip(reason)
-    with NetnsLab() as lab:
-        lab.start(["ct150", "ct151", "ct152", "ct153", "ct154", "ct155", "ct156"], scenario=SEED)
+    with running_lab(NetnsLab, {f"ct{n}": SEED for n in range(150, 157)}) as lab:
         yield lab
 
 
 @pytest.fixture(scope="module")
 def nspawn_lab() -> Iterator[NspawnLab]:
-    reason = require_nspawn()
-    if reason:
-        pytest.skip(reason)
-    with NspawnLab() as lab:
-        lab.start(["ct160"], scenario=SEED)
+    with running_lab(NspawnLab, {"ct160": SEED}) as lab:
         yield lab
 
 

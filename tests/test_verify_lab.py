@@ -16,8 +16,8 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
 from tests.conftest import run_cli, write_inventory
-from tests.lab import require_nspawn, require_root_netns
 from tests.lab.common import BaseLab, LabHost, Scenario
+from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsLab
 from tests.lab.nspawn import NspawnLab
 
@@ -28,21 +28,13 @@ EVERY_CHECK = {"file:spec_info.py", "file:eagle_info.py", "file:server_args.py",
 
 @pytest.fixture(scope="module")
 def netns_lab() -> Iterator[NetnsLab]:
-    reason = require_root_netns()
-    if reason:
-        pytest.skip(reason)
-    with NetnsLab() as lab:
-        lab.start(["ct129", "ct130", "ct131"], per_host={"ct129": PATCHED})
+    with running_lab(NetnsLab, {"ct129": PATCHED, "ct130": Scenario(), "ct131": Scenario()}) as lab:
         yield lab
 
 
 @pytest.fixture(scope="module")
 def nspawn_lab() -> Iterator[NspawnLab]:
-    reason = require_nspawn()
-    if reason:
-        pytest.skip(reason)
-    with NspawnLab() as lab:
-        lab.start(["ct140", "ct141"], per_host={"ct140": PATCHED})
+    with running_lab(NspawnLab, {"ct140": PATCHED, "ct141": Scenario()}) as lab:
         yield lab
 
 
