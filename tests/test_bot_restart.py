@@ -161,3 +161,28 @@ async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_ver
             await bot.slack.wait_until(lambda: any("ct129 verify: PASS" in m.text
                                                    for m in bot.slack.messages_in(CHANNEL)), timeout=30,
                                        what="the new verify")
+
+
+async def test_bot_killed_during_a_restart_marks_it_interrupted_in_its_thread(tmp_path: Path) -> None:
+    slow = ["--speculative-algorithm", "NEXTN", "--startup-delay", "6"]
+    async with demo_host("ct129", patched=False, extra_file=False, flags=slow) as host, \
+            running_bot(host, tmp_path, host.inventory(expect_flags=[], forbid_flags=[])) as bot:
+        await bot.command("/restart", "ct129")
+        await bot.slack.wait_until(lambda: any(buttons(m) for m in bot.slack.messages_in(CHANNEL)), timeout=20,
+                                   what="the restart plan")
+        plan = next(m for m in bot.slack.messages_in(CHANNEL) if buttons(m))
+        plan_id = buttons(plan)[0]["value"]
+        await bot.click(plan.ts, "restart_approve", plan_id, APPROVER)
+        await bot.slack.wait_until(lambda: "verifying" in bot.slack.message(CHANNEL, plan.ts).text, timeout=20,
+                                   what="the restart under way")
+        bot.kill()
+        await bot.process.wait()  # type: ignore[union-attr]
+        await bot.start()
+        await bot.slack.wait_until(lambda: any("interrupted" in m.text for m in bot.slack.thread(CHANNEL, plan.ts)),
+                                   timeout=20, what="the interrupted note in the restart's thread")
+        finished = [d for kind, op, d in bot.events() if kind == "finished" and op == plan_id]
+        assert [d["verdict"] for d in finished] == ["interrupted"]
+        assert any(kind == "lock-released-stale" and op == plan_id for kind, op, _ in bot.events())
+        # the host is free again: a new restart plan can be made at once
+        reply = await bot.command("/restart", "ct129")
+        assert "busy" not in reply.text
