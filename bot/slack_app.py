@@ -14,6 +14,10 @@ from typing import Any
 
 from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import error_message, finding_message, help_message, progress_message, verdict_message
@@ -46,7 +50,10 @@ class BotContext:
 
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
               api_url: str | None = None) -> AsyncApp:
-    client = AsyncWebClient(token=bot_token, base_url=api_url) if api_url else AsyncWebClient(token=bot_token)
+    # Threads post one reply per check: on a 429 wait as Slack says (Retry-After) and go on.
+    retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=3), AsyncConnectionErrorRetryHandler()]
+    client = (AsyncWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
+              else AsyncWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
 

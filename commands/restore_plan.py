@@ -18,6 +18,7 @@ from commands.checks.listing import extra_files_finding, listing_argv, listing_p
 from commands.errors import UnknownBackup, UsageError
 from commands.findings import Evidence, trim
 from commands.inventory import Backup, Host
+from commands.redact import redact
 from commands.ssh import CommandResult, HostConnection
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
@@ -213,4 +214,5 @@ def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: Com
         return FileState(name, live, src, "unreadable", None, src_sha, problem=problem, **common)
     if live_sha == src_sha:
         return FileState(name, live, src, "same", live_sha, src_sha, **common)
-    return FileState(name, live, src, "differs", live_sha, src_sha, diff=diff.text[:DIFF_LIMIT], **common)
+    # The diff is shown in Slack and kept in the audit log: secrets in config files are masked.
+    return FileState(name, live, src, "differs", live_sha, src_sha, diff=redact(diff.text[:DIFF_LIMIT]), **common)

@@ -39,7 +39,7 @@ def host_sha(host: LabHost, path: str) -> str:
 
 @pytest.fixture(scope="module")
 def netns_lab() -> Iterator[NetnsLab]:
-    with running_lab(NetnsLab, {f"ct{n}": SEED for n in range(150, 157)}) as lab:
+    with running_lab(NetnsLab, {f"ct{n}": SEED for n in range(150, 158)}) as lab:
         yield lab
 
 
@@ -237,3 +237,21 @@ async def test_link_dropped_during_replace_reports_what_it_knows(netns_lab: Netn
     assert result.extra["restored"] == []
     await asyncio.sleep(1)
     assert_each_file_old_or_restored(host, plan)
+
+
+@pytest.mark.tier2
+async def test_immutable_live_file_is_refused_and_left_as_it_was(netns_lab: NetnsLab, tmp_path: Path) -> None:
+    host, inventory = netns_lab["ct157"], inventory_of(netns_lab)
+    await asyncio.to_thread(host.run, ["chattr", "+i", LIVE_FILES["spec_info.py"]])
+    try:
+        audit = AuditStore.open(tmp_path / "a.db")
+        plan = await plan_and_approve(inventory, "ct157", audit)
+        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
+                                     move_extras=False)
+        audit.close()
+        replace = next(f for f in result.checks if f.name == "replace")
+        assert replace.status == "fail" and "Operation not permitted" in replace.summary
+        assert result.verdict == "fail" and result.extra["restored"] == []
+        assert assert_each_file_old_or_restored(host, plan) == {"spec_info.py": "as it was"}
+    finally:
+        await asyncio.to_thread(host.run, ["chattr", "-i", LIVE_FILES["spec_info.py"]], False)

@@ -175,3 +175,14 @@ async def test_socket_mode_acks_and_runs_verify(seeded_host: DemoHost, tmp_path:
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]
             audit.close()
+
+
+async def test_rate_limited_replies_are_retried_not_lost(rig: SlackRig) -> None:
+    rig.slack.set_rate_limit("chat.postMessage", max_calls=3, per_seconds=1.0)
+    await rig.command("/verify", "ct129")
+    slack = rig.slack
+    await slack.wait_until(lambda: any(m.text.startswith("Summary of operation") for m in slack.messages_in(CHANNEL)),
+                           timeout=60, what="every reply despite 429s")
+    assert any(not call.ok and call.error == "ratelimited" for call in slack.calls_to("chat.postMessage"))
+    [parent] = [m for m in slack.messages_in(CHANNEL) if not m.is_reply]
+    assert len(slack.thread(CHANNEL, parent.ts)) == 8
