@@ -17,7 +17,7 @@ from bot.slack_plans import arm_expiry
 from bot.slack_thread import OperationThread
 from commands import approvals, locks
 from commands.audit_store import AuditStore
-from commands.errors import Locked, UsageError
+from commands.errors import UsageError
 from commands.findings import Finding
 from commands.inventory import Host, Inventory
 from commands.operation import Origin
@@ -37,11 +37,7 @@ async def restart_request(inventory: Inventory, audit: AuditStore, command: dict
     host = inventory.host(words[0])
     if host.service is None:
         raise UsageError(f"{host.name} has no service in the inventory: nothing to restart")
-    holder = await locks.holder_of(audit, host.name)
-    if holder is not None and not holder.is_stale():
-        raise Locked(f"{host.name} is busy: {holder.operation} {holder.operation_id} by {holder.holder} "
-                     f"since {holder.acquired_at}", hint="one mutating operation per host at a time",
-                     holder={"channel": holder.channel, "thread_ts": holder.thread_ts})
+    await locks.refuse_if_busy(audit, host.name)
     return host
 
 

@@ -90,3 +90,22 @@ async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
     await store.transaction(lambda conn: conn.execute(
         "UPDATE locks SET pid = ?, machine = ? WHERE host = ? AND operation_id = ?",
         (os.getpid(), socket.gethostname(), host, operation_id)))
+
+
+async def hold_for(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
+                   channel: str | None = None, thread_ts: str | None = None) -> LockHolder:
+    """The host's lock for this operation: reused when it already holds it (taken when its plan was
+    shown, or adopted after a bot restart), else acquired."""
+    current = await holder_of(store, host)
+    if current is not None and current.operation_id == operation_id:
+        return current
+    return await acquire(store, host, operation_id, operation, holder, channel, thread_ts)
+
+
+async def refuse_if_busy(store: AuditStore, host: str) -> None:
+    """Fail fast, before anything is planned, when another operation holds the host."""
+    current = await holder_of(store, host)
+    if current is not None and not current.is_stale():
+        raise Locked(f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "
+                     f"since {current.acquired_at}", hint="one mutating operation per host at a time",
+                     holder=asdict(current))

@@ -75,7 +75,8 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
         await run.event("requested", {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
                                       "checks": check_names(plan), "origin": origin.to_json()})
     try:
-        lock = await _take_lock(plan, origin, audit)
+        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
+                                    origin.channel, origin.thread_ts)
     except Locked as exc:
         await run.event("refused", {"reason": str(exc), "holder": exc.holder})
         raise
@@ -103,15 +104,6 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     await run.event("finished", {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
                                  "statuses": {f.name: f.status for f in findings}, **extra})
     return result
-
-
-async def _take_lock(plan: RestartPlan, origin: Origin, audit: AuditStore) -> locks.LockHolder:
-    """The host's lock; one the caller took for this plan (e.g. while it awaited approval) is reused."""
-    holder = await locks.holder_of(audit, plan.host.name)
-    if holder is not None and holder.operation_id == plan.operation_id:
-        return holder
-    return await locks.acquire(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
-                               origin.channel, origin.thread_ts)
 
 
 class _Run:

@@ -66,7 +66,11 @@ async def apply_restore(inventory: Inventory, plan_id: str, *, actor: str, audit
     pending = await approvals.get(audit, plan_id)
     host = inventory.host(pending.host)
     plan = plan_from_json(host, pending.details)
-    lock = await _hold_lock(audit, host.name, plan_id, actor)
+    try:
+        lock = await locks.hold_for(audit, host.name, plan_id, "restore", actor)
+    except Locked:
+        await approvals.close(audit, plan_id, "void")
+        raise
     started_at, started = utc_now(), time.monotonic()
     findings: list[Finding] = []
 
@@ -105,17 +109,6 @@ async def apply_restore(inventory: Inventory, plan_id: str, *, actor: str, audit
 
 def _last_status(findings: list[Finding], name: str) -> str | None:
     return next((f.status for f in reversed(findings) if f.name == name), None)
-
-
-async def _hold_lock(audit: AuditStore, host: str, plan_id: str, actor: str) -> locks.LockHolder:
-    holder = await locks.holder_of(audit, host)
-    if holder is not None and holder.operation_id == plan_id:
-        return holder
-    try:
-        return await locks.acquire(audit, host, plan_id, "restore", actor)
-    except Locked:
-        await approvals.close(audit, plan_id, "void")
-        raise
 
 
 async def _reread_after_loss(plan: RestorePlan, record: OnStep) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
 from commands.checks.listing import listing_argv, parse_listing
 from commands.checks.service import main_pid_finding, service_state_argv
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
@@ -107,7 +107,7 @@ class Applier:
             await self.step(Finding("snapshot", "fail", f"could not keep a copy, nothing replaced: "
                                     f"`{failed.command}` said {failed.text.strip()[:300]!r}", _evidence(results)))
             return False
-        copied = _hashes(results[-1].text)
+        copied = hashes_by_path(results[-1].text)
         bad = [f.name for f in present if copied.get(f"{snap}/{f.name}") != f.live_sha]
         if bad:
             await self.step(Finding("snapshot", "fail", f"snapshot copy differs from live for {', '.join(bad)}: "
@@ -206,15 +206,6 @@ class Applier:
         second = await self.conn.run_batch(process_start_argvs(state.main_pid))
         start = parse_process_start(state.main_pid, *second)
         await self.step(stale_finding(start, restored, listing, second))
-
-
-def _hashes(output: str) -> dict[str, str]:
-    found = {}
-    for line in output.splitlines():
-        digest, _, path = line.partition("  ")
-        if len(digest) == 64:
-            found[path] = digest
-    return found
 
 
 def _short(digest: object) -> str:

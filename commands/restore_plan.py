@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from commands.checks.files import file_hash_argv
+from commands.checks.files import file_hash_argv, hashes_by_path
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.errors import UnknownBackup, UsageError
 from commands.findings import Evidence, trim
@@ -185,11 +185,7 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
 
 def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: CommandResult,
                 diff: CommandResult) -> FileState:
-    hashes: dict[str, str] = {}
-    for line in hashed.text.splitlines():
-        digest, _, path = line.partition("  ")
-        if len(digest) == 64 and path:
-            hashes[path] = digest
+    hashes = hashes_by_path(hashed.text)
     stats: dict[str, list[str]] = {}
     for line in stat.text.splitlines():
         parts = line.split("\t")

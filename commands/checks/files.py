@@ -19,7 +19,7 @@ def parse_file_hash(
 ) -> Finding:
     check = f"file:{name}"
     evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
-    hashes = _hashes_by_path(result.text)
+    hashes = hashes_by_path(result.text)
     backup_hash, live_hash = hashes.get(backup_path), hashes.get(live_path)
     details = {"backup_sha256": backup_hash, "live_sha256": live_hash}
     if backup_hash is None:
@@ -41,7 +41,8 @@ def parse_file_hash(
     )
 
 
-def _hashes_by_path(output: str) -> dict[str, str]:
+def hashes_by_path(output: str) -> dict[str, str]:
+    """Path → sha-256 from sha256sum output (GNU escapes names with backslashes or newlines)."""
     hashes: dict[str, str] = {}
     for line in output.splitlines():
         match = _HASH_LINE.match(line)
