@@ -186,3 +186,24 @@ async def test_bot_killed_during_a_restart_marks_it_interrupted_in_its_thread(tm
         # the host is free again: a new restart plan can be made at once
         reply = await bot.command("/restart", "ct129")
         assert "busy" not in reply.text
+
+
+async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(tmp_path: Path) -> None:
+    async with demo_host("ct129") as host, FakeSlack() as slack:
+        inventory = write_inventory(tmp_path / "inventory.yml", host.inventory())
+        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
+               "PROOFBOT_SLACK_API_URL": slack.api_url}
+        env.pop("SLACK_SIGNING_SECRET", None)
+        bot = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "serve", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"),
+            cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        try:
+            await slack.wait_for_socket(timeout=20)
+            ack = await (await slack.socket_send_slash_command("/verify", "help", channel_id=CHANNEL)).wait()
+            assert ack.elapsed < 3.0 and "/verify HOST [BACKUP]" in json.dumps(ack.payload)
+        finally:
+            bot.send_signal(signal.SIGTERM)
+            code = await bot.wait()
+        assert code == 0
+        kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute("SELECT kind FROM events ORDER BY id")]
+        assert kinds[0] == "bot-started" and kinds[-1] == "bot-stopped"
