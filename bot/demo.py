@@ -104,8 +104,17 @@ async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResu
     _say("/restart ct129")
     plan = await plan_restart(inventory.host("ct129"))
     origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    _show(restart_plan_message(plan, REQUESTER, "in 15 min", inventory.approvals.approvers), "  │ ")
+    await audit.append("requested", operation_id=plan.operation_id, operation="restart", host="ct129",
+                       actor=origin.actor, details={"plan_hash": plan.plan_hash, "origin": origin.to_json()})
+    await audit.append("plan-shown", operation_id=plan.operation_id, operation="restart", host="ct129",
+                       actor=origin.actor, details=plan.to_json())
+    pending = await approvals.create(audit, plan_id=plan.operation_id, operation="restart", host="ct129",
+                                     requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
+                                     approvals=inventory.approvals)
+    _show(restart_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
     _say(f"  <@{APPROVER}> clicks [Approve], and confirms \"Restart\"")
+    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+                           user_id=APPROVER)
     last_line = ""
 
     async def progress(state: RestartProgress) -> None:
@@ -118,7 +127,9 @@ async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResu
     async def show(finding: Finding) -> None:
         _show(finding_message(finding), "  ├─ ")
 
-    result = await restart(plan, origin=origin, audit=audit, on_progress=progress, on_finding=show)
+    result = await restart(plan, origin=origin, audit=audit, on_progress=progress, on_finding=show,
+                           request_recorded=True)
+    await approvals.close(audit, plan.operation_id, "applied")
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, None), "  │ ")
     _say()

@@ -128,6 +128,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_kind_host ON events(kind, host);
         """,
     ),
+    (
+        "operations view: who approved or rejected, and the last word on each operation",
+        """
+        DROP VIEW operations;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   (SELECT d.kind FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected', 'expired') ORDER BY d.id LIMIT 1) AS decision,
+                   (SELECT d.actor FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected') ORDER BY d.id LIMIT 1) AS decided_by,
+                   f.at AS finished_at,
+                   json_extract(f.details, '$.verdict') AS verdict
+            FROM events r
+            LEFT JOIN events f ON f.id = (SELECT MAX(x.id) FROM events x
+                                          WHERE x.operation_id = r.operation_id AND x.kind = 'finished')
+            WHERE r.kind = 'requested';
+        """,
+    ),
 ]
 
 

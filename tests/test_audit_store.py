@@ -48,3 +48,16 @@ async def test_concurrent_appends_keep_one_chain(tmp_path: Path) -> None:
     rows = sqlite3.connect(tmp_path / "a.db").execute("SELECT prev_hash, hash FROM events ORDER BY id").fetchall()
     assert len(rows) == 60
     assert all(rows[i][0] == rows[i - 1][1] for i in range(1, len(rows)))
+
+
+async def test_operations_view_says_who_approved(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    await store.append("requested", operation_id="op1", operation="restore", host="ct129", actor="slack:U1",
+                       details={"origin": {"via": "slack", "channel": "C1", "thread_ts": "1.2"}})
+    await store.append("approved", operation_id="op1", operation="restore", host="ct129", actor="slack:U2")
+    await store.append("finished", operation_id="op1", operation="restore", host="ct129", actor="slack:U2",
+                       details={"verdict": "pass"})
+    store.close()
+    row = sqlite3.connect(tmp_path / "a.db").execute(
+        "SELECT requested_by, decision, decided_by, verdict, thread_ts FROM operations").fetchone()
+    assert row == ("slack:U1", "approved", "slack:U2", "pass", "1.2")
