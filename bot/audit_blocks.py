@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.audit_terminal import approval_words, verdict_word, when
+from bot.audit_terminal import approval_words, no_thread, verdict_word, when
 from bot.blocks import Message, as_dicts, context_block, escape, section_block
 from commands.audit import IN_PROGRESS, OperationRecord
 
 VERDICT_EMOJI = {"pass": ":large_green_circle:", "fail": ":red_circle:", "error": ":large_yellow_circle:",
                  "rejected": ":no_entry_sign:", "expired": ":hourglass:", "refused": ":no_entry:",
                  "interrupted": ":warning:", IN_PROGRESS: ":hourglass_flowing_sand:"}
-NO_THREAD = "(from the CLI, no thread)"
 
 
 def who(actor: str | None) -> str:
@@ -59,7 +58,7 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     elif record.channel and record.thread_ts:
         where = where_text = f"(its thread in <#{record.channel}> could not be linked: {link_error or 'unknown'})"
     else:
-        where = where_text = NO_THREAD
+        where = where_text = no_thread(record.via)
     approval = approval_words(record, actor=who(record.decided_by))
     headline = f"{emoji} *{escape(what)}*: *{verdict}* · {where}"
     people = f"requested by {who(record.requested_by)} · {approval}"

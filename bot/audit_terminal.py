@@ -14,6 +14,11 @@ PROBLEM_WORDS = {"edited": "content edited", "deleted": "row deleted", "inserted
                  "genesis": "genesis wrong", "truncated": "tail truncated", "anchor": "anchor not found"}
 
 
+def no_thread(via: str | None) -> str:
+    """Where an operation with no Slack thread came from (the CLI, the demo)."""
+    return f"(from the {via if via and via != 'cli' else 'CLI'}, no thread)"
+
+
 def verdict_word(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict.upper())
 
@@ -54,7 +59,7 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
         if record.channel and record.thread_ts:
             lines.append(f"    thread: Slack channel {record.channel}, thread_ts {record.thread_ts}")
         else:
-            lines.append("    (from the CLI, no thread)")
+            lines.append(f"    {no_thread(record.via)}")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.audit_blocks import NO_THREAD
+from bot.audit_terminal import no_thread
 from bot.slack_app import BotContext, build_app
 from commands.audit_store import AuditStore
 from commands.inventory import parse_inventory
@@ -109,7 +109,8 @@ async def test_audit_host_posts_parent_and_one_reply_per_operation_with_permalin
     newest, cli, restore = replies  # op-5, op-3, op-2: newest first
     assert "verify ct129: PASS" in newest.text and "op-5" in json.dumps(newest.blocks)
     assert "could not be linked: message_not_found" in newest.text
-    assert NO_THREAD in cli.text and "requested by root@ops1" in cli.text
+    assert no_thread("cli") == "(from the CLI, no thread)"
+    assert no_thread("cli") in cli.text and "requested by root@ops1" in cli.text
     link = rig.slack.permalink(CHANNEL, rig.threads["op-2"])
     assert link in restore.text and f"<{link}|its thread>" in json.dumps(restore.blocks)
     assert "restore ct129: PASS" in restore.text
