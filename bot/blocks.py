@@ -118,7 +118,7 @@ def as_plain_text(message: Message) -> str:
         elif block["type"] == "actions":
             lines.append("  " + "  ".join(f"[ {element['text']['text']} ]" for element in block["elements"]))
     text = "\n".join(lines)
-    for code, glyph in {**EMOJI_GLYPHS}.items():
+    for code, glyph in EMOJI_GLYPHS.items():
         text = text.replace(code, glyph)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("```", "")
 

@@ -40,6 +40,3 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
 )
 
-
-def operation(name: str) -> OperationSpec:
-    return next(spec for spec in OPERATIONS if spec.name == name)

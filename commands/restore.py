@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from commands import approvals, locks
 from commands.audit_store import AuditStore
+from commands.checks.files import file_hash_argv, parse_file_hash
 from commands.errors import CouldNotCheck, Locked
 from commands.findings import Finding, could_not_check
 from commands.inventory import Host, Inventory
@@ -112,8 +113,6 @@ def _last_status(findings: list[Finding], name: str) -> str | None:
 
 
 async def _reread_after_loss(plan: RestorePlan, record: OnStep) -> None:
-    from commands.checks.files import file_hash_argv, parse_file_hash
-
     try:
         async with connect(plan.host) as conn:
             results = await conn.run_batch([file_hash_argv(f.source_path, f.live_path) for f in plan.changes])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -231,12 +230,3 @@ async def apply_plan(conn: HostConnection, plan: RestorePlan, outcome: ApplyOutc
                                    Evidence.of("(from the plan)", 0, "\n".join(plan.extras), 0.0)))
     await applier.staleness()
     return applier.outcome
-
-
-def shell_preview(plan: RestorePlan) -> str:
-    """The commands an apply will run, for people reading the plan."""
-    lines = [f"cp -p -- {shlex.quote(f.live_path)} SNAPSHOT/{f.name}" for f in plan.changes if f.state == "differs"]
-    lines += [f"cp {shlex.quote(f.source_path)} → temp; chown/chmod --reference; sync; mv -T temp "
-              f"{shlex.quote(f.live_path)}" for f in plan.changes]
-    return "\n".join(lines)
-

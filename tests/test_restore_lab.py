@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from commands import approvals
 from commands.audit_store import AuditStore
 from commands.findings import Finding
 from commands.inventory import Inventory, parse_inventory
-from commands.operation import Origin
+from commands.operation import OperationResult, Origin
 from commands.restore import apply_restore, request_restore
 from commands.restore_apply import PlanVoid
 from commands.restore_plan import RestorePlan
@@ -57,6 +57,20 @@ async def plan_and_approve(inventory: Inventory, name: str, audit: AuditStore) -
     plan = await request_restore(inventory, inventory.host(name), origin=ORIGIN, audit=audit)
     await approvals.decide(audit, plan.operation_id, ORIGIN.actor, "approved", inventory.approvals)
     return plan
+
+
+async def approved_restore(inventory: Inventory, name: str, tmp_path: Path,
+                           on_step: Callable[[Finding], Awaitable[None]] | None = None
+                           ) -> tuple[RestorePlan, OperationResult]:
+    """Plan, approve and apply a restore through the core, as the CLI does with --yes."""
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        plan = await plan_and_approve(inventory, name, audit)
+        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
+                                     move_extras=False, on_step=on_step)
+    finally:
+        audit.close()
+    return plan, result
 
 
 def assert_each_file_old_or_restored(host: LabHost, plan: RestorePlan) -> dict[str, str]:
@@ -133,11 +147,7 @@ async def test_full_disk_during_replace_leaves_the_live_file_as_it_was(netns_lab
     try:
         for name, text in files.items():
             host.run(["tee", LIVE_FILES[name]], input=text)
-        audit = AuditStore.open(tmp_path / "a.db")
-        plan = await plan_and_approve(inventory, "ct152", audit)
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
-                                     move_extras=False)
-        audit.close()
+        plan, result = await approved_restore(inventory, "ct152", tmp_path)
         replace = next(f for f in result.checks if f.name == "replace")
         assert result.verdict == "fail" and replace.status == "fail"
         assert "No space left on device" in (replace.evidence.output if replace.evidence else "")
@@ -174,11 +184,7 @@ async def test_read_only_live_dir_is_refused_cleanly(netns_lab: NetnsLab, tmp_pa
     host.run(["mount", "--bind", SPEC_DIR, SPEC_DIR])
     host.run(["mount", "-o", "remount,bind,ro", SPEC_DIR])
     try:
-        audit = AuditStore.open(tmp_path / "a.db")
-        plan = await plan_and_approve(inventory, "ct154", audit)
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
-                                     move_extras=False)
-        audit.close()
+        plan, result = await approved_restore(inventory, "ct154", tmp_path)
         replace = next(f for f in result.checks if f.name == "replace")
         assert replace.status == "fail" and "Read-only file system" in replace.summary
         assert assert_each_file_old_or_restored(host, plan) == {"spec_info.py": "as it was"}
@@ -191,8 +197,6 @@ async def test_read_only_live_dir_is_refused_cleanly(netns_lab: NetnsLab, tmp_pa
 async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsLab, tmp_path: Path) -> None:
     host, inventory = netns_lab["ct155"], inventory_of(netns_lab)
     host.run(["sh", "-c", f"head -c 400000000 /dev/zero >> {BACKUP_DIR}/spec_info.py"])
-    audit = AuditStore.open(tmp_path / "a.db")
-    plan = await plan_and_approve(inventory, "ct155", audit)
     killed: list[str] = []
 
     async def kill_the_copy(finding: Finding) -> None:
@@ -203,9 +207,7 @@ async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsL
         killer = asyncio.create_task(asyncio.to_thread(host.run, ["sh", "-c", script]))
         killer.add_done_callback(lambda t: killed.append(t.result().stdout))
 
-    result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
-                                 move_extras=False, on_step=kill_the_copy)
-    audit.close()
+    plan, result = await approved_restore(inventory, "ct155", tmp_path, on_step=kill_the_copy)
     await asyncio.sleep(0.5)
     assert killed and killed[0].startswith("killed"), "the copy finished before it could be killed"
     replace = next(f for f in result.checks if f.name == "replace")
@@ -244,11 +246,7 @@ async def test_immutable_live_file_is_refused_and_left_as_it_was(netns_lab: Netn
     host, inventory = netns_lab["ct157"], inventory_of(netns_lab)
     await asyncio.to_thread(host.run, ["chattr", "+i", LIVE_FILES["spec_info.py"]])
     try:
-        audit = AuditStore.open(tmp_path / "a.db")
-        plan = await plan_and_approve(inventory, "ct157", audit)
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
-                                     move_extras=False)
-        audit.close()
+        plan, result = await approved_restore(inventory, "ct157", tmp_path)
         replace = next(f for f in result.checks if f.name == "replace")
         assert replace.status == "fail" and "Operation not permitted" in replace.summary
         assert result.verdict == "fail" and result.extra["restored"] == []
