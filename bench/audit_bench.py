@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from commands.audit import recent_operations
-from commands.audit_chain import verify_chain
-from commands.audit_store import GENESIS_HASH, AuditStore, event_hash
+from commands.store.chain import verify_chain
+from commands.store.events import GENESIS_HASH, AuditStore, event_hash
+from commands.store.trail import recent_operations
 
 HOSTS = [f"ct{n}" for n in range(125, 133)]
 CHECKS = ["file:spec_info.py", "extra-files", "main-pid", "health", "cmdline", "stale-process"]

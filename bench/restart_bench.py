@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from commands.audit_store import AuditStore
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.restart import RestartProgress, plan_restart, restart
+from commands.restart.run import RestartProgress, plan_restart, restart
+from commands.store.events import AuditStore
 from tests.lab import require_root_netns
 from tests.lab.common import BaseLab, Scenario
 from tests.lab.netns import NetnsLab

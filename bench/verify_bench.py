@@ -18,14 +18,14 @@ from pathlib import Path
 import yaml
 
 from bench import restart_bench
-from commands.audit_store import AuditStore
 from commands.checks.cmdline import cmdline_argv
 from commands.checks.files import file_hash_argv
 from commands.checks.listing import listing_argv, listing_paths
 from commands.checks.service import service_state_argv
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
-from commands.verify import VerifyPlan, verify
+from commands.store.events import AuditStore
+from commands.verify.run import VerifyPlan, verify
 from tests.lab import require_root_netns
 from tests.lab.common import LabHost
 from tests.lab.netns import NetnsLab

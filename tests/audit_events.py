@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from commands.audit_store import AuditStore
 from commands.operation import Origin
+from commands.store.events import AuditStore
 
 CHECKS = ("file:spec_info.py", "extra-files", "main-pid", "health", "cmdline", "stale-process")
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest_asyncio
 import yaml
 
-from bot.demo_host import DemoHost, demo_host
+from bot.demo.host import DemoHost, demo_host
 
 REPO = Path(__file__).resolve().parent.parent
 CLI_TIMEOUT_S = 120

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from commands.audit_chain import GUARD_TRIGGERS, Anchor, ChainReport, verify_chain
-from commands.audit_store import AuditStore, event_hash
+from commands.store.chain import GUARD_TRIGGERS, Anchor, ChainReport, verify_chain
+from commands.store.events import AuditStore, event_hash
 from tests.audit_events import cli_origin, record_operation, slack_origin
 
 EVENTS = 3 * 8  # three operations: requested, 6 checks, finished

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.audit_store import GENESIS_HASH, MIGRATIONS, AuditStore, event_hash
+from commands.store.events import GENESIS_HASH, MIGRATIONS, AuditStore, event_hash
 
 
 async def test_events_chain_and_cannot_be_updated_or_deleted(tmp_path: Path) -> None:

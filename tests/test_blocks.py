@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.blocks import finding_message, progress_message, verdict_message
+from bot.slack.blocks import finding_message, progress_message, verdict_message
 from commands.findings import Evidence, Finding
 from commands.operation import OperationResult
 from tests.slack_fake.blockkit import validate_blocks

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from bot.demo_host import DemoHost, demo_host
+from bot.demo.host import DemoHost, demo_host
 from tests.conftest import REPO, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.slack_fake.server import FakeSlack, Message

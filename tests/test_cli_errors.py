@@ -7,7 +7,7 @@ import socket
 import sqlite3
 from pathlib import Path
 
-from bot.demo_host import DemoHost
+from bot.demo.host import DemoHost
 from tests.conftest import run_cli, write_inventory
 
 

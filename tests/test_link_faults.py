@@ -7,12 +7,12 @@ from pathlib import Path
 
 import yaml
 
-from bot.demo_host import DemoHost
-from commands.audit_store import AuditStore
+from bot.demo.host import DemoHost
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.verify import VerifyPlan, verify
+from commands.store.events import AuditStore
+from commands.verify.run import VerifyPlan, verify
 from tests.lab.proxy import DelayProxy
 
 

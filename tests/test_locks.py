@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from commands import locks
-from commands.audit_store import AuditStore
 from commands.errors import Locked
+from commands.store import locks
+from commands.store.events import AuditStore
 
 
 async def test_second_operation_is_refused_naming_the_first(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from commands.audit_store import AuditStore
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.restart import RestartProgress, plan_restart, restart
+from commands.restart.run import RestartProgress, plan_restart, restart
+from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab

@@ -13,13 +13,13 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from bot.demo_host import DemoHost, demo_host
-from commands import locks
-from commands.audit_store import AuditStore
+from bot.demo.host import DemoHost, demo_host
 from commands.errors import Locked
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
-from commands.restart import RestartPlanVoid, RestartProgress, plan_restart, restart
+from commands.restart.run import RestartPlanVoid, RestartProgress, plan_restart, restart
+from commands.store import locks
+from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.proxy import DelayProxy
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from bot.restart_view import plan_text, progress_line
+from bot.plain_text import plan_text, progress_line
 from commands.checks.health import HttpOutcome
 from commands.checks.probe import degenerate, probe_finding, probe_headers, reply_text
 from commands.checks.service import parse_service_state
 from commands.findings import Finding
 from commands.inventory import Host, Probe
-from commands.restart_plan import RestartPlan, RestartPlanVoid, ServiceSnapshot, restart_argv
-from commands.restart_progress import ProgressSink
-from commands.restart_verdict import restart_findings
-from commands.restart_watch import Poll, RestartProgress, Watch
+from commands.restart.plan import RestartPlan, RestartPlanVoid, ServiceSnapshot, restart_argv
+from commands.restart.progress import ProgressSink
+from commands.restart.verdict import restart_findings
+from commands.restart.watch import Poll, RestartProgress, Watch
 from commands.ssh import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commands import approvals
-from commands.audit_store import AuditStore
 from commands.findings import Finding
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.restore import apply_restore, request_restore
-from commands.restore_apply import PlanVoid
-from commands.restore_plan import RestorePlan
+from commands.restore.apply import PlanVoid
+from commands.restore.plan import RestorePlan
+from commands.restore.run import apply_restore, request_restore
+from commands.store import approvals
+from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BACKUP_DIR, LIVE_FILES, SPEC_DIR, BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab

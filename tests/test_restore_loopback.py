@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from bot.demo_host import demo_host
-from commands.audit_store import AuditStore
+from bot.demo.host import demo_host
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.restore import request_restore
+from commands.restore.run import request_restore
+from commands.store.events import AuditStore
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv"
 

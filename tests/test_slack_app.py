@@ -18,10 +18,10 @@ import yaml
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from bot.demo_host import DemoHost
-from bot.slack_app import BotContext, build_app
-from commands.audit_store import AuditStore
+from bot.demo.host import DemoHost
+from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
+from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
 

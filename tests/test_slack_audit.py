@@ -16,10 +16,10 @@ import pytest_asyncio
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.audit_terminal import no_thread
-from bot.slack_app import BotContext, build_app
-from commands.audit_store import AuditStore
+from bot.plain_text import no_thread
+from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
+from commands.store.events import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.slack_fake.server import FakeSlack, Message
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body

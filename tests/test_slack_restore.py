@@ -18,10 +18,10 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
-from bot.demo_host import DemoHost, demo_host
-from bot.slack_app import BotContext, build_app
-from commands.audit_store import AuditStore
+from bot.demo.host import DemoHost, demo_host
+from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
+from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack, Message
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
 

@@ -9,7 +9,7 @@ import asyncssh
 import pytest
 import yaml
 
-from bot.demo_host import DemoHost
+from bot.demo.host import DemoHost
 from commands.errors import CommandTimedOut, HostKeyNotVerified, HostUnreachable
 from commands.inventory import Host, parse_inventory
 from commands.ssh import connect

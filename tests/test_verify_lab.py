@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commands.audit_store import AuditStore
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.verify import VerifyPlan, verify
+from commands.store.events import AuditStore
+from commands.verify.run import VerifyPlan, verify
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.demo_host import DemoHost
+from bot.demo.host import DemoHost
 from tests.conftest import run_cli, write_inventory
 
 
@@ -40,7 +40,7 @@ async def test_human_output_says_what_failed_and_shows_the_command(seeded_host: 
 
 
 async def test_file_restored_by_hand_passes_again(tmp_path: Path) -> None:
-    from bot.demo_host import demo_host
+    from bot.demo.host import demo_host
 
     async with demo_host("ct131", extra_file=False, flags=["--speculative-algorithm", "NEXTN"]) as host:
         inventory = write_inventory(tmp_path / "inv.yml", host.inventory())
@@ -59,7 +59,7 @@ async def test_file_restored_by_hand_passes_again(tmp_path: Path) -> None:
 
 
 async def test_stopped_service_fails_main_pid_and_health(tmp_path: Path) -> None:
-    from bot.demo_host import demo_host
+    from bot.demo.host import demo_host
 
     async with demo_host("ct132", patched=False, extra_file=False,
                          flags=["--speculative-algorithm", "NEXTN"]) as host:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Self
 from . import net
 from .sysutil import safe_rmtree, sh
 
-FAKE_LLM = Path(__file__).resolve().parents[2] / "bot" / "demo_service.py"
+FAKE_LLM = Path(__file__).resolve().parents[2] / "bot" / "demo" / "service.py"
 SITE = "/root/ml-env/lib/python3.12/site-packages/sglang/srt"
 SPEC_DIR = f"{SITE}/speculative"
 BACKUP_DIR = "/root/sglang-ddtree-backup-20260522"

@@ -1,0 +1,1 @@
+"""The ``proofbot`` command line: one module per operation, driven by the registry."""

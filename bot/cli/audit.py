@@ -1,0 +1,89 @@
+"""``proofbot audit [HOST] [--limit N] [--json]`` and ``proofbot audit verify``.
+
+Neither needs an inventory unless HOST is given (HOST is only looked up there, so an
+unknown one exits 2 with the known hosts). Both need an existing audit database: reading
+a log must not create an empty one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.plain_text import render_chain, render_operations
+from commands.errors import UsageError
+from commands.inventory import inventory_path, load_inventory
+from commands.operation import Origin
+from commands.registry import OperationSpec
+from commands.store.chain import ChainReport, parse_anchor, verify_chain
+from commands.store.events import AuditStore, db_path
+from commands.store.trail import DEFAULT_LIMIT, MAX_LIMIT, recent_operations, record_view
+
+
+def add_audit_parser(sub: Any, spec: OperationSpec, shared: argparse.ArgumentParser) -> None:
+    """Register ``audit`` on the CLI's subparsers (``sub`` is argparse's private subparsers action)."""
+    command = sub.add_parser(spec.name, parents=[shared], help=spec.summary,
+                             description=f"{spec.summary}. `proofbot audit verify` checks the log's hash chain.")
+    command.add_argument("host", nargs="?", metavar="HOST|verify",
+                         help="a host from the inventory (default: across hosts), or `verify`")
+    command.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
+                         help=f"how many operations (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})")
+    command.add_argument("--json", action="store_true", help="print one JSON object")
+    command.add_argument("--anchor", metavar="ID:HASH",
+                         help="with verify: a head printed earlier that the chain must still hold")
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"N must be a whole number from 1 to {MAX_LIMIT}")
+    return int(text)
+
+
+async def run_audit(args: argparse.Namespace) -> int:
+    db = db_path(getattr(args, "db", None))
+    if args.host == "verify":
+        return await _verify(db, args)
+    if args.anchor:
+        raise UsageError("--anchor goes with `proofbot audit verify`")
+    host = None
+    if args.host is not None:
+        host = load_inventory(inventory_path(getattr(args, "inventory", None))).host(args.host).name
+    store = _open_existing(db)
+    try:
+        records = await recent_operations(store, host, args.limit)
+        await record_view(store, host=host, limit=args.limit, origin=Origin.local_user(), listed=records)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"operations": [record.to_json() for record in records]}, indent=2, ensure_ascii=False))
+    else:
+        print(render_operations(records, host))
+    return 0
+
+
+async def _verify(db: Path, args: argparse.Namespace) -> int:
+    anchor = parse_anchor(args.anchor) if args.anchor else None
+    store = _open_existing(db)
+    try:
+        report = await verify_chain(store, anchor)
+    finally:
+        store.close()
+    print(json.dumps(_report_json(report), indent=2) if args.json else render_chain(report, db))
+    return 0 if report.intact else 1
+
+
+def _open_existing(db: Path) -> AuditStore:
+    if not db.is_file():
+        raise UsageError(f"no audit database at {db}", hint="pass --db PATH (or set PROOFBOT_DB)")
+    return AuditStore.open(db)
+
+
+def _report_json(report: ChainReport) -> dict[str, Any]:
+    broken = report.broken
+    return {"events": report.events, "intact": report.intact,
+            "head": {"event_id": report.head_id, "hash": report.head_hash},
+            "broken": None if broken is None else
+            {"event_id": broken.event_id, "problem": broken.problem, "detail": broken.detail},
+            "missing_guards": list(report.missing_guards)}

@@ -1,0 +1,195 @@
+"""``proofbot demo``: the seed's story against a loopback lab host, told as the Slack thread reads.
+
+No root, no Slack account: an in-process SSH server, a real supervisord and a demo
+service laid out as ct129 was after the failed rollback (one file patched, one extra
+file, a forbidden flag on the command line). Act 1: verify finds all three. Act 2: a
+restore is planned, approved and proved. Act 3: verify again shows what is left. Act 4:
+a restart proves the flag is still there; the launch config is fixed; a restart and a
+final verify prove every signal green.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.demo.host import demo_host
+from bot.plain_text import progress_line
+from bot.slack.blocks import (
+    Message,
+    as_plain_text,
+    finding_message,
+    plan_message,
+    progress_message,
+    restart_plan_message,
+    verdict_message,
+)
+from commands.findings import Finding
+from commands.inventory import Inventory, load_inventory
+from commands.operation import OperationResult, Origin
+from commands.restart.plan import plan_restart
+from commands.restart.run import restart
+from commands.restart.watch import RestartProgress
+from commands.restore.run import apply_restore, request_restore
+from commands.store import approvals
+from commands.store.events import AuditStore, db_path
+from commands.verify.run import VerifyPlan, verify
+
+REQUESTER = "UDEMO"
+APPROVER = "UAPPROVER"
+GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]
+FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
+AFTER_RESTORE_FAILURES = {"cmdline"}
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _show(message: Message, prefix: str) -> None:
+    _say("\n".join(prefix + line for line in as_plain_text(message).splitlines()))
+
+
+def _load_through_file(document: dict[str, Any]) -> Inventory:
+    """Load the demo inventory the way a user's file is loaded: from YAML on disk."""
+    handle, name = tempfile.mkstemp(prefix="proofbot-demo-", suffix=".yml")
+    try:
+        with os.fdopen(handle, "w") as out:
+            yaml.safe_dump(document, out, sort_keys=False)
+        return load_inventory(Path(name))
+    finally:
+        os.unlink(name)
+
+
+async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    plan = VerifyPlan.for_host(inventory.host("ct129"), None)
+    _say("/verify ct129")
+    _show(progress_message("verify", "ct129", REQUESTER, plan.check_names(), []), "  │ ")
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    result = await verify(plan, origin=origin, audit=audit, on_finding=show)
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
+    _say()
+    return result
+
+
+async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    _say("/restore ct129")
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    plan = await request_restore(inventory, inventory.host("ct129"), origin=origin, audit=audit)
+    pending = await approvals.get(audit, plan.operation_id)
+    _show(plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    for change in plan.changes:
+        _say("  ├─ diff of " + change.name)
+        _say("\n".join("  ├─   " + line for line in change.diff.splitlines()))
+    _say(f"  <@{APPROVER}> clicks [Approve + move extras], and confirms \"Restore + move\"")
+    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+                           user_id=APPROVER)
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    result = await apply_restore(inventory, plan.operation_id, actor=f"slack:{APPROVER}", audit=audit,
+                                 move_extras=True, on_step=show)
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, plan.source.name), "  │ ")
+    _say(f"  snapshot kept at {result.extra['snapshot_dir']}")
+    _say()
+    return result
+
+
+async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
+    _say("/restart ct129")
+    plan = await plan_restart(inventory.host("ct129"))
+    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
+    await audit.append("requested", operation_id=plan.operation_id, operation="restart", host="ct129",
+                       actor=origin.actor, details={"plan_hash": plan.plan_hash, "origin": origin.to_json()})
+    await audit.append("plan-shown", operation_id=plan.operation_id, operation="restart", host="ct129",
+                       actor=origin.actor, details=plan.to_json())
+    pending = await approvals.create(audit, plan_id=plan.operation_id, operation="restart", host="ct129",
+                                     requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
+                                     approvals=inventory.approvals)
+    _show(restart_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    _say(f"  <@{APPROVER}> clicks [Approve], and confirms \"Restart\"")
+    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+                           user_id=APPROVER)
+    last_line = ""
+
+    async def progress(state: RestartProgress) -> None:
+        nonlocal last_line
+        line = progress_line(state)
+        if line.split(" · ", 1)[1:] != last_line.split(" · ", 1)[1:]:
+            _say(f"  │ … {line}")
+        last_line = line
+
+    async def show(finding: Finding) -> None:
+        _show(finding_message(finding), "  ├─ ")
+
+    result = await restart(plan, origin=origin, audit=audit, on_progress=progress, on_finding=show,
+                           request_recorded=True)
+    await approvals.close(audit, plan.operation_id, "applied")
+    _say("  parent message, updated with the verdict:")
+    _show(verdict_message(result, REQUESTER, None), "  │ ")
+    _say()
+    return result
+
+
+def _failures(result: OperationResult) -> set[str]:
+    return {finding.name for finding in result.checks if finding.status == "fail"}
+
+
+async def run_demo(db: str | None = None) -> int:
+    _say("proofbot demo: starting a lab host on loopback (in-process SSH server, real supervisord)…")
+    async with demo_host() as lab:
+        document = lab.inventory()
+        document["approvals"]["approvers"] = [APPROVER]
+        inventory = _load_through_file(document)
+        _say(f"  host ct129 = 127.0.0.1:{lab.ssh_port}, files under {lab.root}")
+        _say("  state left by the seed: spec_info.py patched, ddtree_utils.py added, --enable-ddtree on the cmdline")
+        _say()
+        audit = AuditStore.open(db_path(db))
+        try:
+            first = await _verify_act(inventory, audit)
+            restored = await _restore_act(inventory, audit)
+            again = await _verify_act(inventory, audit)
+            still_flagged = await _restart_act(inventory, audit)
+            _say("The operator removes --enable-ddtree from the launch config (supervisord.conf), then runs")
+            _say("`supervisorctl reread && supervisorctl update sglang`:")
+            _say("\n".join("  " + line for line in (await lab.change_launch_flags(GOOD_FLAGS)).splitlines()))
+            _say()
+            fixed = await _restart_act(inventory, audit)
+            final = await _verify_act(inventory, audit)
+        finally:
+            audit.close()
+    operations = [first, restored, again, still_flagged, fixed, final]
+    _say(f"audit log: {db_path(db)} ({len(operations)} operations: "
+         f"{', '.join(op.operation_id for op in operations)}; each verify used "
+         f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
+         "connection; `proofbot audit ct129 --db …` lists them)")
+    story = [("verify found the patched file, the extra file and the forbidden flag",
+              _failures(first) == FIRST_FAILURES),
+             ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
+              restored.verdict == "pass" and restored.extra["restored"] == ["spec_info.py"]),
+             ("verify again: files match the backup; the running process still has --enable-ddtree",
+              _failures(again) == AFTER_RESTORE_FAILURES),
+             ("restart: new PID and health 200, but the forbidden flag came back: FAIL, said plainly",
+              still_flagged.verdict == "fail" and _failures(still_flagged) >= {"cmdline"}
+              and still_flagged.extra["new_pid"] != still_flagged.extra["old_pid"]),
+             ("launch config fixed, restart: new PID, health, flags and one real request all green",
+              fixed.verdict == "pass"),
+             ("final verify: every check passes", final.verdict == "pass" and not _failures(final))]
+    for line, held in story:
+        _say(f"  {'✓' if held else '✗'} {line}")
+    if all(held for _, held in story):
+        _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")
+        return 0
+    _say("demo: the story did not play out as it should: the demo itself is broken")
+    return 1

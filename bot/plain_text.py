@@ -1,0 +1,223 @@
+"""Pure rendering of operation results for people at a terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from commands.findings import Finding
+from commands.operation import OperationResult
+from commands.registry import OPERATIONS
+from commands.restart.plan import RestartPlan
+from commands.restart.watch import RestartProgress
+from commands.restore.plan import RestorePlan
+from commands.store.chain import ChainReport
+from commands.store.trail import IN_PROGRESS, OperationRecord
+
+MARKS = {"pass": "✓ pass ", "fail": "✗ FAIL ", "warn": "! warn ", "error": "? error"}
+VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "error": "COULD NOT CHECK", IN_PROGRESS: "IN PROGRESS"}
+
+
+def render_result(result: OperationResult, *, verbose: bool = False) -> str:
+    lines = [
+        f"proofbot {result.operation} {result.host}: {VERDICT_WORDS[result.verdict]} "
+        f"({len(result.checks)} checks in {result.duration_s:.2f} s, operation {result.operation_id})",
+    ]
+    width = max((len(finding.name) for finding in result.checks), default=0)
+    for finding in result.checks:
+        lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
+        if verbose or finding.status != "pass":
+            lines.extend(_evidence_lines(finding))
+    counts = {status: sum(1 for f in result.checks if f.status == status) for status in MARKS}
+    lines.append("  " + " · ".join(f"{n} {status}" for status, n in counts.items() if n))
+    return "\n".join(lines)
+
+
+def _evidence_lines(finding: Finding) -> list[str]:
+    if finding.evidence is None:
+        return []
+    pad = "           "
+    lines = [f"{pad}$ {line}" for line in finding.evidence.command.splitlines()]
+    exit_note = "no exit status" if finding.evidence.exit_status is None else f"exit {finding.evidence.exit_status}"
+    output = finding.evidence.output.rstrip("\n").splitlines()
+    shown = output[:12] + ([f"… {len(output) - 12} more lines (use --json for all)"] if len(output) > 12 else [])
+    lines += [f"{pad}  {line}" for line in shown]
+    lines.append(f"{pad}  ({exit_note}, {finding.evidence.duration_s:.3f} s)")
+    return lines
+
+
+def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
+    """The plan a person approves: what differs, hashes, sizes, modes, a short diff, extra files."""
+    lines = [f"Restore plan for {plan.host.name} from {plan.source.label} "
+             f"(operation {plan.operation_id}, plan {plan.plan_hash[:12]})"]
+    for f in plan.files:
+        if f.state == "same":
+            lines.append(f"  = {f.name}: identical ({(f.live_sha or '')[:12]}), nothing to do")
+        elif f.state == "missing":
+            lines.append(f"  + {f.name}: missing at {f.live_path}; will be written from {f.source_path}")
+        elif f.state == "unreadable":
+            lines.append(f"  ? {f.name}: cannot plan: {f.problem}")
+        else:
+            lines.append(f"  ~ {f.name}: live {(f.live_sha or '')[:12]} ({f.live_size} B, mode {f.live_mode} "
+                         f"{f.live_owner}) → {(f.source_sha or '')[:12]} ({f.source_size} B) at {f.live_path}")
+            diff = f.diff.splitlines()
+            lines += [f"      {line}" for line in diff[:diff_lines]]
+            if len(diff) > diff_lines:
+                lines.append(f"      … {len(diff) - diff_lines} more diff lines")
+    if plan.extras:
+        lines.append("  extra files in watch dirs (moved into the snapshot only with --move-extras): "
+                     + ", ".join(plan.extras))
+    return "\n".join(lines)
+
+
+
+OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
+
+
+def plan_text(plan: RestartPlan) -> str:
+    service, before = plan.service, plan.before
+    running = (f"PID {before.main_pid}, {before.state}, started {before.started_at or 'at an unknown time'}"
+               if before.main_pid else f"no main PID ({before.state})")
+    if service.manager == "systemd":
+        running += (f"\n               InvocationID {before.invocation_id or '-'}, NRestarts {before.n_restarts}, "
+                    f"ExecMainStartTimestampMonotonic {before.exec_main_start_monotonic_us}")
+    flags = [f"expect {flag!r}" for flag in service.expect_flags]
+    flags += [f"forbid {flag!r}" for flag in service.forbid_flags]
+    proof = ["a NEW main PID" + (" and InvocationID" if service.manager == "systemd" else ""),
+             f"{service.unit} active", f"health 200 from {service.health_url} (seen from the host)"]
+    proof.append("cmdline: " + ("; ".join(flags) if flags else "no flags to check"))
+    if service.probe:
+        expect = f", reply containing {service.probe.expect!r}" if service.probe.expect is not None else ""
+        proof.append(f"then one real request: POST {service.probe.url} within {service.probe.timeout_s:g} s{expect}")
+    suspicious = (f"; ready sooner than {service.min_startup_s:g} s is suspicious" if service.min_startup_s else "")
+    lines = [
+        f"Restart plan for {plan.host.name} (operation {plan.operation_id}, plan {plan.plan_hash[:12]})",
+        f"  service    {service.unit} ({service.manager}) on {plan.host.address}",
+        f"  running    {running}",
+        f"  cmdline    {before.cmdline or '(unreadable)'}",
+        f"  will run   {plan.restart_command}",
+        "  then prove " + "\n             ".join(proof),
+        f"  deadline   {service.ready_timeout_s:g} s{suspicious}",
+    ]
+    return "\n".join(lines)
+
+
+def progress_line(progress: RestartProgress) -> str:
+    """e.g. ``12.3 s · restart exit 0 ✓ · PID 300698 → 302221 ✓ · health 503… · cmdline pending``."""
+    parts = [f"{progress.elapsed_s:5.1f} s", _command(progress), _pid(progress), _health(progress), _cmdline(progress)]
+    if progress.probe_state != "n/a":
+        parts.append("probe " + {"ok": OK, "fail": BAD, "error": UNKNOWN}.get(progress.probe_state, "pending"))
+    if progress.ready_after_s is not None:
+        parts.append(f"ready after {progress.ready_after_s:.2f} s")
+    return " · ".join(parts)
+
+
+def _command(progress: RestartProgress) -> str:
+    state = progress.command_state
+    if state == "ok":
+        return f"restart exit 0 {OK}"
+    if state == "fail":
+        return f"restart exit {progress.command_exit_status} {BAD}"
+    if state == "lost":
+        return f"restart: no exit status {UNKNOWN}"
+    if state == "hung":
+        return f"restart still running {BAD}"
+    return "restart running" + WAIT if state == "running" else "restart not sent"
+
+
+def _pid(progress: RestartProgress) -> str:
+    old = progress.old_pid if progress.old_pid is not None else "none"
+    if progress.pid_changes > 1:
+        return f"PID {old} → {progress.current_pid} {BAD} changed {progress.pid_changes} times"
+    if progress.pid_changed:
+        return f"PID {old} → {progress.current_pid} {OK}"
+    if progress.current_pid is None:
+        return f"PID {old} → (none, {progress.service_state}){WAIT}"
+    return f"PID {old} unchanged{WAIT}"
+
+
+def _health(progress: RestartProgress) -> str:
+    status = progress.health_status if progress.health_status is not None else "—"
+    if progress.health_state == "ok":
+        return f"health {status} {OK}"
+    return f"health {status}{WAIT}"
+
+
+def _cmdline(progress: RestartProgress) -> str:
+    if progress.cmdline_state == "ok":
+        return f"cmdline {OK}"
+    if progress.cmdline_state == "fail":
+        return f"cmdline {BAD} ({progress.cmdline_problem})"
+    return "cmdline pending"
+
+
+
+PROBLEM_WORDS = {"edited": "content edited", "deleted": "row deleted", "inserted": "row inserted",
+                 "genesis": "genesis wrong", "truncated": "tail truncated", "anchor": "anchor not found"}
+
+
+def no_thread(via: str | None) -> str:
+    """Where an operation with no Slack thread came from (the CLI, the demo)."""
+    return f"(from the {via if via and via != 'cli' else 'CLI'}, no thread)"
+
+
+def verdict_word(verdict: str) -> str:
+    return VERDICT_WORDS.get(verdict, verdict.upper())
+
+
+def approval_words(record: OperationRecord, *, actor: str | None) -> str:
+    """'approved by X', 'rejected by X', 'approval expired', or why there is none."""
+    if record.decision == "approved":
+        return f"approved by {actor}"
+    if record.decision == "rejected":
+        return f"rejected by {actor}"
+    if record.decision == "expired":
+        return "approval expired"
+    mutating = any(spec.name == record.operation and spec.mutating for spec in OPERATIONS)
+    return "no approval recorded" if mutating else "no approval needed"
+
+
+def when(at: str | None) -> str:
+    """'2026-05-22T10:00:00.123Z' as '2026-05-22 10:00:00Z'."""
+    if not at:
+        return "-"
+    return at.replace("T", " ").split(".")[0].rstrip("Z") + "Z"
+
+
+def render_operations(records: Sequence[OperationRecord], host: str | None) -> str:
+    scope = f"for {host}" if host else "across hosts"
+    if not records:
+        return f"Audit trail {scope}: no operations recorded yet"
+    plural = "operation" if len(records) == 1 else "operations"
+    lines = [f"Audit trail {scope}: last {len(records)} {plural}, newest first"]
+    for record in records:
+        lines.append("")
+        lines.append(f"{when(record.requested_at)}  {record.operation or '?'} {record.host or '?'}: "
+                     f"{verdict_word(record.verdict)}   ({record.operation_id})")
+        finished = f" · finished {when(record.finished_at)}" if record.finished_at else ""
+        lines.append(f"    requested by {record.requested_by or '?'}"
+                     f"{f' via {record.via}' if record.via else ''} · "
+                     f"{approval_words(record, actor=record.decided_by)}{finished}")
+        if record.channel and record.thread_ts:
+            lines.append(f"    thread: Slack channel {record.channel}, thread_ts {record.thread_ts}")
+        else:
+            lines.append(f"    {no_thread(record.via)}")
+    return "\n".join(lines)
+
+
+def render_chain(report: ChainReport, db: Path) -> str:
+    lines: list[str] = []
+    if report.broken is None:
+        lines.append(f"{report.events} events, chain intact ({db})")
+        if report.head_id is not None and report.head_hash is not None:
+            lines.append(f"head: event #{report.head_id} {report.head_hash}")
+            lines.append(f"  note it elsewhere; later `proofbot audit verify --anchor {report.head_id}:"
+                         f"{report.head_hash[:16]}` proves the log still holds it")
+    else:
+        broken = report.broken
+        lines.append(f"chain BROKEN at event #{broken.event_id}: {PROBLEM_WORDS[broken.problem]} ({db})")
+        lines.append(f"  {broken.detail}")
+        lines.append(f"  {report.events} events checked; only the first broken link is reported")
+    if report.missing_guards:
+        lines.append("append-only triggers missing (dropped by hand?): " + ", ".join(report.missing_guards))
+    return "\n".join(lines)

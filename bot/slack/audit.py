@@ -1,0 +1,72 @@
+"""``/audit [HOST] [N]`` in Slack: parse and check the request, then post the trail as a thread.
+
+The parent says "Audit trail for ct129: last N operations"; each reply is one operation
+with a permalink (``chat.getPermalink``) to the thread where that operation ran. The
+request itself is recorded as a ``viewed`` event pointing at the thread it posted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.blocks import audit_operation_message, audit_parent_message
+from commands.errors import UsageError
+from commands.inventory import Inventory
+from commands.operation import Origin
+from commands.store.events import AuditStore
+from commands.store.trail import DEFAULT_LIMIT, OperationRecord, recent_operations, record_view
+
+SLACK_MAX_LIMIT = 25  # one reply each; chat.postMessage allows about one a second per channel
+USAGE = "usage: /audit [HOST] [N]"
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    host: str | None
+    limit: int
+
+
+def audit_request(inventory: Inventory, text: str) -> AuditRequest:
+    """``[HOST] [N]``: HOST only ever looked up in the inventory; N from 1 to SLACK_MAX_LIMIT."""
+    words = text.split()
+    if len(words) > 2:
+        raise UsageError(USAGE, hint="for example /audit ct129 5, or /audit for every host")
+    host: str | None = None
+    if words and not (len(words) == 1 and words[0].isdigit() and words[0] not in inventory.hosts):
+        host = inventory.host(words.pop(0)).name
+    limit = DEFAULT_LIMIT
+    if words:
+        if not words[0].isdigit() or not 1 <= int(words[0]) <= SLACK_MAX_LIMIT:
+            raise UsageError(f"N must be a whole number from 1 to {SLACK_MAX_LIMIT}", hint=USAGE)
+        limit = int(words[0])
+    return AuditRequest(host, limit)
+
+
+async def audit_in_thread(client: AsyncWebClient, store: AuditStore, command: dict[str, Any],
+                          request: AuditRequest) -> None:
+    records = await recent_operations(store, request.host, request.limit)
+    links = await asyncio.gather(*(_permalink(client, record) for record in records))
+    text, blocks = audit_parent_message(request.host, records, command["user_id"])
+    parent = await client.chat_postMessage(channel=command["channel_id"], text=text, blocks=blocks)
+    channel, ts = str(parent["channel"]), str(parent["ts"])
+    origin = Origin(actor=f"slack:{command['user_id']}", via="slack", channel=channel, thread_ts=ts)
+    await record_view(store, host=request.host, limit=request.limit, origin=origin, listed=records)
+    for record, (link, error) in zip(records, links, strict=True):
+        text, blocks = audit_operation_message(record, link, error)
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)
+
+
+async def _permalink(client: AsyncWebClient, record: OperationRecord) -> tuple[str | None, str | None]:
+    """The operation's own thread, or why there is no link (CLI operations have no thread)."""
+    if not (record.channel and record.thread_ts):
+        return None, None
+    try:
+        response = await client.chat_getPermalink(channel=record.channel, message_ts=record.thread_ts)
+    except SlackApiError as exc:
+        return None, str(exc.response.get("error") or "error")
+    return str(response["permalink"]), None

@@ -1,0 +1,353 @@
+"""Pure Block Kit rendering of operations for Slack: parent message, one reply per check, help.
+
+Every message comes as (text fallback, blocks) and respects Slack's limits: at most 50
+blocks, 3000 characters a section; long output is trimmed with a note saying so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+
+from bot.plain_text import VERDICT_WORDS, approval_words, no_thread, plan_text, progress_line, verdict_word, when
+from commands.findings import Finding
+from commands.operation import OperationResult
+from commands.registry import OPERATIONS
+from commands.restart.plan import RestartPlan
+from commands.restart.watch import RestartProgress
+from commands.restore.plan import FileState, RestorePlan
+from commands.store.events import Event
+from commands.store.trail import IN_PROGRESS, OperationRecord
+
+SECTION_LIMIT = 3000
+STATUS_EMOJI = {"pass": ":white_check_mark:", "fail": ":x:", "warn": ":warning:", "error": ":grey_question:"}
+VERDICT_EMOJI = {"pass": ":large_green_circle:", "fail": ":red_circle:", "error": ":large_yellow_circle:",
+                 "rejected": ":no_entry_sign:", "expired": ":hourglass:", "refused": ":no_entry:",
+                 "interrupted": ":warning:", IN_PROGRESS: ":hourglass_flowing_sand:"}
+PRESENT_TENSE = {"verify": "Verifying", "restore": "Restoring", "restart": "Restarting"}
+Message = tuple[str, list[dict[str, Any]]]
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn reserves."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code_block(text: str, limit: int = SECTION_LIMIT - 100) -> str:
+    body = escape(text).replace("```", "`\u200b``").rstrip("\n") or " "
+    if len(body) > limit:
+        cut = len(body) - limit
+        body = body[:limit] + f"\n… [{cut} more characters trimmed; full evidence in the audit log and --json]"
+    return f"```{body}```"
+
+
+def section_block(markdown: str) -> SectionBlock:
+    if len(markdown) > SECTION_LIMIT:
+        markdown = markdown[: SECTION_LIMIT - 20] + "\n… [trimmed]"
+    return SectionBlock(text=MarkdownTextObject(text=markdown))
+
+
+def context_block(markdown: str) -> ContextBlock:
+    return ContextBlock(elements=[MarkdownTextObject(text=markdown[:SECTION_LIMIT])])
+
+
+def as_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    return [block.to_dict() for block in blocks][:50]
+
+
+def progress_message(operation: str, host: str, user_id: str, planned: Sequence[str],
+                     findings: Sequence[Finding]) -> Message:
+    done = {finding.name: finding for finding in findings}
+    states = " · ".join(
+        f"{STATUS_EMOJI[done[name].status]} `{name}`" if name in done else f":hourglass_flowing_sand: `{name}`"
+        for name in planned
+    )
+    doing = PRESENT_TENSE.get(operation, operation)
+    headline = (f":hourglass_flowing_sand: {doing} *{escape(host)}* for <@{user_id}>… "
+                f"({len(done)}/{len(planned)} checks)")
+    text = f"{doing} {host} for <@{user_id}>… ({len(done)}/{len(planned)} checks)"
+    return text, as_dicts([section_block(headline), context_block(states or "connecting…")])
+
+
+def verdict_message(result: OperationResult, user_id: str, backup: str | None) -> Message:
+    counts = {s: sum(1 for f in result.checks if f.status == s) for s in STATUS_EMOJI}
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    headline = (f"{VERDICT_EMOJI[result.verdict]} *{escape(result.host)} {result.operation}: "
+                f"{VERDICT_WORDS[result.verdict]}* — {tally} ({result.duration_s:.2f} s)")
+    lines = [f"{STATUS_EMOJI[f.status]} `{f.name}` {escape(f.summary)}" for f in result.checks]
+    note = f"operation `{result.operation_id}` · requested by <@{user_id}>"
+    if backup:
+        note += f" · backup `{escape(backup)}`"
+    note += " · evidence in this thread"
+    text = f"{result.host} {result.operation}: {VERDICT_WORDS[result.verdict]} ({tally})"
+    body = section_block("\n".join(lines) or "no checks ran")
+    return text, as_dicts([section_block(headline), body, context_block(note)])
+
+
+def finding_message(finding: Finding) -> Message:
+    headline = f"{STATUS_EMOJI[finding.status]} *{escape(finding.name)}* — {escape(finding.summary)}"
+    blocks: list[Block] = [section_block(headline)]
+    if finding.evidence is None:
+        blocks.append(context_block("no evidence: the check could not run"))
+    else:
+        evidence = finding.evidence
+        blocks.append(section_block(code_block(f"$ {evidence.command}\n{evidence.output}")))
+        exit_note = "no exit status" if evidence.exit_status is None else f"exit {evidence.exit_status}"
+        blocks.append(context_block(f"{exit_note} · {evidence.duration_s:.3f} s"))
+    return f"{finding.name}: {finding.status} — {finding.summary}", as_dicts(blocks)
+
+
+def help_message(hosts: Sequence[str]) -> str:
+    commands = "\n".join(f"• `/{spec.name} {spec.usage}` — {spec.summary}" for spec in OPERATIONS)
+    known = ", ".join(f"`{escape(host)}`" for host in hosts) or "none"
+    return (f"*proofbot* proves that a change took effect; every verdict comes with its evidence.\n"
+            f"{commands}\n• `/verify help` — this message\nKnown hosts: {known}")
+
+
+def error_message(message: str, hint: str) -> str:
+    """The message may echo what the user typed, so it is escaped; hints are built only from
+    the inventory and proofbot's own words, and may carry Slack links such as <#C123>."""
+    return f":no_entry: {escape(message)}" + (f"\n{hint}" if hint else "")
+
+
+def as_plain_text(message: Message) -> str:
+    """How a message reads in Slack, for terminals (the demo) and logs."""
+    _, blocks = message
+    lines: list[str] = []
+    for block in blocks:
+        if block["type"] == "section":
+            lines.append(block["text"]["text"])
+        elif block["type"] == "context":
+            lines.extend("  " + element.get("text", "") for element in block["elements"])
+        elif block["type"] == "actions":
+            lines.append("  " + "  ".join(f"[ {element['text']['text']} ]" for element in block["elements"]))
+    text = "\n".join(lines)
+    for code, glyph in EMOJI_GLYPHS.items():
+        text = text.replace(code, glyph)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("```", "")
+
+
+EMOJI_GLYPHS = {
+    ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?",
+    ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
+    ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔",
+}
+
+
+def summary_message(operation_id: str, events: Sequence[Event]) -> Message:
+    """The last reply of every operation thread: each recorded step, with its time, so the
+    thread alone tells the story."""
+    lines = []
+    for event in events:
+        details = event.details if isinstance(event.details, dict) else {}
+        what = {"requested": f"requested by {event.actor}",
+                "finished": f"finished: *{details.get('verdict', '?')}* {details.get('summary', '')}".rstrip()
+                }.get(event.kind, event.kind)
+        if event.kind in ("check", "step"):
+            what = f"{STATUS_EMOJI.get(str(details.get('status')), '')} `{details.get('name')}` {details.get('status')}"
+        elif event.kind in ("approved", "rejected", "expired"):
+            what = f"{event.kind} by {event.actor}"
+        lines.append(f"`{event.at[11:23]}` {escape(what) if event.kind == 'requested' else what}")
+    body = "\n".join(lines)
+    if len(body) > SECTION_LIMIT - 200:
+        body = body[: SECTION_LIMIT - 260] + "\n… [trimmed: `proofbot audit` has every event]"
+    head = f":receipt: Summary of operation `{operation_id}` ({len(events)} events, times UTC)"
+    blocks = [section_block(head), section_block(body or "no events recorded")]
+    return f"Summary of operation {operation_id}", as_dicts(blocks)
+
+
+
+
+
+RESTORE_APPROVE = "restore_approve"
+RESTORE_APPROVE_WITH_EXTRAS = "restore_approve_move_extras"
+RESTORE_REJECT = "restore_reject"
+
+
+def _file_line(f: FileState) -> str:
+    if f.state == "missing":
+        return f":heavy_plus_sign: `{escape(f.name)}` missing at `{escape(f.live_path)}`: written from the source"
+    if f.state == "same":
+        return f":heavy_equals_sign: `{escape(f.name)}` identical (`{(f.live_sha or '')[:12]}`)"
+    if f.state == "unreadable":
+        return f":grey_question: `{escape(f.name)}` cannot be planned: {escape(f.problem)}"
+    return (f":pencil2: `{escape(f.name)}` live `{(f.live_sha or '')[:12]}` ({f.live_size} B, {f.live_mode} "
+            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)")
+
+
+def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
+    changed = len(plan.changes)
+    head = (f":leftwards_arrow_with_hook: *Restore plan for {escape(plan.host.name)}* from "
+            f"{escape(plan.source.label)}, requested by <@{requester}>: {changed} file(s) to replace")
+    blocks: list[Block] = [section_block(head), section_block("\n".join(_file_line(f) for f in plan.files))]
+    if plan.extras:
+        blocks.append(section_block(f":warning: {len(plan.extras)} extra file(s) in the watch dirs, not in the backup: "
+                               + ", ".join(f"`{escape(p)}`" for p in plan.extras)))
+    return blocks
+
+
+def plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+    blocks = plan_summary_blocks(plan, requester)
+    who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(
+        text=f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at} · "
+             f"approvers: {who} · diffs in the thread")]))
+    confirm = ConfirmObject(title="Apply this restore?",
+                            text=f"Replace {len(plan.changes)} file(s) on {plan.host.name}. The current files are "
+                                 "copied to a snapshot first.",
+                            confirm="Restore", deny="Cancel")
+    buttons = [ButtonElement(text="Approve", action_id=RESTORE_APPROVE, value=plan.operation_id, style="primary",
+                             confirm=confirm)]
+    if plan.extras:
+        extras_confirm = ConfirmObject(title="Restore and move extras?",
+                                       text=f"Also move {len(plan.extras)} extra file(s) into the snapshot dir.",
+                                       confirm="Restore + move", deny="Cancel")
+        buttons.append(ButtonElement(text="Approve + move extras", action_id=RESTORE_APPROVE_WITH_EXTRAS,
+                                     value=plan.operation_id, confirm=extras_confirm))
+    buttons.append(ButtonElement(text="Reject", action_id=RESTORE_REJECT, value=plan.operation_id, style="danger"))
+    blocks.append(ActionsBlock(elements=buttons))
+    text = f"Restore plan for {plan.host.name}: {len(plan.changes)} file(s) to replace; approval needed"
+    return text, as_dicts(blocks)
+
+
+def decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
+    """The plan without its buttons, with what became of it."""
+    blocks = [*plan_summary_blocks(plan, requester),
+              ContextBlock(elements=[MarkdownTextObject(text=status[:SECTION_LIMIT])])]
+    return f"Restore plan for {plan.host.name}: {status}", as_dicts(blocks)
+
+
+def diff_message(f: FileState) -> Message:
+    body = f.diff or "(no textual diff: binary or unreadable)"
+    if len(body) > 2800:
+        body = body[:2700] + f"\n… [{len(body) - 2700} more characters: the whole diff is attached below]"
+    blocks = [section_block(f":pencil2: diff of `{escape(f.name)}` (live → source)"),
+              section_block(code_block(body, 2800))]
+    return f"diff of {f.name}", as_dicts(blocks)
+
+
+def planning_message(host: str, source: str, requester: str) -> Message:
+    text = f"Planning a restore of {host} from {source} for <@{requester}>…"
+    return text, [section_block(f":hourglass_flowing_sand: Planning a restore of *{escape(host)}* from "
+                           f"{escape(source)} for <@{requester}>…").to_dict()]
+
+
+def nothing_to_do_message(plan: RestorePlan, requester: str) -> Message:
+    status = (":grey_question: cannot restore: the source is unreadable" if plan.unreadable
+              else ":white_check_mark: nothing differs from the source: nothing to approve")
+    return decided_message(plan, requester, status)
+
+
+
+RESTART_APPROVE = "restart_approve"
+RESTART_REJECT = "restart_reject"
+RESTART_NOW = "restart_now"
+
+
+def _head(plan: RestartPlan, requester: str) -> list[Block]:
+    service = plan.service
+    head = (f":arrows_counterclockwise: *Restart plan for {escape(plan.host.name)}* ({escape(service.unit)}, "
+            f"{service.manager}), requested by <@{requester}>")
+    return [section_block(head), section_block(code_block(plan_text(plan)))]
+
+
+def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+    who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
+    confirm = ConfirmObject(title="Restart now?", confirm="Restart", deny="Cancel",
+                            text=f"Restart {plan.service.unit} on {plan.host.name}, then prove it came back right.")
+    blocks = [*_head(plan, requester),
+              context_block(f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at}"
+                            f" · approvers: {who}"),
+              ActionsBlock(elements=[
+                  ButtonElement(text="Approve", action_id=RESTART_APPROVE, value=plan.operation_id, style="primary",
+                                confirm=confirm),
+                  ButtonElement(text="Reject", action_id=RESTART_REJECT, value=plan.operation_id, style="danger")])]
+    text = f"Restart plan for {plan.host.name}: approval needed"
+    return text, as_dicts(blocks)
+
+
+def restart_status_message(plan: RestartPlan, requester: str, status: str,
+                           progress: RestartProgress | None = None) -> Message:
+    blocks = _head(plan, requester)
+    if progress is not None:
+        blocks.append(section_block(f":hourglass_flowing_sand: `{escape(progress_line(progress))}`"))
+    blocks.append(context_block(status))
+    line = f" — {progress_line(progress)}" if progress is not None else ""
+    return f"Restart of {plan.host.name}: {status}{line}", as_dicts(blocks)
+
+
+def restart_now_message(host: str, operation_id: str) -> Message:
+    """Offered after a restore when the running process predates the restored files."""
+    text = (f":warning: the service on {escape(host)} is still running the old code: restart it. "
+            "*Restart now* plans a restart (it still needs an approver).")
+    blocks = [section_block(text),
+              ActionsBlock(elements=[ButtonElement(text="Restart now", action_id=RESTART_NOW, value=operation_id)])]
+    return f"{host} is still running the old code: restart it", as_dicts(blocks)
+
+
+
+
+
+def who(actor: str | None) -> str:
+    """A Slack actor (``slack:U123``) as a mention; anyone else (``alice@laptop``) as code."""
+    if not actor:
+        return "someone unrecorded"
+    if actor.startswith("slack:") and actor[6:].isalnum():
+        return f"<@{actor[6:]}>"
+    return f"`{escape(actor)}`"
+
+
+def slack_date(at: str) -> str:
+    """A timestamp Slack shows in each reader's own time zone, with the UTC text as fallback."""
+    try:
+        epoch = int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return escape(at)
+    return f"<!date^{epoch}^{{date_short_pretty}} {{time_secs}}|{when(at)}>"
+
+
+def audit_parent_message(host: str | None, records: Sequence[OperationRecord], user_id: str) -> Message:
+    scope = f"for {host}" if host else "across hosts"
+    if records:
+        plural = "operation" if len(records) == 1 else "operations"
+        text = f"Audit trail {scope}: last {len(records)} {plural}"
+        note = f"newest first, one reply per operation in this thread · asked by <@{user_id}>"
+    else:
+        text = f"Audit trail {scope}: no operations recorded yet"
+        note = f"asked by <@{user_id}>"
+    headline = f":ledger: *{escape(text)}*"
+    return text, as_dicts([section_block(headline), context_block(note)])
+
+
+def audit_operation_message(record: OperationRecord, permalink: str | None, link_error: str | None = None) -> Message:
+    """One operation: when, what, who asked, who approved, verdict, and a link to its own thread."""
+    verdict = verdict_word(record.verdict)
+    emoji = VERDICT_EMOJI.get(record.verdict, ":grey_question:")
+    what = f"{record.operation or '?'} {record.host or '?'}"
+    if permalink:
+        where, where_text = f"<{permalink}|its thread>", permalink
+    elif record.channel and record.thread_ts:
+        where = where_text = f"(its thread in <#{record.channel}> could not be linked: {link_error or 'unknown'})"
+    else:
+        where = where_text = no_thread(record.via)
+    approval = approval_words(record, actor=who(record.decided_by))
+    headline = f"{emoji} *{escape(what)}*: *{verdict}* · {where}"
+    people = f"requested by {who(record.requested_by)} · {approval}"
+    note = f"{slack_date(record.requested_at)} · operation `{escape(record.operation_id)}`"
+    if record.finished_at:
+        note += f" · finished {slack_date(record.finished_at)}"
+    plain_approval = approval_words(record, actor=record.decided_by)
+    text = (f"{when(record.requested_at)} {what}: {verdict} · requested by {record.requested_by or '?'} · "
+            f"{plain_approval} · {where_text}")
+    return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])

@@ -1,0 +1,71 @@
+"""``proofbot serve``: run the Slack app in Socket Mode, or in HTTP mode at /slack/events."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+from bot.slack.app import BotContext, build_app
+from bot.slack.recovery import recover_in_slack
+from commands.errors import UsageError
+from commands.inventory import Inventory
+from commands.store.events import AuditStore
+
+API_URL_ENV = "PROOFBOT_SLACK_API_URL"
+
+
+def _require(name: str, why: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        raise UsageError(f"{name} is not set", hint=why)
+    return value
+
+
+async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: str = "0.0.0.0") -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
+    api_url = os.environ.get(API_URL_ENV) or None
+    audit = AuditStore.open(db)
+    context = BotContext(inventory, audit)
+    await audit.append("bot-started", actor="proofbot",
+                       details={"mode": "http" if http_port else "socket", "hosts": sorted(inventory.hosts)})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        if http_port is not None:
+            secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it")
+            app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
+            interrupted = await recover_in_slack(inventory, audit, app.client, context.timers)
+            runner = web.AppRunner(app.web_app(path="/slack/events"))
+            await runner.setup()
+            await web.TCPSite(runner, bind, http_port).start()
+            logging.info("proofbot listening on %s:%d/slack/events (%d interrupted operation(s) reported)",
+                         bind, http_port, len(interrupted))
+            try:
+                await stop.wait()
+            finally:
+                await runner.cleanup()
+        else:
+            app_token = _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
+            app = build_app(context, bot_token=bot_token, api_url=api_url)
+            await recover_in_slack(inventory, audit, app.client, context.timers)
+            handler = AsyncSocketModeHandler(app, app_token, web_client=app.client)
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            try:
+                await stop.wait()
+            finally:
+                await handler.close_async()  # type: ignore[no-untyped-call]
+    finally:
+        for timer in list(context.timers):
+            timer.cancel()
+        await audit.append("bot-stopped", actor="proofbot")
+        audit.close()
+    return 0

@@ -1,0 +1,1 @@
+"""The restart operation: plan, approval, act, then prove new PID, health, flags, a real request (README "Restart")."""

@@ -1,0 +1,299 @@
+"""The restart operation: plan, then act and verify as separate steps, over one SSH connection.
+
+``plan_restart(host)`` reads what runs now (see ``commands.restart_plan``). ``restart(plan)``
+takes the host's lock, re-reads the host and refuses if the process is no longer the
+planned one, records the before-state, sends ``systemctl restart UNIT`` /
+``supervisorctl restart NAME`` and, while that command runs and after it returns, polls
+every ``poll_interval_s`` (one exec round trip for the manager's state and a new
+process's cmdline, one health request through the SSH forward) until ALL signals are
+green: the restart command exited 0, a NEW main PID (and on systemd a new InvocationID),
+the unit active, health 200, every expected flag present and no forbidden one.
+
+``ready_after_s`` is the seconds from just before the restart command was sent to the
+end of the first poll at which every signal was green. Polls start at once and repeat
+every ``poll_interval_s`` (at once again when the command returns or a new PID
+appears), so it overstates the true moment by at most one interval plus one poll
+(a round trip and a health request). After that the probe (if any) is sent, and polling
+goes on for ``settle_s`` so a process that dies right after turning green is a crash
+loop, not a pass. A restart command without an exit status is an error, never a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from commands.checks.cmdline import cmdline_argv
+from commands.checks.health import fetch_via_host
+from commands.checks.probe import run_probe
+from commands.checks.service import parse_service_state, service_state_argv
+from commands.errors import CommandTimedOut, CouldNotCheck, Locked
+from commands.findings import Finding
+from commands.operation import OperationResult, Origin, utc_now
+from commands.restart.plan import (
+    RestartPlan,
+    RestartPlanVoid,
+    plan_restart,
+    read_snapshot,
+    restart_argv,
+)
+from commands.restart.progress import OnProgress, ProgressSink
+from commands.restart.verdict import check_names, restart_findings
+from commands.restart.watch import Phase, Poll, RestartProgress, Watch
+from commands.ssh import CommandResult, HostConnection, connect
+from commands.store import locks
+from commands.store.events import AuditStore
+
+__all__ = ["POLL_INTERVAL_S", "SETTLE_S", "RestartPlan", "RestartPlanVoid", "RestartProgress", "plan_restart",
+           "restart"]
+
+POLL_INTERVAL_S = 0.25
+SETTLE_S = 3.0
+POLL_HEALTH_TIMEOUT_S = 2.0
+COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
+START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
+
+OnFinding = Callable[[Finding], Awaitable[None]]
+
+
+async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
+                  on_finding: OnFinding | None = None, request_recorded: bool = False,
+                  poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S) -> OperationResult:
+    """Restart the planned service and prove it came back right; every step goes to the audit log.
+
+    Raises ``Locked`` (another mutating operation holds the host) or ``RestartPlanVoid``
+    (the host changed since the plan): both are ``Refused`` and nothing was restarted.
+    ``request_recorded``: the caller already appended ``requested`` for plan.operation_id
+    (e.g. when it showed the plan for approval).
+    """
+    run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
+    if not request_recorded:
+        await run.event("requested", {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
+                                      "checks": check_names(plan), "origin": origin.to_json()})
+    try:
+        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
+                                    origin.channel, origin.thread_ts)
+    except Locked as exc:
+        await run.event("refused", {"reason": str(exc), "holder": exc.holder})
+        raise
+    try:
+        await run.execute()
+    except RestartPlanVoid as exc:
+        await run.event("refused", {"reason": str(exc), "plan_hash": plan.plan_hash})
+        raise
+    except BaseException as exc:
+        await asyncio.shield(run.event("interrupted", {"reason": repr(exc), "what_is_known": run.watch.timeline()}))
+        raise
+    finally:
+        await run.progress.close()
+        await locks.release(audit, lock)
+    findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
+    for finding in findings:
+        await run.event("check", finding.to_json())
+        if on_finding:
+            await on_finding(finding)
+    extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,
+                             "ready_after_s": round(run.watch.ready_s, 3) if run.watch.ready_s is not None else None,
+                             "pid_changes": len(run.watch.new_pids), "plan_hash": plan.plan_hash}
+    result = OperationResult(plan.operation_id, "restart", plan.host.name, run.started_at,
+                             time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
+    await run.event("finished", {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
+                                 "statuses": {f.name: f.status for f in findings}, **extra})
+    return result
+
+
+class _Run:
+    def __init__(self, plan: RestartPlan, origin: Origin, audit: AuditStore, on_progress: OnProgress | None,
+                 poll_interval_s: float, settle_s: float) -> None:
+        self.plan, self.origin, self.audit = plan, origin, audit
+        self.service = plan.service
+        self.poll_interval_s, self.settle_s = poll_interval_s, settle_s
+        self.watch = Watch(self.service, plan.before)
+        self.progress = ProgressSink(on_progress)
+        self.probe: Finding | None = None
+        self.started_at, self.started = utc_now(), time.monotonic()
+        self.sent_at: float | None = None
+        self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
+
+    async def event(self, kind: str, details: dict[str, Any]) -> None:
+        await self.audit.append(kind, operation_id=self.plan.operation_id, operation="restart",
+                                host=self.plan.host.name, actor=self.origin.actor, details=details)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.sent_at if self.sent_at is not None else 0.0
+
+    def report(self, phase: Phase, *, force: bool = False) -> None:
+        self.progress.offer(self.watch.progress(self.plan.host.name, self.plan.operation_id, phase, self.elapsed()),
+                            force=force)
+
+    async def execute(self) -> None:
+        self.report("before", force=True)
+        try:
+            async with connect(self.plan.host) as conn:
+                self.stats["connections"] += 1
+                try:
+                    await self._recheck(conn)
+                    await self._act_and_watch(conn)
+                finally:
+                    self.stats["exec_round_trips"] = conn.exec_round_trips
+        except CouldNotCheck as exc:
+            if not self.watch.lost:
+                self.watch.link_lost(str(exc), self.elapsed())
+            await self.event("step", {"step": "link-lost", "at_s": round(self.elapsed(), 3), "problem": str(exc)})
+        self.report("done", force=True)
+
+    async def _recheck(self, conn: HostConnection) -> None:
+        """Approval binds to the plan: the planned process must still be the one running."""
+        now, _ = await read_snapshot(conn, self.service)
+        before = self.plan.before
+        changed = []
+        if now.main_pid != before.main_pid:
+            changed.append(f"main PID {before.main_pid} → {now.main_pid}")
+        if now.invocation_id != before.invocation_id:
+            changed.append(f"InvocationID {before.invocation_id} → {now.invocation_id}")
+        if (now.main_pid == before.main_pid and now.started_epoch is not None and before.started_epoch is not None
+                and abs(now.started_epoch - before.started_epoch) > START_TOLERANCE_S):
+            changed.append(f"PID {now.main_pid} now belongs to a process started {now.started_at}")
+        if changed:
+            raise RestartPlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
+                                  + "; ".join(changed), hint="request a new plan")
+        await self.event("step", {"step": "before", "state": asdict(now)})
+
+    async def _act_and_watch(self, conn: HostConnection) -> None:
+        argv = restart_argv(self.service)
+        watch = self.watch
+        watch.command, watch.command_state = shlex.join(argv), "running"
+        self.sent_at = time.monotonic()
+        command = asyncio.create_task(conn.run(argv, timeout_s=self.service.ready_timeout_s + COMMAND_GRACE_S))
+        self.report("restarting", force=True)
+        try:
+            await self.event("step", {"step": "restart-sent", "command": watch.command})
+            await self._wait_ready(conn, command)
+            if watch.ready_s is not None and not watch.lost:
+                await self._probe_and_settle(conn)
+        finally:
+            if not command.done():
+                command.cancel()
+            await asyncio.gather(command, return_exceptions=True)
+
+    def _command_finished(self, command: asyncio.Task[CommandResult]) -> bool:
+        """Fold a finished restart command into the watch; True when this call did so."""
+        if not command.done() or self.watch.command_state != "running":
+            return False
+        at = self.elapsed()
+        exc = command.exception() if not command.cancelled() else None
+        if exc is None and not command.cancelled():
+            self.watch.command_done(command.result(), at)
+        elif isinstance(exc, CommandTimedOut):
+            self.watch.command_done(None, at, str(exc), state="hung")
+        elif isinstance(exc, CouldNotCheck):
+            self.watch.link_lost(str(exc), at)
+        else:
+            self.watch.command_done(None, at, repr(exc))
+        return True
+
+    async def _wait_ready(self, conn: HostConnection, command: asyncio.Task[CommandResult]) -> None:
+        watch = self.watch
+        assert self.sent_at is not None
+        deadline = self.sent_at + self.service.ready_timeout_s
+        polls_after_return = 0
+        repolled = False
+        while True:
+            if self._command_finished(command):
+                result = watch.command_result
+                await self.event("step", {"step": "restart-returned", "at_s": round(self.elapsed(), 3),
+                                          "exit_status": result.exit_status if result else None,
+                                          "state": watch.command_state})
+            if watch.lost:
+                return
+            returned = watch.command_state != "running"
+            poll_started = time.monotonic()
+            await self._poll(conn, deadline)
+            polls_after_return += 1 if returned else 0
+            self.report("waiting")
+            if watch.ready_s is not None:
+                await self.event("step", {"step": "ready", "ready_after_s": round(watch.ready_s, 3),
+                                          "new_pid": watch.new_pid})
+                return
+            if watch.command_state in ("fail", "lost") and polls_after_return >= 1:
+                return  # the manager said no (or nothing): one look at the state after it is the evidence
+            if watch.wrong_flags_final():
+                return
+            if watch.crash_loop and self.elapsed() >= watch.new_pids[1][1] + self.settle_s:
+                return
+            if time.monotonic() >= deadline:
+                if watch.command_state == "running":
+                    watch.command_done(None, self.elapsed(), "still running at the deadline", state="hung")
+                return
+            soon = poll_started + self.poll_interval_s
+            if watch.cmdline_wanted() is not None and not repolled:
+                repolled = True
+                continue  # a new PID just appeared: read its cmdline at once
+            repolled = False
+            await self._pause(command, min(soon, deadline))
+
+    async def _pause(self, command: asyncio.Task[CommandResult], until: float) -> None:
+        """Sleep until the next poll is due, waking early when the restart command returns."""
+        delay = max(0.0, until - time.monotonic())
+        if command.done() and self.watch.command_state == "running":
+            return  # it returned during the last poll: fold it in and look again at once
+        if command.done():
+            await asyncio.sleep(delay)
+        else:
+            await asyncio.wait({command}, timeout=delay)
+
+    async def _poll(self, conn: HostConnection, deadline: float) -> None:
+        """One poll: state (and a new PID's cmdline) in one exec round trip, health meanwhile."""
+        pid = self.watch.cmdline_wanted()
+        commands = [service_state_argv(self.service)] + ([cmdline_argv(pid)] if pid is not None else [])
+        remaining = max(0.5, deadline - time.monotonic())
+        health = asyncio.create_task(fetch_via_host(conn, self.service.health_url,
+                                                    timeout_s=min(POLL_HEALTH_TIMEOUT_S, remaining)))
+        try:
+            results = await conn.run_batch(commands)
+        except BaseException:
+            health.cancel()
+            await asyncio.gather(health, return_exceptions=True)
+            raise
+        outcome = await health
+        self.stats["polls"] += 1
+        state = parse_service_state(self.service, results[0])
+        self.watch.observe(Poll(self.elapsed(), results[0], state, outcome, pid,
+                                results[1] if pid is not None else None))
+
+    async def _probe_and_settle(self, conn: HostConnection) -> None:
+        """Send the real request once everything is green; keep watching the PID meanwhile and for settle_s."""
+        watch = self.watch
+        assert watch.ready_s is not None
+        probe = self.service.probe
+        task = asyncio.create_task(run_probe(conn, probe)) if probe else None
+        if task is not None:
+            watch.probe_state = "pending"
+            await self.event("step", {"step": "probe-sent", "url": probe.url if probe else None})
+        settle_until = watch.ready_s + self.settle_s
+        try:
+            while True:
+                if task is not None and task.done() and self.probe is None:
+                    self.probe = task.result()
+                    watch.probe_state = "ok" if self.probe.status == "pass" else "fail"
+                    await self.event("step", {"step": "probe-answered", "status": self.probe.status})
+                phase: Phase = "probing" if task is not None and self.probe is None else "settling"
+                self.report(phase)
+                if self.elapsed() >= settle_until and (task is None or task.done()):
+                    if not watch.crash_loop or self.elapsed() >= watch.new_pids[1][1] + self.settle_s:
+                        return
+                started = time.monotonic()
+                await self._poll(conn, time.monotonic() + POLL_HEALTH_TIMEOUT_S)
+                delay = max(0.0, started + self.poll_interval_s - time.monotonic())
+                if task is not None and not task.done():
+                    await asyncio.wait({task}, timeout=delay)
+                else:
+                    await asyncio.sleep(delay)
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,232 @@
+"""Restore, step two: snapshot, atomic replace, stale bytecode aside, re-read as proof.
+
+Every step is a finding with its commands and output. A failing step stops the rest;
+each live file is then either as it was or fully restored (temp file + rename), and a
+re-read of every hash says which. Nothing is deleted: replaced files, stale bytecode
+and chosen extra files all go into the snapshot dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
+from commands.checks.listing import listing_argv, parse_listing
+from commands.checks.service import main_pid_finding, service_state_argv
+from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
+from commands.errors import Refused
+from commands.findings import Evidence, Finding
+from commands.restore.plan import MANIFEST, FileState, RestorePlan
+from commands.ssh import CommandResult, HostConnection
+
+OnStep = Callable[[Finding], Awaitable[None]]
+
+
+class PlanVoid(Refused):
+    """The host changed after the plan was shown: nothing was written."""
+
+
+@dataclass
+class ApplyOutcome:
+    snapshot_dir: str
+    restored: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def snapshot_dir_for(plan: RestorePlan) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{plan.source.snapshot_root}/{stamp}-{plan.operation_id.rsplit('-', 1)[-1]}"
+
+
+def _evidence(results: list[CommandResult]) -> Evidence:
+    command = "\n".join(r.command for r in results)
+    output = "\n".join(f"# {r.command}\n{r.text.rstrip()}" if len(results) > 1 else r.text for r in results)
+    status = next((r.exit_status for r in results if r.exit_status != 0), 0)
+    return Evidence.of(command, status, output, sum(r.duration_s for r in results))
+
+
+class Applier:
+    def __init__(self, conn: HostConnection, plan: RestorePlan, on_step: OnStep, outcome: ApplyOutcome) -> None:
+        self.conn = conn
+        self.plan = plan
+        self.on_step = on_step
+        self.outcome = outcome
+
+    async def step(self, finding: Finding) -> Finding:
+        self.outcome.findings.append(finding)
+        await self.on_step(finding)
+        return finding
+
+    async def recheck(self) -> None:
+        """Approval binds to the plan shown: re-read the hashes; any change voids the plan."""
+        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.files]
+        results = await self.conn.run_batch(commands)
+        changed = []
+        for before, result in zip(self.plan.files, results, strict=True):
+            now = parse_file_hash(before.name, "", before.source_path, before.live_path, result).details
+            if now.get("live_sha256") != before.live_sha:
+                changed.append(f"{before.live_path}: {_short(before.live_sha)} → {_short(now.get('live_sha256'))}")
+            if now.get("backup_sha256") != before.source_sha:
+                changed.append(f"{before.source_path}: {_short(before.source_sha)} → "
+                               f"{_short(now.get('backup_sha256'))}")
+        if changed:
+            await self.step(Finding("recheck", "fail", "plan void, nothing written: changed since the plan: "
+                                    + "; ".join(changed), _evidence(results)))
+            raise PlanVoid(f"plan void: {self.plan.host.name} changed since the plan was shown: "
+                           + "; ".join(changed), hint="request a new plan")
+        await self.step(Finding("recheck", "pass", f"{len(results)} file(s) unchanged since the plan",
+                                _evidence(results)))
+
+    async def snapshot(self) -> bool:
+        snap = self.outcome.snapshot_dir
+        manifest = {"host": self.plan.host.name, "operation_id": self.plan.operation_id,
+                    "source": self.plan.source.label,
+                    "files": {f.name: {"live_path": f.live_path, "sha256": f.live_sha, "mode": f.live_mode,
+                                       "owner": f.live_owner, "absent": f.state == "missing"}
+                              for f in self.plan.changes}}
+        present = [f for f in self.plan.changes if f.state == "differs"]
+        prepare = [["mkdir", "-p", "-m", "700", "--", self.plan.source.snapshot_root],
+                   ["mkdir", "-m", "700", "--", snap]]
+        results = await self.conn.run_batch(prepare, stop_on_failure=True)
+        if len(results) == len(prepare) and results[-1].exit_status == 0:
+            written = await self.conn.run(["tee", "--", f"{snap}/{MANIFEST}"],
+                                          stdin=json.dumps(manifest, indent=2).encode())
+            results.append(written)
+        if all(r.exit_status == 0 for r in results):
+            copies = [["cp", "-p", "--", f.live_path, f"{snap}/{f.name}"] for f in present]
+            copies.append(["sync", "--", snap, *[f"{snap}/{f.name}" for f in present]])
+            copies.append(["sha256sum", "--", *[f"{snap}/{f.name}" for f in present]] if present else ["true"])
+            results += await self.conn.run_batch(copies, stop_on_failure=True)
+        failed = next((r for r in results if r.exit_status != 0), None)
+        if failed is not None:
+            await self.step(Finding("snapshot", "fail", f"could not keep a copy, nothing replaced: "
+                                    f"`{failed.command}` said {failed.text.strip()[:300]!r}", _evidence(results)))
+            return False
+        copied = hashes_by_path(results[-1].text)
+        bad = [f.name for f in present if copied.get(f"{snap}/{f.name}") != f.live_sha]
+        if bad:
+            await self.step(Finding("snapshot", "fail", f"snapshot copy differs from live for {', '.join(bad)}: "
+                                    "nothing replaced", _evidence(results)))
+            return False
+        await self.step(Finding("snapshot", "pass", f"{len(present)} file(s) copied to {snap} with mode and owner,"
+                                " hashes match the live files", _evidence(results)))
+        return True
+
+    async def replace(self) -> list[FileState]:
+        """Temp file in the same dir, mode and owner of the live file, fsync, rename; in order."""
+        commands: list[list[str]] = []
+        renames: dict[int, FileState] = {}
+        temps = []
+        for f in self.plan.changes:
+            directory = os.path.dirname(f.live_path)
+            temp = f"{directory}/.{f.name}.proofbot-{self.plan.operation_id.rsplit('-', 1)[-1]}.tmp"
+            reference = f.live_path if f.state == "differs" else f.source_path
+            temps.append(temp)
+            commands += [["cp", "--", f.source_path, temp],
+                         ["chown", f"--reference={reference}", "--", temp],
+                         ["chmod", f"--reference={reference}", "--", temp],
+                         ["sync", "--", temp]]
+            renames[len(commands)] = f
+            commands += [["mv", "-f", "-T", "--", temp, f.live_path], ["sync", "--", directory]]
+        results = await self.conn.run_batch(commands, stop_on_failure=True, cleanup=temps)
+        done = [f for index, f in renames.items() if index < len(results) and results[index].exit_status == 0]
+        failed = results[-1] if results and results[-1].exit_status != 0 else None
+        names = ", ".join(f.name for f in done) or "none"
+        if failed is not None:
+            await self.step(Finding("replace", "fail", f"stopped at `{failed.command}`: "
+                                    f"{failed.text.strip()[:300]!r}; replaced before the stop: {names}; "
+                                    "temp files removed", _evidence(results)))
+        else:
+            await self.step(Finding("replace", "pass", f"replaced atomically (temp file, fsync, rename): {names}",
+                                    _evidence(results)))
+        return done
+
+    async def set_bytecode_aside(self, restored: list[FileState]) -> None:
+        python = [f for f in restored if f.name.endswith(".py")]
+        if not python:
+            return
+        target = f"{self.outcome.snapshot_dir}/bytecode"
+        commands = [["mkdir", "-p", "--", target]]
+        for f in python:
+            cache = f"{os.path.dirname(f.live_path)}/__pycache__"
+            commands.append(["find", cache, "-maxdepth", "1", "-type", "f", "-name", f"{f.name[:-3]}.*.pyc",
+                             "-print", "-exec", "mv", "-f", "-t", target, "--", "{}", "+"])
+        results = await self.conn.run_batch(commands)
+        moved = [line for r in results[1:] for line in r.text.splitlines() if line.endswith(".pyc")]
+        problems = [r for r in results[1:] if r.exit_status != 0 and "No such file" not in r.text]
+        if problems or results[0].exit_status != 0:
+            await self.step(Finding("bytecode", "fail", "could not set stale bytecode aside: "
+                                    + (problems[0].text.strip()[:300] if problems else results[0].text.strip()),
+                                    _evidence(results)))
+            return
+        summary = (f"moved {len(moved)} stale .pyc into {target}: {', '.join(os.path.basename(m) for m in moved)}"
+                   if moved else "no stale bytecode found")
+        await self.step(Finding("bytecode", "pass", summary, _evidence(results)))
+
+    async def reread(self) -> None:
+        """The proof: every file's live hash read again and compared with the source."""
+        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.changes]
+        for f, result in zip(self.plan.changes, await self.conn.run_batch(commands), strict=True):
+            finding = await self.step(parse_file_hash(f.name, self.plan.source.label.split(" ", 1)[1],
+                                                      f.source_path, f.live_path, result))
+            if finding.status == "pass":
+                self.outcome.restored.append(f.name)
+            elif finding.details.get("live_sha256") == f.live_sha:
+                await self.step(Finding(f"state:{f.name}", "fail", f"{f.live_path} is as it was before the restore",
+                                        finding.evidence))
+
+    async def move_extras(self) -> None:
+        target = f"{self.outcome.snapshot_dir}/extras"
+        commands = [["mkdir", "-p", "--", target]] + [["mv", "-n", "-t", target, "--", p] for p in self.plan.extras]
+        results = await self.conn.run_batch(commands, stop_on_failure=True)
+        if results[-1].exit_status != 0:
+            await self.step(Finding("extra-files", "fail", f"could not move extras: {results[-1].text.strip()}",
+                                    _evidence(results)))
+            return
+        await self.step(Finding("extra-files", "pass", f"moved {len(self.plan.extras)} extra file(s) into {target}: "
+                                + ", ".join(self.plan.extras), _evidence(results)))
+
+    async def staleness(self) -> None:
+        service = self.plan.host.service
+        if service is None or not self.outcome.restored:
+            return
+        restored = [f.live_path for f in self.plan.changes if f.name in self.outcome.restored]
+        first = await self.conn.run_batch([service_state_argv(service), listing_argv(restored)])
+        _, state = main_pid_finding(service, first[0])
+        listing = parse_listing(first[1])
+        if state is None or state.main_pid is None:
+            await self.step(Finding("stale-process", "warn", f"{service.unit} has no running main PID: "
+                                    "start it to load the restored files", _evidence(first)))
+            return
+        second = await self.conn.run_batch(process_start_argvs(state.main_pid))
+        start = parse_process_start(state.main_pid, *second)
+        await self.step(stale_finding(start, restored, listing, second))
+
+
+def _short(digest: object) -> str:
+    return str(digest)[:12] if digest else "missing"
+
+
+async def apply_plan(conn: HostConnection, plan: RestorePlan, outcome: ApplyOutcome, *, move_extras: bool,
+                     on_step: OnStep) -> ApplyOutcome:
+    """Run every step in order, filling ``outcome`` as it goes (so a caller keeps what was
+    done even when the link drops mid-way)."""
+    applier = Applier(conn, plan, on_step, outcome)
+    await applier.recheck()
+    if not await applier.snapshot():
+        return applier.outcome
+    restored = await applier.replace()
+    await applier.set_bytecode_aside(restored)
+    await applier.reread()
+    if move_extras and plan.extras:
+        await applier.move_extras()
+    elif plan.extras:
+        await applier.step(Finding("extra-files", "warn", f"{len(plan.extras)} extra file(s) left in place "
+                                   "(moving them was not chosen): " + ", ".join(plan.extras),
+                                   Evidence.of("(from the plan)", 0, "\n".join(plan.extras), 0.0)))
+    await applier.staleness()
+    return applier.outcome

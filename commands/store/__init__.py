@@ -1,0 +1,1 @@
+"""Everything kept in SQLite: the hash-chained events, migrations, locks, plans awaiting approval, the trail."""

@@ -1,0 +1,209 @@
+"""Checks the audit log's hash chain: walks every event and reports the first broken link.
+
+Each event stores ``prev_hash`` (its predecessor's hash, the genesis hash for the first)
+and ``hash`` (sha-256 of its canonical content, see ``event_hash``). Walking the events in
+id order, a link breaks when a row's content no longer hashes to its ``hash`` (edited),
+when it does not name the row before it (a row was deleted or inserted), or when the
+first row does not start from the genesis hash.
+
+Deleting the *last* rows leaves a shorter chain that is still internally consistent, so
+the walk ends by comparing the tail with ``chain_head``: a one-row table that a trigger
+moves forward in the same transaction as every append (migration 3), counting appends.
+A tail that stops short of the head, or a count below the head's, is a truncation.
+
+What this cannot catch on its own: anyone who can write the file can also rewrite the
+chain from some row onward AND the head (after dropping their triggers): the hashes are
+not keyed. Against that, keep the head somewhere else: ``proofbot audit verify`` prints
+it, and ``--anchor ID:HASH`` checks that a head noted earlier is still in the chain.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from commands.errors import UsageError
+from commands.store.events import GENESIS_HASH, AuditStore, event_hash
+
+Problem = Literal["edited", "deleted", "inserted", "genesis", "truncated", "anchor"]
+GUARD_TRIGGERS = (
+    "events_are_append_only_update",
+    "events_are_append_only_delete",
+    "events_move_chain_head",
+    "chain_head_follows_appends",
+    "chain_head_is_kept",
+)
+_COLUMNS = "id, at, operation_id, operation, host, kind, actor, details, prev_hash, hash"
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    fields: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def of(cls, values: tuple[Any, ...]) -> Row:
+        id_, at, operation_id, operation, host, kind, actor, details, prev_hash, digest = values
+        try:
+            parsed = json.loads(details)
+        except (TypeError, ValueError):
+            parsed = details  # not JSON any more: it was edited, and will not hash right
+        fields = {"at": at, "operation_id": operation_id, "operation": operation, "host": host,
+                  "kind": kind, "actor": actor, "details": parsed, "prev_hash": prev_hash}
+        return cls(int(id_), fields, str(prev_hash), str(digest))
+
+    def content_ok(self) -> bool:
+        return event_hash(self.fields) == self.hash
+
+
+@dataclass(frozen=True)
+class Break:
+    """The first broken link: the event it concerns, what is wrong, and how it shows."""
+
+    event_id: int
+    problem: Problem
+    detail: str
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A head noted elsewhere earlier (``ID:HASH``): that event must still be in the chain."""
+
+    event_id: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    events: int
+    head_id: int | None
+    head_hash: str | None
+    broken: Break | None
+    missing_guards: tuple[str, ...]
+
+    @property
+    def intact(self) -> bool:
+        return self.broken is None and not self.missing_guards
+
+
+async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> ChainReport:
+    """Walk the whole chain in one read snapshot (appends may continue meanwhile)."""
+    return await store.read(lambda conn: walk_chain(conn, anchor))
+
+
+def walk_chain(conn: sqlite3.Connection, anchor: Anchor | None = None) -> ChainReport:
+    count, previous, broken = 0, None, None
+    for prev, row, following in _windows(conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY id")):
+        count += 1
+        previous = row
+        if broken is None and not (row.prev_hash == (prev.hash if prev else GENESIS_HASH) and row.content_ok()):
+            broken = _diagnose(conn, prev, row, following)
+    if broken is None:
+        broken = _check_head(conn, previous, count)
+    if broken is None and anchor is not None:
+        broken = _check_anchor(conn, anchor)
+    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    return ChainReport(count, previous.id if previous else None, previous.hash if previous else None, broken,
+                       tuple(name for name in GUARD_TRIGGERS if name not in present))
+
+
+def _windows(cursor: sqlite3.Cursor) -> Iterator[tuple[Row | None, Row, Row | None]]:
+    """(previous, current, next) for every row, streaming."""
+    prev: Row | None = None
+    current: Row | None = None
+    for values in cursor:
+        row = Row.of(values)
+        if current is not None:
+            yield prev, current, row
+            prev = current
+        current = row
+    if current is not None:
+        yield prev, current, None
+
+
+def _diagnose(conn: sqlite3.Connection, prev: Row | None, row: Row, following: Row | None) -> Break:
+    expected = prev.hash if prev else GENESIS_HASH
+    linked, content_ok = row.prev_hash == expected, row.content_ok()
+    if following is not None and following.prev_hash == expected:
+        return Break(row.id, "inserted", f"event #{row.id} is not part of the chain: the event after it names "
+                                         f"{_name(prev)} as its predecessor (a row was inserted)")
+    if prev is None:
+        if row.id > 1 and not linked:
+            return Break(row.id, "deleted", f"the log starts at event #{row.id}, which does not start from the "
+                                            f"genesis hash: events #1..#{row.id - 1} were deleted")
+        if not linked:
+            return Break(row.id, "genesis", f"the first event #{row.id} does not start from the genesis hash "
+                                            f"{GENESIS_HASH[:12]}…")
+        return Break(row.id, "edited", f"event #{row.id}'s content does not match its hash (content edited)")
+    if linked:
+        return Break(row.id, "edited", f"event #{row.id}'s content does not match its hash (content edited)")
+    if row.prev_hash == prev.prev_hash:
+        return Break(prev.id, "inserted", f"event #{prev.id} is not part of the chain: event #{row.id} names "
+                                          f"#{prev.id}'s own predecessor as its predecessor (a row was inserted)")
+    found = conn.execute("SELECT id FROM events WHERE hash = ?", (row.prev_hash,)).fetchone()
+    if found is not None and int(found[0]) < prev.id:
+        first = conn.execute("SELECT MIN(id) FROM events WHERE id > ?", (found[0],)).fetchone()[0]
+        return Break(int(first), "inserted", f"events #{first}..#{prev.id} are not part of the chain: event "
+                                             f"#{row.id} follows #{found[0]} (rows were inserted)")
+    if row.id > prev.id + 1:
+        missing = f"#{prev.id + 1}" if row.id == prev.id + 2 else f"#{prev.id + 1}..#{row.id - 1}"
+        return Break(row.id, "deleted", f"event #{row.id} does not follow #{prev.id}: event {missing} "
+                                        f"was deleted")
+    if content_ok:
+        return Break(prev.id, "edited", f"event #{row.id} was chained to a different #{prev.id}: #{prev.id} was "
+                                        f"edited and its hash recomputed (or a row was deleted and ids renumbered)")
+    return Break(row.id, "edited", f"event #{row.id} neither matches its hash nor follows #{prev.id} "
+                                   f"(content and prev_hash edited)")
+
+
+def _name(row: Row | None) -> str:
+    return f"#{row.id}" if row else "the genesis hash"
+
+
+def _check_head(conn: sqlite3.Connection, last: Row | None, count: int) -> Break | None:
+    try:
+        head = conn.execute("SELECT event_id, hash, events FROM chain_head WHERE id = 1").fetchone()
+    except sqlite3.OperationalError:
+        head = None
+    last_id = last.id if last else 0
+    if head is None:
+        return Break(last_id, "truncated", "the chain_head table or its row is gone: truncation cannot be ruled out")
+    head_id, head_hash, head_count = int(head[0]), str(head[1]), int(head[2])
+    if last_id < head_id:
+        missing = f"#{head_id}" if last_id + 1 == head_id else f"#{last_id + 1}..#{head_id}"
+        return Break(last_id + 1, "truncated", f"the log ends at event #{last_id} but the chain head records "
+                                               f"#{head_id}: event {missing} was deleted (tail truncated)")
+    if last_id > head_id:
+        return Break(head_id + 1, "inserted", f"events after #{head_id}, the recorded chain head, were added "
+                                              f"without moving the head (rows inserted at the end)")
+    if last is not None and last.hash != head_hash:
+        return Break(last_id, "edited", f"event #{last_id} is not the event the chain head recorded "
+                                        f"(its hash differs: the last event was replaced)")
+    if count != head_count:
+        return Break(last_id, "deleted", f"{count} events but {head_count} were appended: "
+                                         f"{head_count - count} rows were deleted and the chain was patched")
+    return None
+
+
+def _check_anchor(conn: sqlite3.Connection, anchor: Anchor) -> Break | None:
+    row = conn.execute("SELECT hash FROM events WHERE id = ?", (anchor.event_id,)).fetchone()
+    if row is None:
+        return Break(anchor.event_id, "anchor", f"the anchored event #{anchor.event_id} is no longer in the log "
+                                                f"(the log was truncated or renumbered)")
+    if not str(row[0]).startswith(anchor.hash.lower()):
+        return Break(anchor.event_id, "anchor", f"event #{anchor.event_id} no longer has the anchored hash "
+                                                f"{anchor.hash}: the chain was rewritten from there or before")
+    return None
+
+
+def parse_anchor(text: str) -> Anchor:
+    """``ID:HASH`` as printed by ``proofbot audit verify`` (a hash prefix of 12+ hex digits is enough)."""
+    event_id, _, digest = text.partition(":")
+    if not event_id.isdigit() or len(digest) < 12 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        raise UsageError(f"bad anchor {text!r}", hint="use ID:HASH as printed by `proofbot audit verify`")
+    return Anchor(int(event_id), digest)

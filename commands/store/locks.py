@@ -1,0 +1,111 @@
+"""One mutating operation per host: a lock row in SQLite that survives a crash.
+
+A lock whose holder process is gone (same machine, PID not alive) is stale: it is
+released with an audit event naming the old holder, and the new operation proceeds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+from dataclasses import asdict, dataclass
+
+from commands.errors import Locked
+from commands.operation import utc_now
+from commands.store.events import AuditStore
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    host: str
+    operation_id: str
+    operation: str
+    holder: str
+    pid: int
+    machine: str
+    acquired_at: str
+    channel: str | None = None
+    thread_ts: str | None = None
+
+    def is_stale(self) -> bool:
+        """True only when we can tell for sure: same machine and the PID is gone."""
+        if self.machine != socket.gethostname():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+async def acquire(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
+                  channel: str | None = None, thread_ts: str | None = None) -> LockHolder:
+    """Take the host's lock or raise Locked naming who holds it."""
+    mine = LockHolder(host, operation_id, operation, holder, os.getpid(), socket.gethostname(), utc_now(),
+                      channel, thread_ts)
+
+    def take(conn: sqlite3.Connection) -> LockHolder | None:
+        row = conn.execute("SELECT * FROM locks WHERE host = ?", (host,)).fetchone()
+        if row is not None:
+            current = LockHolder(*row)
+            if not current.is_stale():
+                return current
+            conn.execute("DELETE FROM locks WHERE host = ?", (host,))
+            stale.append(current)
+        conn.execute("INSERT INTO locks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(asdict(mine).values()))
+        return None
+
+    stale: list[LockHolder] = []
+    current = await store.transaction(take)
+    for old in stale:
+        await store.append("lock-released-stale", operation_id=old.operation_id, operation=old.operation,
+                           host=host, actor="proofbot",
+                           details={"reason": f"holder process {old.pid} on {old.machine} is gone",
+                                    "holder": asdict(old), "released_for": operation_id})
+    if current is not None:
+        raise Locked(
+            f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "
+            f"since {current.acquired_at}",
+            hint="wait for it to finish; one mutating operation per host at a time",
+            holder=asdict(current),
+        )
+    return mine
+
+
+async def release(store: AuditStore, lock: LockHolder) -> None:
+    await store.transaction(lambda conn: conn.execute(
+        "DELETE FROM locks WHERE host = ? AND operation_id = ?", (lock.host, lock.operation_id)))
+
+
+async def holder_of(store: AuditStore, host: str) -> LockHolder | None:
+    row = await store.transaction(lambda conn: conn.execute("SELECT * FROM locks WHERE host = ?", (host,)).fetchone())
+    return LockHolder(*row) if row else None
+
+
+async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
+    """A restarted bot takes over the lock of a plan still awaiting approval."""
+    await store.transaction(lambda conn: conn.execute(
+        "UPDATE locks SET pid = ?, machine = ? WHERE host = ? AND operation_id = ?",
+        (os.getpid(), socket.gethostname(), host, operation_id)))
+
+
+async def hold_for(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
+                   channel: str | None = None, thread_ts: str | None = None) -> LockHolder:
+    """The host's lock for this operation: reused when it already holds it (taken when its plan was
+    shown, or adopted after a bot restart), else acquired."""
+    current = await holder_of(store, host)
+    if current is not None and current.operation_id == operation_id:
+        return current
+    return await acquire(store, host, operation_id, operation, holder, channel, thread_ts)
+
+
+async def refuse_if_busy(store: AuditStore, host: str) -> None:
+    """Fail fast, before anything is planned, when another operation holds the host."""
+    current = await holder_of(store, host)
+    if current is not None and not current.is_stale():
+        raise Locked(f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "
+                     f"since {current.acquired_at}", hint="one mutating operation per host at a time",
+                     holder=asdict(current))

@@ -1,0 +1,146 @@
+"""The verify operation: every check of SPEC.md against one host, over one SSH connection.
+
+Host-side facts are gathered in two exec round trips (service state, hashes and the file
+listing; then what needs the main PID), with health fetched through a forward meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from commands.checks.cmdline import cmdline_argv, cmdline_finding
+from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.checks.health import HttpOutcome, fetch_via_host, health_finding
+from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
+from commands.checks.service import ServiceState, main_pid_finding, service_state_argv
+from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
+from commands.errors import CouldNotCheck
+from commands.findings import Finding, could_not_check
+from commands.inventory import Backup, Host
+from commands.operation import OperationResult, Origin, new_operation_id, utc_now
+from commands.ssh import HostConnection, connect
+from commands.store.events import AuditStore
+
+OnFinding = Callable[[Finding], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    host: Host
+    backup_name: str | None
+    backup: Backup | None
+
+    @classmethod
+    def for_host(cls, host: Host, backup_name: str | None) -> VerifyPlan:
+        if backup_name is None and not host.backups:
+            return cls(host, None, None)
+        name, backup = host.backup(backup_name)
+        return cls(host, name, backup)
+
+    def check_names(self) -> list[str]:
+        names = [f"file:{name}" for name in self.backup.files] if self.backup else []
+        if self.backup and self.backup.watch:
+            names.append("extra-files")
+        if self.host.service:
+            names += ["main-pid", "health", "cmdline"]
+            if self.backup:
+                names.append("stale-process")
+        return names
+
+
+async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
+                 on_finding: OnFinding | None = None) -> OperationResult:
+    """Run every planned check, record each in the audit log, and return the result."""
+    operation_id = new_operation_id()
+    started_at, started = utc_now(), time.monotonic()
+    host = plan.host
+    await audit.append("requested", operation_id=operation_id, operation="verify", host=host.name,
+                       actor=origin.actor,
+                       details={"backup": plan.backup_name, "checks": plan.check_names(),
+                                "origin": origin.to_json()})
+    findings: list[Finding] = []
+    stats = {"connections": 0, "exec_round_trips": 0}
+
+    async def found(finding: Finding) -> None:
+        findings.append(finding)
+        await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
+                           actor=origin.actor, details=finding.to_json())
+        if on_finding:
+            await on_finding(finding)
+
+    try:
+        async with connect(host) as conn:
+            stats["connections"] += 1
+            try:
+                await _gather(plan, conn, found)
+            finally:
+                stats["exec_round_trips"] = conn.exec_round_trips
+    except CouldNotCheck as exc:
+        done = {finding.name for finding in findings}
+        for name in plan.check_names():
+            if name not in done:
+                await found(could_not_check(name, f"could not check: {exc}"))
+    result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
+                             findings, stats=stats)
+    await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
+                       actor=origin.actor,
+                       details={"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
+                                "statuses": {f.name: f.status for f in findings}})
+    return result
+
+
+async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
+    service, backup = plan.host.service, plan.backup
+    health_task: asyncio.Task[HttpOutcome] | None = None
+    if service:
+        health_task = asyncio.create_task(fetch_via_host(conn, service.health_url))
+    try:
+        first_round: list[list[str]] = []
+        if service:
+            first_round.append(service_state_argv(service))
+        if backup:
+            first_round += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
+            first_round.append(listing_argv(listing_paths(backup)))
+        results = await conn.run_batch(first_round)
+    except BaseException:
+        if health_task:
+            health_task.cancel()
+        raise
+
+    state: ServiceState | None = None
+    position = 0
+    if service:
+        main_pid, state = main_pid_finding(service, results[0])
+        position = 1
+    listing = None
+    if backup and plan.backup_name:
+        for name, live in backup.files.items():
+            await found(parse_file_hash(name, plan.backup_name, backup.backup_path(name), live, results[position]))
+            position += 1
+        listing = parse_listing(results[position])
+        if backup.watch:
+            await found(extra_files_finding(plan.backup_name, backup, listing))
+    if not service or not health_task:
+        return
+    await found(main_pid)
+    await found(health_finding(await health_task))
+
+    pid = state.main_pid if state else None
+    if pid is None:
+        await found(could_not_check("cmdline", "no running main PID to read a command line from"))
+        if listing is not None:
+            await found(could_not_check("stale-process", "no running main PID to compare file times with"))
+        return
+    second = await conn.run_batch([cmdline_argv(pid), *process_start_argvs(pid)])
+    await found(cmdline_finding(service, pid, second[0]))
+    if listing is not None and backup:
+        start = parse_process_start(pid, *second[1:4])
+        files = [path for path in listing.mtimes if _watched(path, backup)]
+        await found(stale_finding(start, files, listing, second[1:4]))
+
+
+def _watched(path: str, backup: Backup) -> bool:
+    return path in backup.files.values() or path.rsplit("/", 1)[0] in backup.watch
