@@ -22,7 +22,7 @@ import yaml
 
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.restart.run import RestartProgress, plan_restart, restart
+from commands.restart import RestartProgress, plan_restart, restart
 from commands.store.events import AuditStore
 from tests.lab import require_root_netns
 from tests.lab.common import BaseLab, Scenario

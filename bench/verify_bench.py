@@ -25,7 +25,7 @@ from commands.checks.service import service_state_argv
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.store.events import AuditStore
-from commands.verify.run import VerifyPlan, verify
+from commands.verify import VerifyPlan, verify
 from tests.lab import require_root_netns
 from tests.lab.common import LabHost
 from tests.lab.netns import NetnsLab

@@ -1,4 +1,4 @@
-"""Pure rendering of operation results for people at a terminal."""
+"""Plain-text rendering for terminals (the CLI, the demo): results, plans, live restart status, the audit trail."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
 OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
 
 
-def plan_text(plan: RestartPlan) -> str:
+def render_restart_plan(plan: RestartPlan) -> str:
     service, before = plan.service, plan.before
     running = (f"PID {before.main_pid}, {before.state}, started {before.started_at or 'at an unknown time'}"
                if before.main_pid else f"no main PID ({before.state})")

@@ -1,7 +1,24 @@
 """The one small exception tree of proofbot.
 
 Exceptions mean "could not do or check it"; a check that ran and found a problem is a
-finding, never an exception. Each class carries the exit code the CLI maps it to.
+finding, never an exception. Each class carries the exit code the CLI maps it to
+(README "Using it"). SSH failures are mapped into this tree once, in ``commands.ssh``.
+
+    ProofbotError                 exit 3 unless a subclass says otherwise
+    ├── UsageError                exit 2: bad arguments or inventory
+    │   ├── InventoryError
+    │   ├── UnknownHost
+    │   └── UnknownBackup
+    ├── Refused                   exit 4: nothing was done, on purpose
+    │   ├── Locked                another mutating operation holds the host
+    │   └── PlanVoid              the host or inventory changed since the plan was shown
+    └── CouldNotCheck             exit 3: no evidence could be had
+        ├── HostUnreachable
+        ├── HostKeyNotVerified
+        ├── AuthenticationFailed
+        ├── CommandTimedOut
+        ├── ConnectionLost
+        └── MissingOutput
 """
 
 from __future__ import annotations
@@ -51,6 +68,10 @@ class Locked(Refused):
     def __init__(self, message: str, *, hint: str = "", holder: dict[str, object] | None = None) -> None:
         super().__init__(message, hint=hint)
         self.holder = holder or {}
+
+
+class PlanVoid(Refused):
+    """The host or the inventory changed after the plan was shown: nothing was changed."""
 
 
 class CouldNotCheck(ProofbotError):

@@ -1,15 +1,18 @@
-"""What every operation returns and who asked for it: the shared result shape of SPEC.md's JSON."""
+"""What every operation returns and who asked for it: the shared result shape of README's `--json`."""
 
 from __future__ import annotations
 
 import getpass
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from commands.findings import Finding, Verdict, verdict_of
+
+OnFinding = Callable[[Finding], Awaitable[None]]
 
 
 @dataclass(frozen=True)

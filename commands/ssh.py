@@ -13,11 +13,11 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
 
+from commands.command_result import CommandResult
 from commands.errors import (
     AuthenticationFailed,
     CommandTimedOut,
@@ -30,20 +30,6 @@ from commands.inventory import Host
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """One remote command: what ran, its exit status and its combined output."""
-
-    command: str
-    exit_status: int
-    output: bytes
-    duration_s: float
-
-    @property
-    def text(self) -> str:
-        return self.output.decode("utf-8", errors="replace")
 
 
 class HostConnection:

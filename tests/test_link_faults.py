@@ -12,7 +12,7 @@ from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.store.events import AuditStore
-from commands.verify.run import VerifyPlan, verify
+from commands.verify import VerifyPlan, verify
 from tests.lab.proxy import DelayProxy
 
 

@@ -11,8 +11,8 @@ from commands.checks.files import parse_file_hash
 from commands.checks.listing import extra_files_finding, parse_listing
 from commands.checks.service import main_pid_finding
 from commands.checks.stale import ProcessStart, parse_process_start, stale_finding
+from commands.command_result import CommandResult
 from commands.inventory import Backup, Service
-from commands.ssh import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
 BACKUP_DIR = "/root/sglang-ddtree-backup-20260522"

@@ -18,7 +18,7 @@ import yaml
 
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.restart.run import RestartProgress, plan_restart, restart
+from commands.restart import RestartProgress, plan_restart, restart
 from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BaseLab, LabHost, Scenario

@@ -14,10 +14,10 @@ import pytest_asyncio
 import yaml
 
 from bot.demo.host import DemoHost, demo_host
-from commands.errors import Locked
+from commands.errors import Locked, PlanVoid
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
-from commands.restart.run import RestartPlanVoid, RestartProgress, plan_restart, restart
+from commands.restart import RestartProgress, plan_restart, restart
 from commands.store import locks
 from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
@@ -132,7 +132,7 @@ async def test_a_plan_is_void_when_the_process_changed_since(lab: DemoHost, tmp_
     await lab.supervisorctl("restart", "sglang")  # someone else restarted it after the plan was shown
     moved = await supervised_pid(lab)
     audit = AuditStore.open(tmp_path / "a.db")
-    with pytest.raises(RestartPlanVoid, match=f"main PID {plan.before.main_pid} → {moved}"):
+    with pytest.raises(PlanVoid, match=f"main PID {plan.before.main_pid} → {moved}"):
         await restart(plan, origin=Origin.local_user(), audit=audit)
     audit.close()
     assert await supervised_pid(lab) == moved

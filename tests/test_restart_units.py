@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bot.plain_text import plan_text, progress_line
+from bot.plain_text import progress_line, render_restart_plan
 from commands.checks.health import HttpOutcome
 from commands.checks.probe import degenerate, probe_finding, probe_headers, reply_text
 from commands.checks.service import parse_service_state
+from commands.command_result import CommandResult
 from commands.findings import Finding
 from commands.inventory import Host, Probe
-from commands.restart.plan import RestartPlan, RestartPlanVoid, ServiceSnapshot, restart_argv
+from commands.restart.plan import PlanVoid, RestartPlan, ServiceSnapshot, restart_argv
 from commands.restart.progress import ProgressSink
 from commands.restart.verdict import restart_findings
 from commands.restart.watch import Poll, RestartProgress, Watch
-from commands.ssh import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
 PROBE = Probe.model_validate({"url": "http://127.0.0.1:30000/v1/chat/completions", "timeout_s": 10, "expect": "OK",
@@ -110,7 +110,7 @@ def test_plan_hash_is_stable_and_bound_to_state_and_inventory() -> None:
     assert plan(forbid_flags=[]).plan_hash != first.plan_hash
     rebuilt = RestartPlan.from_json(first.to_json(), host())
     assert rebuilt.plan_hash == first.plan_hash and rebuilt.before == BEFORE
-    with pytest.raises(RestartPlanVoid, match="inventory entry of ct129 changed"):
+    with pytest.raises(PlanVoid, match="inventory entry of ct129 changed"):
         RestartPlan.from_json(first.to_json(), host(ready_timeout_s=5))
 
 
@@ -119,7 +119,7 @@ def test_restart_command_is_an_argv_per_manager() -> None:
     supervised = host("supervisord", supervisor_config="/etc/supervisor/supervisord.conf").service
     assert restart_argv(supervised) == ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf",  # type: ignore[arg-type]
                                         "restart", "sglang"]
-    text = plan_text(plan())
+    text = render_restart_plan(plan())
     assert "will run   systemctl restart sglang" in text and "a NEW main PID and InvocationID" in text
 
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from commands.errors import PlanVoid
 from commands.findings import Finding
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.restore.apply import PlanVoid
-from commands.restore.plan import RestorePlan
-from commands.restore.run import apply_restore, request_restore
+from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals
 from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
@@ -53,10 +52,11 @@ def inventory_of(lab: BaseLab) -> Inventory:
     return parse_inventory(yaml.safe_dump(lab.inventory()), "inventory.yml")
 
 
-async def plan_and_approve(inventory: Inventory, name: str, audit: AuditStore) -> RestorePlan:
+async def plan_and_approve(inventory: Inventory, name: str, audit: AuditStore
+                           ) -> tuple[RestorePlan, approvals.PendingPlan]:
     plan = await request_restore(inventory, inventory.host(name), origin=ORIGIN, audit=audit)
-    await approvals.decide(audit, plan.operation_id, ORIGIN.actor, "approved", inventory.approvals)
-    return plan
+    decided = await approvals.decide(audit, plan.operation_id, ORIGIN.actor, "approved", inventory.approvals)
+    return plan, decided
 
 
 async def approved_restore(inventory: Inventory, name: str, tmp_path: Path,
@@ -65,8 +65,8 @@ async def approved_restore(inventory: Inventory, name: str, tmp_path: Path,
     """Plan, approve and apply a restore through the core, as the CLI does with --yes."""
     audit = AuditStore.open(tmp_path / "a.db")
     try:
-        plan = await plan_and_approve(inventory, name, audit)
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
+        plan, decided = await plan_and_approve(inventory, name, audit)
+        result = await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit,
                                      move_extras=False, on_step=on_step)
     finally:
         audit.close()
@@ -128,10 +128,10 @@ async def test_restore_and_undo_on_systemd_host(nspawn_lab: NspawnLab, tmp_path:
 async def test_file_changed_after_the_plan_voids_it_and_writes_nothing(netns_lab: NetnsLab, tmp_path: Path) -> None:
     host, inventory = netns_lab["ct151"], inventory_of(netns_lab)
     audit = AuditStore.open(tmp_path / "a.db")
-    plan = await plan_and_approve(inventory, "ct151", audit)
+    plan, decided = await plan_and_approve(inventory, "ct151", audit)
     host.local_path(LIVE_FILES["spec_info.py"]).write_text("# edited by someone else meanwhile\n")
     with pytest.raises(PlanVoid, match=r"spec_info\.py"):
-        await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit, move_extras=False)
+        await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit, move_extras=False)
     audit.close()
     assert host.local_path(LIVE_FILES["spec_info.py"]).read_text() == "# edited by someone else meanwhile\n"
     assert not host.local_path(BACKUP_DIR + ".proofbot-snapshots").exists()
@@ -166,9 +166,9 @@ async def test_full_disk_for_the_snapshot_replaces_nothing(netns_lab: NetnsLab, 
     host.run(["mount", "-t", "tmpfs", "-o", "size=4k,nr_inodes=3", "tmpfs", root])
     try:
         audit = AuditStore.open(tmp_path / "a.db")
-        plan = await plan_and_approve(inventory, "ct153", audit)
+        plan, decided = await plan_and_approve(inventory, "ct153", audit)
         host.run(["sh", "-c", f"head -c 4096 /dev/zero > {root}/filler || true"])
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
+        result = await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit,
                                      move_extras=False)
         audit.close()
         assert [f.name for f in result.checks][-1] == "snapshot"
@@ -219,7 +219,7 @@ async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsL
 async def test_link_dropped_during_replace_reports_what_it_knows(netns_lab: NetnsLab, tmp_path: Path) -> None:
     host, inventory = netns_lab["ct156"], inventory_of(netns_lab)
     audit = AuditStore.open(tmp_path / "a.db")
-    plan = await plan_and_approve(inventory, "ct156", audit)
+    plan, decided = await plan_and_approve(inventory, "ct156", audit)
     drop = ["iptables", "-I", "INPUT", "-i", "eth0", "-j", "DROP"]
 
     async def cut_link(finding: Finding) -> None:
@@ -227,7 +227,7 @@ async def test_link_dropped_during_replace_reports_what_it_knows(netns_lab: Netn
             await asyncio.to_thread(host.net_run, drop)
 
     try:
-        result = await apply_restore(inventory, plan.operation_id, actor=ORIGIN.actor, audit=audit,
+        result = await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit,
                                      move_extras=False, on_step=cut_link)
     finally:
         await asyncio.to_thread(host.net_run, ["iptables", "-D", "INPUT", "-i", "eth0", "-j", "DROP"], False)

@@ -11,7 +11,7 @@ import yaml
 from bot.demo.host import demo_host
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.restore.run import request_restore
+from commands.restore import request_restore
 from commands.store.events import AuditStore
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv"

@@ -22,7 +22,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 async def test_approved_restart_shows_progress_and_proves_the_new_pid(rig: Rig) -> None:
     old_pid = int((await rig.host.supervisorctl("pid", "sglang")).strip())
     assert (await rig.command("/restart", "ct129")).status_code == 200
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     shown = json.dumps(plan.blocks)
     assert f"PID {old_pid}" in shown and "supervisorctl" in shown and "--speculative-algorithm NEXTN" in shown
     approve = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]
@@ -54,7 +54,7 @@ async def test_host_without_a_service_is_refused(tmp_path: Path) -> None:
 
 async def test_restore_that_leaves_a_stale_process_offers_restart_now(rig: Rig) -> None:
     await rig.restore()
-    restore_plan = await rig.plan_message()
+    restore_plan = await rig.restore_plan_message()
     await rig.click(restore_plan, "restore_approve", APPROVER)
     def offer() -> Message | None:
         return next((m for m in rig.slack.thread(CHANNEL, restore_plan.ts)

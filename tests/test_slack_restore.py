@@ -48,7 +48,7 @@ class Rig:
     async def command(self, command: str, text: str, user: str = REQUESTER) -> httpx.Response:
         return await self.post(slash_command_body(command, text, user, CHANNEL, self.slack.response_url(), "t1"))
 
-    async def plan_message(self) -> Message:
+    async def restore_plan_message(self) -> Message:
         await self.slack.wait_until(lambda: self._plan() is not None, timeout=20, what="the plan with buttons")
         plan = self._plan()
         assert plan is not None
@@ -128,7 +128,7 @@ def is_final(message: Message) -> bool:
 
 async def test_approved_restore_replaces_the_file_and_proves_it(rig: Rig) -> None:
     assert (await rig.restore()).status_code == 200
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     approve = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]
     assert approve["confirm"]["confirm"]["text"] == "Restore"
     assert "spec_info.py" in json.dumps(plan.blocks)
@@ -159,7 +159,7 @@ async def test_approved_restore_replaces_the_file_and_proves_it(rig: Rig) -> Non
 
 async def test_non_approver_and_requester_cannot_approve(rig: Rig) -> None:
     await rig.restore()
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     for user, words in ((STRANGER, "not an approver"), (REQUESTER, "another approver must approve")):
         response, response_url = await rig.click(plan, "restore_approve", user)
         assert response.status_code == 200
@@ -172,7 +172,7 @@ async def test_non_approver_and_requester_cannot_approve(rig: Rig) -> None:
 
 async def test_two_approvers_at_once_apply_exactly_once(rig: Rig) -> None:
     await rig.restore()
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     (first, first_url), (second, second_url) = await asyncio.gather(
         rig.click(plan, "restore_approve", APPROVER), rig.click(plan, "restore_approve", OTHER_APPROVER))
     assert first.status_code == second.status_code == 200
@@ -187,7 +187,7 @@ async def test_two_approvers_at_once_apply_exactly_once(rig: Rig) -> None:
 
 async def test_second_restore_while_one_is_pending_is_refused_with_a_link(rig: Rig) -> None:
     await rig.restore()
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     response = await rig.restore(user=OTHER_APPROVER)
     reply = response.json()
     assert reply["response_type"] == "ephemeral"
@@ -206,7 +206,7 @@ async def test_unknown_backup_gets_the_list(rig: Rig) -> None:
 async def test_plan_expires_buttons_go_and_late_click_says_so(short_rig: Rig) -> None:
     rig = short_rig
     await rig.restore()
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     as_shown = copy.deepcopy(plan.blocks)
     await rig.slack.wait_until(lambda: "expired at" in rig.slack.message(CHANNEL, plan.ts).text, timeout=10,
                                what="the plan to expire")
@@ -221,7 +221,7 @@ async def test_long_diff_is_trimmed_in_the_thread_and_attached_whole(rig: Rig) -
     long_patch = "".join(f"DDTREE_OPTION_{n} = {n}\n" for n in range(400))
     rig.host.live_dir.joinpath("spec_info.py").write_text(long_patch)
     await rig.restore()
-    plan = await rig.plan_message()
+    plan = await rig.restore_plan_message()
     await rig.slack.wait_until(lambda: any(f.completed for f in rig.slack.files.values()), what="the diff file")
     [uploaded] = rig.slack.files.values()
     assert uploaded.thread_ts == plan.ts

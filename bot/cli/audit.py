@@ -12,20 +12,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.cli.command import CliCommand
+from bot.cli.terminal import inventory_of
 from bot.plain_text import render_chain, render_operations
 from commands.errors import UsageError
-from commands.inventory import inventory_path, load_inventory
 from commands.operation import Origin
-from commands.registry import OperationSpec
 from commands.store.chain import ChainReport, parse_anchor, verify_chain
 from commands.store.events import AuditStore, db_path
 from commands.store.trail import DEFAULT_LIMIT, MAX_LIMIT, recent_operations, record_view
 
 
-def add_audit_parser(sub: Any, spec: OperationSpec, shared: argparse.ArgumentParser) -> None:
-    """Register ``audit`` on the CLI's subparsers (``sub`` is argparse's private subparsers action)."""
-    command = sub.add_parser(spec.name, parents=[shared], help=spec.summary,
-                             description=f"{spec.summary}. `proofbot audit verify` checks the log's hash chain.")
+def add_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("host", nargs="?", metavar="HOST|verify",
                          help="a host from the inventory (default: across hosts), or `verify`")
     command.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
@@ -41,7 +38,7 @@ def _limit(text: str) -> int:
     return int(text)
 
 
-async def run_audit(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     db = db_path(getattr(args, "db", None))
     if args.host == "verify":
         return await _verify(db, args)
@@ -49,7 +46,7 @@ async def run_audit(args: argparse.Namespace) -> int:
         raise UsageError("--anchor goes with `proofbot audit verify`")
     host = None
     if args.host is not None:
-        host = load_inventory(inventory_path(getattr(args, "inventory", None))).host(args.host).name
+        host = inventory_of(args).host(args.host).name
     store = _open_existing(db)
     try:
         records = await recent_operations(store, host, args.limit)
@@ -87,3 +84,6 @@ def _report_json(report: ChainReport) -> dict[str, Any]:
             "broken": None if broken is None else
             {"event_id": broken.event_id, "problem": broken.problem, "detail": broken.detail},
             "missing_guards": list(report.missing_guards)}
+
+
+COMMAND = CliCommand("audit", add_arguments, run, epilog="`proofbot audit verify` checks the log's hash chain.")

@@ -23,21 +23,19 @@ from bot.slack.blocks import (
     Message,
     as_plain_text,
     finding_message,
-    plan_message,
     progress_message,
     restart_plan_message,
+    restore_plan_message,
     verdict_message,
 )
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
 from commands.operation import OperationResult, Origin
-from commands.restart.plan import plan_restart
-from commands.restart.run import restart
-from commands.restart.watch import RestartProgress
-from commands.restore.run import apply_restore, request_restore
+from commands.restart import RestartProgress, apply_restart, request_restart
+from commands.restore import apply_restore, request_restore
 from commands.store import approvals
 from commands.store.events import AuditStore, db_path
-from commands.verify.run import VerifyPlan, verify
+from commands.verify import VerifyPlan, verify
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
@@ -70,11 +68,8 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
     _say("/verify ct129")
     _show(progress_message("verify", "ct129", REQUESTER, plan.check_names(), []), "  │ ")
 
-    async def show(finding: Finding) -> None:
-        _show(finding_message(finding), "  ├─ ")
-
     origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    result = await verify(plan, origin=origin, audit=audit, on_finding=show)
+    result = await verify(plan, origin=origin, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
     _say()
@@ -86,19 +81,14 @@ async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResu
     origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
     plan = await request_restore(inventory, inventory.host("ct129"), origin=origin, audit=audit)
     pending = await approvals.get(audit, plan.operation_id)
-    _show(plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    _show(restore_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
     for change in plan.changes:
         _say("  ├─ diff of " + change.name)
         _say("\n".join("  ├─   " + line for line in change.diff.splitlines()))
     _say(f"  <@{APPROVER}> clicks [Approve + move extras], and confirms \"Restore + move\"")
-    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
-                           user_id=APPROVER)
-
-    async def show(finding: Finding) -> None:
-        _show(finding_message(finding), "  ├─ ")
-
-    result = await apply_restore(inventory, plan.operation_id, actor=f"slack:{APPROVER}", audit=audit,
-                                 move_extras=True, on_step=show)
+    decided = await _approve(inventory, audit, plan.operation_id)
+    result = await apply_restore(plan, decided, actor=f"slack:{APPROVER}", audit=audit, move_extras=True,
+                                 on_step=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.source.name), "  │ ")
     _say(f"  snapshot kept at {result.extra['snapshot_dir']}")
@@ -108,19 +98,12 @@ async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResu
 
 async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
     _say("/restart ct129")
-    plan = await plan_restart(inventory.host("ct129"))
     origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    await audit.append("requested", operation_id=plan.operation_id, operation="restart", host="ct129",
-                       actor=origin.actor, details={"plan_hash": plan.plan_hash, "origin": origin.to_json()})
-    await audit.append("plan-shown", operation_id=plan.operation_id, operation="restart", host="ct129",
-                       actor=origin.actor, details=plan.to_json())
-    pending = await approvals.create(audit, plan_id=plan.operation_id, operation="restart", host="ct129",
-                                     requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
-                                     approvals=inventory.approvals)
+    plan = await request_restart(inventory, inventory.host("ct129"), origin=origin, audit=audit)
+    pending = await approvals.get(audit, plan.operation_id)
     _show(restart_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
     _say(f"  <@{APPROVER}> clicks [Approve], and confirms \"Restart\"")
-    await approvals.decide(audit, plan.operation_id, f"slack:{APPROVER}", "approved", inventory.approvals,
-                           user_id=APPROVER)
+    decided = await _approve(inventory, audit, plan.operation_id)
     last_line = ""
 
     async def progress(state: RestartProgress) -> None:
@@ -130,16 +113,21 @@ async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResu
             _say(f"  │ … {line}")
         last_line = line
 
-    async def show(finding: Finding) -> None:
-        _show(finding_message(finding), "  ├─ ")
-
-    result = await restart(plan, origin=origin, audit=audit, on_progress=progress, on_finding=show,
-                           request_recorded=True)
-    await approvals.close(audit, plan.operation_id, "applied")
+    result = await apply_restart(plan, decided, origin=Origin(actor=f"slack:{APPROVER}", via="demo"), audit=audit,
+                                 on_progress=progress, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, None), "  │ ")
     _say()
     return result
+
+
+async def _approve(inventory: Inventory, audit: AuditStore, plan_id: str) -> approvals.PendingPlan:
+    return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+                                  user_id=APPROVER)
+
+
+async def _show_finding(finding: Finding) -> None:
+    _show(finding_message(finding), "  ├─ ")
 
 
 def _failures(result: OperationResult) -> set[str]:

@@ -1,15 +1,13 @@
-"""The Slack app (slack-bolt, async): thin listeners, one error handler, the registry's commands.
+"""The Slack app (slack-bolt, async): one listener per registry operation and button, one error handler.
 
-Listeners ack first, call one function, and render with ``bot.blocks``. Anything raised
-reaches ``on_error``, which answers the user ephemerally and audits refusals.
+Listeners ack first (after checks that are pure and instant), call one function, and
+render with ``bot.slack.blocks``. Anything raised reaches ``on_error``, which answers the
+user ephemerally and audits refusals (README "Slack").
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt import BoltResponse
@@ -20,40 +18,18 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.audit import audit_in_thread, audit_request
-from bot.slack.blocks import (
-    RESTART_APPROVE,
-    RESTART_NOW,
-    RESTART_REJECT,
-    RESTORE_APPROVE,
-    RESTORE_APPROVE_WITH_EXTRAS,
-    RESTORE_REJECT,
-    error_message,
-    finding_message,
-    help_message,
-    progress_message,
-    verdict_message,
-)
-from bot.slack.plans import decide_click
-from bot.slack.recovery import VERIFY_NOW, command_for_click
-from bot.slack.restart import plan_restart_in_thread, restart_in_thread, restart_request
-from bot.slack.restore import apply_in_thread, plan_in_thread, restore_request
-from bot.slack.thread import OperationThread
-from commands.errors import ProofbotError, Refused, UsageError
-from commands.findings import Finding
-from commands.inventory import Inventory
-from commands.operation import Origin
-from commands.store.events import AuditStore
-from commands.verify.run import VerifyPlan, verify
+from bot.slack import audit, restart, restore, verify
+from bot.slack.blocks import error_message, help_message
+from bot.slack.context import Body, BotContext, Listener, SlackCommand
+from commands.errors import ProofbotError
+from commands.registry import OPERATIONS
 
 log = logging.getLogger("proofbot.slack")
 
-
-@dataclass(frozen=True)
-class BotContext:
-    inventory: Inventory
-    audit: AuditStore
-    timers: set[asyncio.Task[None]] = field(default_factory=set)
+COMMANDS: dict[str, SlackCommand] = {c.name: c for c in (verify.COMMAND, restore.COMMAND, restart.COMMAND,
+                                                         audit.COMMAND)}
+if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; Slack follows it
+    raise ImportError(f"Slack commands {sorted(COMMANDS)} differ from the registry's operations")
 
 
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
@@ -64,76 +40,13 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
               else AsyncWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
-
-    # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
-    # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
-    @app.command("/verify")
-    async def on_verify(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
-        words = command.get("text", "").split()
-        if not words or words[0].lower() == "help":
-            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
-            return
-        plan = verify_plan(context.inventory, command)
-        await ack()
-        await verify_in_thread(context, client, command, plan)
-
-    @app.command("/audit")
-    async def on_audit(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
-        if command.get("text", "").strip().lower() == "help":
-            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
-            return
-        check_channel(context.inventory, command["channel_id"])
-        request = audit_request(context.inventory, command.get("text", ""))
-        await ack()
-        await audit_in_thread(client, context.audit, command, request)
-
-    @app.command("/restore")
-    async def on_restore(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
-        if command.get("text", "").strip().lower() in ("", "help"):
-            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
-            return
-        check_channel(context.inventory, command["channel_id"])
-        request = await restore_request(context.inventory, context.audit, command)
-        await ack()
-        await plan_in_thread(context.inventory, context.audit, client, command, request, context.timers)
-
-    @app.command("/restart")
-    async def on_restart(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
-        if command.get("text", "").strip().lower() in ("", "help"):
-            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
-            return
-        check_channel(context.inventory, command["channel_id"])
-        host = await restart_request(context.inventory, context.audit, command)
-        await ack()
-        await plan_restart_in_thread(context.inventory, context.audit, client, command["user_id"],
-                                     command["channel_id"], host, context.timers)
-
-    @app.action(re.compile(f"^({RESTART_APPROVE}|{RESTART_REJECT})$"))
-    async def on_restart_decision(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        pending = await decide_click(context.inventory, context.audit, body, RESTART_REJECT)
-        await ack()
-        await restart_in_thread(context.inventory, context.audit, client, body, pending)
-
-    @app.action(re.compile(f"^({RESTORE_APPROVE}|{RESTORE_APPROVE_WITH_EXTRAS}|{RESTORE_REJECT})$"))
-    async def on_restore_decision(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        pending = await decide_click(context.inventory, context.audit, body, RESTORE_REJECT)
-        await ack()
-        await apply_in_thread(context.inventory, context.audit, client, body, pending)
-
-    @app.action(RESTART_NOW)
-    async def on_restart_now(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        command = await command_for_click(context.audit, body)
-        host = await restart_request(context.inventory, context.audit, command)
-        await ack()
-        await plan_restart_in_thread(context.inventory, context.audit, client, command["user_id"],
-                                     command["channel_id"], host, context.timers)
-
-    @app.action(VERIFY_NOW)
-    async def on_verify_now(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        command = await command_for_click(context.audit, body)
-        plan = verify_plan(context.inventory, command)
-        await ack()
-        await verify_in_thread(context, client, command, plan)
+    for spec in OPERATIONS:
+        command = COMMANDS[spec.name]
+        app.command(f"/{spec.name}")(_command_listener(context, command))
+        for action_id, listener in command.actions.items():
+            app.action(action_id)(_action_listener(context, listener))
+        if command.approvable is not None:
+            context.approvables[spec.name] = command.approvable
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
@@ -164,6 +77,25 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
     return app
 
 
+def _command_listener(context: BotContext, command: SlackCommand) -> Any:
+    # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
+    # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
+    async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        text = body.get("text", "").strip()
+        if text.lower() == "help" or (not text and command.empty_text_is_help):
+            await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
+            return
+        context.check_channel(body["channel_id"])
+        await command.on_command(context, ack, body, client)
+    return listener
+
+
+def _action_listener(context: BotContext, on_click: Listener) -> Any:
+    async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        await on_click(context, ack, body, client)
+    return listener
+
+
 async def _link_to_holder(client: AsyncWebClient, error: Exception) -> str:
     """For a busy host: a link to the thread of the operation that holds it."""
     holder = getattr(error, "holder", None) or {}
@@ -171,42 +103,3 @@ async def _link_to_holder(client: AsyncWebClient, error: Exception) -> str:
         return ""
     link = await client.chat_getPermalink(channel=holder["channel"], message_ts=holder["thread_ts"])
     return f"\n<{link['permalink']}|the running operation>"
-
-
-def check_channel(inventory: Inventory, channel: str) -> None:
-    if inventory.channels is not None and channel not in inventory.channels:
-        allowed = ", ".join(f"<#{c}>" for c in inventory.channels)
-        raise Refused("proofbot does not take commands in this channel", hint=f"use {allowed}")
-
-
-def verify_plan(inventory: Inventory, command: dict[str, Any]) -> VerifyPlan:
-    """/verify HOST [BACKUP] checked against the channel list and the inventory, or refused."""
-    check_channel(inventory, command["channel_id"])
-    words = command.get("text", "").split()
-    if len(words) > 2:
-        raise UsageError("usage: /verify HOST [BACKUP]", hint="or /verify help")
-    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
-
-
-async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: dict[str, Any],
-                           plan: VerifyPlan) -> None:
-    """Run a verify as a thread: parent message, one reply per check, verdict on the parent."""
-    user = command["user_id"]
-    channel = command["channel_id"]
-    planned = plan.check_names()
-    thread = await OperationThread.open(client, channel, progress_message("verify", plan.host.name, user, planned, []))
-    seen: list[Finding] = []
-
-    async def on_finding(finding: Finding) -> None:
-        seen.append(finding)
-        thread.reply(finding_message(finding))
-        thread.update(progress_message("verify", plan.host.name, user, planned, seen))
-
-    origin = Origin(actor=f"slack:{user}", via="slack", channel=thread.channel, thread_ts=thread.ts)
-    try:
-        result = await verify(plan, origin=origin, audit=context.audit, on_finding=on_finding)
-    except BaseException:
-        await thread.abandon()
-        raise
-    await thread.finish(verdict_message(result, user, plan.backup_name))
-    await thread.post_summary(context.audit, result.operation_id)

@@ -11,10 +11,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from slack_bolt.async_app import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import audit_operation_message, audit_parent_message
+from bot.slack.context import Body, BotContext, SlackCommand
 from commands.errors import UsageError
 from commands.inventory import Inventory
 from commands.operation import Origin
@@ -70,3 +72,12 @@ async def _permalink(client: AsyncWebClient, record: OperationRecord) -> tuple[s
     except SlackApiError as exc:
         return None, str(exc.response.get("error") or "error")
     return str(response["permalink"]), None
+
+
+async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
+    request = audit_request(context.inventory, command.get("text", ""))
+    await ack()
+    await audit_in_thread(client, context.audit, command, request)
+
+
+COMMAND = SlackCommand("audit", on_command, empty_text_is_help=False)

@@ -20,7 +20,15 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.plain_text import VERDICT_WORDS, approval_words, no_thread, plan_text, progress_line, verdict_word, when
+from bot.plain_text import (
+    VERDICT_WORDS,
+    approval_words,
+    no_thread,
+    progress_line,
+    render_restart_plan,
+    verdict_word,
+    when,
+)
 from commands.findings import Finding
 from commands.operation import OperationResult
 from commands.registry import OPERATIONS
@@ -28,6 +36,7 @@ from commands.restart.plan import RestartPlan
 from commands.restart.watch import RestartProgress
 from commands.restore.plan import FileState, RestorePlan
 from commands.store.events import Event
+from commands.store.recovery import Interrupted
 from commands.store.trail import IN_PROGRESS, OperationRecord
 
 SECTION_LIMIT = 3000
@@ -197,7 +206,7 @@ def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
     return blocks
 
 
-def plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+def restore_plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
     blocks = plan_summary_blocks(plan, requester)
     who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
     blocks.append(ContextBlock(elements=[MarkdownTextObject(
@@ -221,7 +230,7 @@ def plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: 
     return text, as_dicts(blocks)
 
 
-def decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
+def restore_decided_message(plan: RestorePlan, requester: str, status: str) -> Message:
     """The plan without its buttons, with what became of it."""
     blocks = [*plan_summary_blocks(plan, requester),
               ContextBlock(elements=[MarkdownTextObject(text=status[:SECTION_LIMIT])])]
@@ -237,7 +246,7 @@ def diff_message(f: FileState) -> Message:
     return f"diff of {f.name}", as_dicts(blocks)
 
 
-def planning_message(host: str, source: str, requester: str) -> Message:
+def restore_planning_message(host: str, source: str, requester: str) -> Message:
     text = f"Planning a restore of {host} from {source} for <@{requester}>…"
     return text, [section_block(f":hourglass_flowing_sand: Planning a restore of *{escape(host)}* from "
                            f"{escape(source)} for <@{requester}>…").to_dict()]
@@ -246,20 +255,21 @@ def planning_message(host: str, source: str, requester: str) -> Message:
 def nothing_to_do_message(plan: RestorePlan, requester: str) -> Message:
     status = (":grey_question: cannot restore: the source is unreadable" if plan.unreadable
               else ":white_check_mark: nothing differs from the source: nothing to approve")
-    return decided_message(plan, requester, status)
+    return restore_decided_message(plan, requester, status)
 
 
 
 RESTART_APPROVE = "restart_approve"
 RESTART_REJECT = "restart_reject"
 RESTART_NOW = "restart_now"
+VERIFY_NOW = "verify_now"
 
 
 def _head(plan: RestartPlan, requester: str) -> list[Block]:
     service = plan.service
     head = (f":arrows_counterclockwise: *Restart plan for {escape(plan.host.name)}* ({escape(service.unit)}, "
             f"{service.manager}), requested by <@{requester}>")
-    return [section_block(head), section_block(code_block(plan_text(plan)))]
+    return [section_block(head), section_block(code_block(render_restart_plan(plan)))]
 
 
 def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
@@ -351,3 +361,13 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     text = (f"{when(record.requested_at)} {what}: {verdict} · requested by {record.requested_by or '?'} · "
             f"{plain_approval} · {where_text}")
     return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])
+
+
+def interrupted_message(op: Interrupted) -> Message:
+    text = (f":warning: proofbot stopped while this {op.operation} of {op.host} was running. The last step "
+            f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
+            f"after that. Operation `{op.operation_id}` is marked interrupted.")
+    blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
+              ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
+                                                   style="primary")])]
+    return f"proofbot restarted: {op.operation} of {op.host} was interrupted", [b.to_dict() for b in blocks]

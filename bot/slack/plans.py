@@ -1,57 +1,70 @@
-"""Plans awaiting approval in Slack, whatever the operation: expiry timers and their messages."""
+"""Plans awaiting approval in Slack, whatever the operation: the click, the rejection, expiry timers.
+
+A click is decided before ack (one DB transaction) so a refusal reaches the clicker; the
+plan is then rebuilt once and handed to the operation's own ``apply_in_thread``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import Message, decided_message, restart_status_message
-from commands.inventory import Inventory
-from commands.restart.plan import RestartPlan
-from commands.restore.plan import plan_from_json
+from bot.slack.context import Approvable, Body, BotContext
+from commands.errors import PlanVoid
 from commands.store import approvals
-from commands.store.events import AuditStore
 
 
-def decided(inventory: Inventory, pending: approvals.PendingPlan, status: str) -> Message:
-    """The plan's message without buttons, saying what became of it."""
-    host = inventory.host(pending.host)
-    requester = pending.requested_by.removeprefix("slack:")
-    if pending.operation == "restart":
-        return restart_status_message(RestartPlan.from_json(pending.details, host), requester, status)
-    return decided_message(plan_from_json(host, pending.details), requester, status)
+async def on_decision(context: BotContext, approvable: Approvable[Any], ack: AsyncAck, body: Body,
+                      client: AsyncWebClient) -> None:
+    """Approve or Reject on a plan: record the decision (or raise Refused), then apply or close it."""
+    action, user = body["actions"][0], body["user"]["id"]
+    decision: approvals.Decision = "rejected" if action["action_id"] == approvable.reject_action else "approved"
+    decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", decision,
+                                     context.inventory.approvals, user_id=str(user))
+    await ack()
+    channel, ts = decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"]
+    try:
+        plan = approvable.plan_type.load(context.inventory, decided)
+    except PlanVoid as void:
+        await approvals.close_unapplied(context.audit, decided.id, "proofbot", "void", void.message)
+        await client.chat_update(channel=channel, ts=ts, text=f"{decided.operation} plan void: {void.message}",
+                                 blocks=[])
+        raise
+    requester = decided.requested_by.removeprefix("slack:")
+    if decided.state == "rejected":
+        await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected", "rejected in Slack")
+        status = f":no_entry_sign: rejected by <@{user}> at {decided.decided_at}; {approvable.nothing_done}"
+        text, blocks = approvable.decided_message(plan, requester, status)
+        await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        return
+    await approvable.apply_in_thread(context, client, body, decided, plan)
 
 
-def arm_expiry(audit: AuditStore, client: AsyncWebClient, inventory: Inventory, plan_id: str,
-               timers: set[asyncio.Task[None]]) -> None:
-    timer = asyncio.create_task(_expire_later(audit, client, plan_id, inventory))
-    timers.add(timer)
-    timer.add_done_callback(timers.discard)
+def arm_expiry(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
+    timer = asyncio.create_task(_expire_later(context, client, plan_id))
+    context.timers.add(timer)
+    timer.add_done_callback(context.timers.discard)
 
 
-async def _expire_later(audit: AuditStore, client: AsyncWebClient, plan_id: str, inventory: Inventory) -> None:
-    pending = await approvals.get(audit, plan_id)
+async def _expire_later(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
+    pending = await approvals.get(context.audit, plan_id)
     await asyncio.sleep(max(0.0, pending.expires_at - time.time()) + 0.05)
-    if await approvals.expire_if_due(audit, plan_id) is not None:
-        await show_expired(audit, client, inventory, plan_id)
+    if await approvals.expire_if_due(context.audit, plan_id) is not None:
+        await show_expired(context, client, plan_id)
 
 
-async def show_expired(audit: AuditStore, client: AsyncWebClient, inventory: Inventory, plan_id: str) -> None:
-    pending = await approvals.get(audit, plan_id)
-    await approvals.close_unapplied(audit, plan_id, "proofbot", "expired", "no decision before the plan expired")
+async def show_expired(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
+    """Close an expired plan and take the buttons off its message."""
+    pending = await approvals.get(context.audit, plan_id)
+    await approvals.close_unapplied(context.audit, plan_id, "proofbot", "expired",
+                                    "no decision before the plan expired")
+    approvable = context.approvables[pending.operation]
     if pending.channel and pending.message_ts:
-        status = f":hourglass: expired at {pending.expires_at_utc()} with no decision; nothing was changed"
-        text, blocks = decided(inventory, pending, status)
+        status = (f":hourglass: expired at {pending.expires_at_utc()} with no decision; "
+                  f"{approvable.nothing_done}")
+        text, blocks = approvable.decided_for(context.inventory, pending, status)
         await client.chat_update(channel=pending.channel, ts=pending.message_ts, text=text, blocks=blocks)
-
-
-async def decide_click(inventory: Inventory, audit: AuditStore, body: dict[str, object],
-                       reject_action: str) -> approvals.PendingPlan:
-    """Record the click's decision, or raise Refused (already decided, expired, not allowed)."""
-    action = body["actions"][0]  # type: ignore[index]
-    user = body["user"]["id"]  # type: ignore[index]
-    decision: approvals.Decision = "rejected" if action["action_id"] == reject_action else "approved"
-    return await approvals.decide(audit, str(action["value"]), f"slack:{user}", decision, inventory.approvals,
-                                  user_id=str(user))

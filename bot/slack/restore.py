@@ -1,103 +1,82 @@
 """``/restore HOST [BACKUP]`` in Slack: a plan with Approve/Reject, then the apply as a thread.
 
-Requests and clicks are checked before ack (a DB read, instant) so a refusal reaches the
-user; the slow parts (SSH) run after it. Expiry is a timer per plan that removes the
-buttons and releases the host.
+Requests are checked before ack (a DB read, instant) so a refusal reaches the user; the
+slow parts (SSH) run after it. Diffs are threaded replies, long ones attached whole.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-from typing import Any
-
+from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import (
+    RESTORE_APPROVE,
     RESTORE_APPROVE_WITH_EXTRAS,
-    decided_message,
+    RESTORE_REJECT,
     diff_message,
     finding_message,
     nothing_to_do_message,
-    plan_message,
-    planning_message,
     progress_message,
     restart_now_message,
+    restore_decided_message,
+    restore_plan_message,
+    restore_planning_message,
     verdict_message,
 )
-from bot.slack.plans import arm_expiry
+from bot.slack.context import Approvable, Body, BotContext, SlackCommand
+from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
-from commands.errors import UsageError
+from commands.errors import PlanVoid, UsageError
 from commands.findings import Finding
-from commands.inventory import Host, Inventory
 from commands.operation import Origin
-from commands.restore.apply import PlanVoid
-from commands.restore.plan import plan_from_json
-from commands.restore.run import apply_restore, request_restore
+from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals, locks
-from commands.store.events import AuditStore
+from commands.store.approvals import PendingPlan
 
 USAGE = "usage: /restore HOST [BACKUP]"
 DIFF_INLINE_LIMIT = 2800  # longer diffs are trimmed in the message and attached whole as a file
 
 
-@dataclass(frozen=True)
-class RestoreRequest:
-    host: Host
-    backup: str
-
-
-async def restore_request(inventory: Inventory, audit: AuditStore, command: dict[str, Any]) -> RestoreRequest:
+async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     """HOST and BACKUP looked up in the inventory; a busy host is refused with who holds it."""
     words = command.get("text", "").split()
     if not 1 <= len(words) <= 2:
         raise UsageError(USAGE, hint="or /verify help")
-    host = inventory.host(words[0])
-    backup_name, _ = host.backup(words[1] if len(words) > 1 else None)
-    await locks.refuse_if_busy(audit, host.name)
-    return RestoreRequest(host, backup_name)
-
-
-async def plan_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncWebClient, command: dict[str, Any],
-                         request: RestoreRequest, timers: set[asyncio.Task[None]]) -> None:
+    host = context.inventory.host(words[0])
+    backup, _ = host.backup(words[1] if len(words) > 1 else None)
+    await locks.refuse_if_busy(context.audit, host.name)
+    await ack()
     user, channel = command["user_id"], command["channel_id"]
-    text, blocks = planning_message(request.host.name, f"backup {request.backup}", user)
+    text, blocks = restore_planning_message(host.name, f"backup {backup}", user)
     posted = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
-    thread = str(posted["ts"])
-    origin = Origin(actor=f"slack:{user}", via="slack", channel=str(posted["channel"]), thread_ts=thread)
-    plan = await request_restore(inventory, request.host, backup_name=request.backup, origin=origin, audit=audit)
+    channel, thread = str(posted["channel"]), str(posted["ts"])
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=thread)
+    plan = await request_restore(context.inventory, host, backup_name=backup, origin=origin, audit=context.audit)
     if not plan.changes or plan.unreadable:
         text, blocks = nothing_to_do_message(plan, user)
-        await client.chat_update(channel=origin.channel or channel, ts=thread, text=text, blocks=blocks)
+        await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
         return
-    pending = await approvals.get(audit, plan.operation_id)
-    text, blocks = plan_message(plan, user, pending.expires_at_utc(), inventory.approvals.approvers)
-    await client.chat_update(channel=origin.channel or channel, ts=thread, text=text, blocks=blocks)
+    pending = await approvals.get(context.audit, plan.operation_id)
+    text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
     for change in plan.changes:
         text, blocks = diff_message(change)
-        await client.chat_postMessage(channel=origin.channel or channel, thread_ts=thread, text=text, blocks=blocks)
+        await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
         if len(change.diff) > DIFF_INLINE_LIMIT:
-            await client.files_upload_v2(channel=origin.channel or channel, thread_ts=thread, content=change.diff,
+            await client.files_upload_v2(channel=channel, thread_ts=thread, content=change.diff,
                                          filename=f"{change.name}.diff", title=f"full diff of {change.name}")
-    arm_expiry(audit, client, inventory, plan.operation_id, timers)
+    arm_expiry(context, client, plan.operation_id)
 
 
-async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: AsyncWebClient, body: dict[str, Any],
-                          pending: approvals.PendingPlan) -> None:
+async def apply_in_thread(context: BotContext, client: AsyncWebClient, body: Body, decided: PendingPlan,
+                          plan: RestorePlan) -> None:
     user = body["user"]["id"]
-    requester = pending.requested_by.removeprefix("slack:")
-    plan = plan_from_json(inventory.host(pending.host), pending.details)
-    channel, ts = pending.channel or body["channel"]["id"], pending.message_ts or body["message"]["ts"]
-    if pending.state == "rejected":
-        await approvals.close_unapplied(audit, pending.id, f"slack:{user}", "rejected", "rejected in Slack")
-        text, blocks = decided_message(plan, requester, f":no_entry_sign: rejected by <@{user}> at "
-                                       f"{pending.decided_at}; nothing was changed")
-        await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
-        return
+    requester = decided.requested_by.removeprefix("slack:")
+    channel, ts = decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"]
     move_extras = body["actions"][0]["action_id"] == RESTORE_APPROVE_WITH_EXTRAS
-    approved = f":white_check_mark: approved by <@{user}> at {pending.decided_at}" + (
+    approved = f":white_check_mark: approved by <@{user}> at {decided.decided_at}" + (
         " (extra files to be moved into the snapshot)" if move_extras else "")
-    text, blocks = decided_message(plan, requester, approved + " — applying…")
+    text, blocks = restore_decided_message(plan, requester, approved + " — applying…")
     await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
     thread = OperationThread(client, channel, ts)
     planned = ["recheck", "snapshot", "replace", *(f"file:{f.name}" for f in plan.changes)]
@@ -108,19 +87,32 @@ async def apply_in_thread(inventory: Inventory, audit: AuditStore, client: Async
         thread.reply(finding_message(finding))
 
     try:
-        result = await apply_restore(inventory, pending.id, actor=f"slack:{user}", audit=audit,
+        result = await apply_restore(plan, decided, actor=f"slack:{user}", audit=context.audit,
                                      move_extras=move_extras, on_step=on_step)
     except PlanVoid as void:
-        await thread.finish(decided_message(plan, requester, f":no_entry_sign: {void.message}; nothing was written"))
+        status = f":no_entry_sign: {void.message}; nothing was written"
+        await thread.finish(restore_decided_message(plan, requester, status))
         return
     except BaseException:
         await thread.finish(progress_message("restore", plan.host.name, requester, planned, seen))
         raise
     final_text, final_blocks = verdict_message(result, requester, plan.source.name)
     snapshot = result.extra.get("snapshot_dir") or "none"
-    summary = decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
+    summary = restore_decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
     await thread.finish((final_text, summary + final_blocks))
-    await thread.post_summary(audit, pending.id)
+    await thread.post_summary(context.audit, decided.id)
     if any(f.name == "stale-process" and f.status == "warn" for f in result.checks) and plan.host.service:
-        text, blocks = restart_now_message(plan.host.name, pending.id)
+        text, blocks = restart_now_message(plan.host.name, decided.id)
         await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)
+
+
+APPROVABLE = Approvable(RestorePlan, RESTORE_REJECT, "nothing was changed", restore_decided_message, apply_in_thread)
+
+
+async def on_click(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+    await on_decision(context, APPROVABLE, ack, body, client)
+
+
+COMMAND = SlackCommand("restore", on_command, approvable=APPROVABLE,
+                       actions={action: on_click for action in (RESTORE_APPROVE, RESTORE_APPROVE_WITH_EXTRAS,
+                                                                RESTORE_REJECT)})

@@ -11,7 +11,8 @@ from pathlib import Path
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from bot.slack.app import BotContext, build_app
+from bot.slack.app import build_app
+from bot.slack.context import BotContext
 from bot.slack.recovery import recover_in_slack
 from commands.errors import UsageError
 from commands.inventory import Inventory
@@ -43,7 +44,7 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
         if http_port is not None:
             secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it")
             app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
-            interrupted = await recover_in_slack(inventory, audit, app.client, context.timers)
+            interrupted = await recover_in_slack(context, app.client)
             runner = web.AppRunner(app.web_app(path="/slack/events"))
             await runner.setup()
             await web.TCPSite(runner, bind, http_port).start()
@@ -56,7 +57,7 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
         else:
             app_token = _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
             app = build_app(context, bot_token=bot_token, api_url=api_url)
-            await recover_in_slack(inventory, audit, app.client, context.timers)
+            await recover_in_slack(context, app.client)
             handler = AsyncSocketModeHandler(app, app_token, web_client=app.client)
             await handler.connect_async()  # type: ignore[no-untyped-call]
             try:

@@ -61,10 +61,6 @@ class OperationThread:
         except asyncio.CancelledError:
             pass
 
-    async def permalink(self) -> str:
-        response = await self.client.chat_getPermalink(channel=self.channel, message_ts=self.ts)
-        return str(response["permalink"])
-
     async def _drain(self) -> None:
         while (item := await self._queue.get()) is not None:
             kind, (text, blocks) = item

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 from commands.inventory import Service
 from commands.redact import redact
-from commands.ssh import CommandResult
 
 
 def cmdline_argv(pid: int) -> list[str]:
     return ["cat", f"/proc/{pid}/cmdline"]
+
+
+def parse_cmdline(result: CommandResult) -> list[str]:
+    """The arguments of ``/proc/PID/cmdline``: NUL-separated, empty ones dropped."""
+    return [arg for arg in result.output.decode("utf-8", "replace").split("\x00") if arg]
+
+
+def flag_problems(service: Service, args: list[str]) -> tuple[list[str], list[str]]:
+    """The expected flags missing from args, and the forbidden flags present in them."""
+    missing = [flag for flag in service.expect_flags if not has_flag(args, flag)]
+    forbidden = [flag for flag in service.forbid_flags if has_flag(args, flag)]
+    return missing, forbidden
 
 
 def has_flag(args: list[str], flag: str) -> bool:
@@ -29,13 +41,12 @@ def has_flag(args: list[str], flag: str) -> bool:
 
 
 def cmdline_finding(service: Service, pid: int, result: CommandResult) -> Finding:
-    args = [arg for arg in result.output.decode("utf-8", "replace").split("\x00") if arg]
+    args = parse_cmdline(result)
     shown = redact(" ".join(args))
     evidence = Evidence.of(result.command, result.exit_status, shown, result.duration_s)
     if result.exit_status != 0 or not args:
         return Finding("cmdline", "error", f"could not read the command line of PID {pid}", evidence)
-    missing = [flag for flag in service.expect_flags if not has_flag(args, flag)]
-    forbidden = [flag for flag in service.forbid_flags if has_flag(args, flag)]
+    missing, forbidden = flag_problems(service, args)
     details = {"missing": missing, "forbidden": forbidden}
     if missing or forbidden:
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
-from commands.ssh import CommandResult
 
 _HASH_LINE = re.compile(r"^\\?([0-9a-f]{64})  (.+)$")
 

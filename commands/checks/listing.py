@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 from commands.inventory import Backup
-from commands.ssh import CommandResult
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ import os
 import re
 from typing import Any
 
-from commands.checks.health import HttpOutcome, fetch_via_host
+from commands.checks.health import HttpOutcome
 from commands.findings import Evidence, Finding
 from commands.inventory import Probe
-from commands.ssh import HostConnection
 
 REPLY_SHOWN = 200
 LOW_VARIETY_MIN_LENGTH = 12
@@ -44,18 +43,6 @@ def request_text(probe: Probe, outcome_request: str) -> str:
     """What was sent, as evidence: the request line and the JSON body (redacted later by Evidence)."""
     body = json.dumps(probe.json_body, ensure_ascii=False, sort_keys=True)
     return f"{outcome_request}\n{body}"
-
-
-async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
-    """Send the probe once and judge the answer."""
-    headers, missing = probe_headers(probe)
-    if missing:
-        names = ", ".join(f"${{{name}}}" for name in missing)
-        return Finding("probe", "error", f"not sent: {names} not set in proofbot's environment",
-                       Evidence.of(f"POST {probe.url}", None, "", 0.0))
-    outcome = await fetch_via_host(conn, probe.url, method="POST", json_body=probe.json_body,
-                                   timeout_s=probe.timeout_s, headers=headers or None)
-    return probe_finding(probe, outcome)
 
 
 def reply_text(body: str) -> str:

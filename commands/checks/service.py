@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 from commands.inventory import Service
-from commands.ssh import CommandResult
 
 SYSTEMD_PROPERTIES = (
     "MainPID", "ActiveState", "SubState", "InvocationID", "NRestarts", "ExecMainStartTimestampMonotonic",

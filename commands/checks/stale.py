@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from commands.checks.listing import Listing
+from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
-from commands.ssh import CommandResult
 
 # A file written in the same instant the process started is not evidence of staleness.
 MTIME_TOLERANCE_S = 0.05

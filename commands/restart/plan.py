@@ -14,21 +14,19 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from commands.checks.cmdline import cmdline_argv
+from commands.checks.cmdline import cmdline_argv, parse_cmdline
 from commands.checks.service import ServiceState, parse_service_state, service_state_argv, supervisorctl
 from commands.checks.stale import parse_process_start, process_start_argvs
-from commands.errors import MissingOutput, Refused, UsageError
+from commands.command_result import CommandResult
+from commands.errors import MissingOutput, PlanVoid, UsageError
 from commands.findings import Evidence
 from commands.inventory import Host, Service
 from commands.operation import new_operation_id, utc_now
+from commands.plans import Plan
 from commands.redact import redact
-from commands.ssh import CommandResult, HostConnection, connect
-
-
-class RestartPlanVoid(Refused):
-    """The host or the inventory changed after the plan was shown: nothing was restarted."""
+from commands.ssh import HostConnection, connect
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,10 @@ def restart_argv(service: Service) -> list[str]:
 
 
 @dataclass(frozen=True)
-class RestartPlan:
+class RestartPlan(Plan):
     """What a restart of one host's service would do, and the state it was planned against."""
 
+    operation: ClassVar[str] = "restart"
     operation_id: str
     host: Host
     before: ServiceSnapshot
@@ -104,22 +103,16 @@ class RestartPlan:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation_id": self.operation_id, "operation": "restart", "created_at": self.created_at,
+        return {"operation_id": self.operation_id, "operation": self.operation, "created_at": self.created_at,
                 "plan_hash": self.plan_hash, **self.content(),
                 "evidence": [asdict(evidence) for evidence in self.evidence]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], host: Host) -> RestartPlan:
-        """Rebuild a stored plan against today's inventory; any difference voids it."""
+    def rebuild(cls, data: dict[str, Any], host: Host) -> RestartPlan:
         if host.service is None or data.get("host") != host.name:
-            raise RestartPlanVoid(f"plan {data.get('operation_id')} is not a restart plan for {host.name}")
-        plan = cls(str(data["operation_id"]), host, ServiceSnapshot(**data["before"]), str(data["created_at"]),
+            raise PlanVoid(f"plan {data.get('operation_id')} is not a restart plan for {host.name}")
+        return cls(str(data["operation_id"]), host, ServiceSnapshot(**data["before"]), str(data["created_at"]),
                    tuple(Evidence(**evidence) for evidence in data.get("evidence", [])))
-        if plan.plan_hash != data.get("plan_hash"):
-            raise RestartPlanVoid(
-                f"plan void: the inventory entry of {host.name} changed since plan {plan.operation_id} was shown",
-                hint="request a new plan")
-        return plan
 
 
 async def plan_restart(host: Host, *, operation_id: str | None = None) -> RestartPlan:
@@ -145,7 +138,7 @@ async def read_snapshot(conn: HostConnection, service: Service) -> tuple[Service
     pid = state.main_pid
     second = await conn.run_batch([cmdline_argv(pid), *process_start_argvs(pid)])
     start = parse_process_start(pid, *second[1:4])
-    args = [arg for arg in second[0].output.decode("utf-8", "replace").split("\x00") if arg]
+    args = parse_cmdline(second[0])
     cmdline = redact(" ".join(args)) if second[0].exit_status == 0 and args else None
     return ServiceSnapshot.of(state, start.started_at if start else None, cmdline), first + second
 

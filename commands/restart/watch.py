@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from commands.checks.cmdline import has_flag
+from commands.checks.cmdline import flag_problems, parse_cmdline
 from commands.checks.health import HttpOutcome
 from commands.checks.service import ServiceState
+from commands.command_result import CommandResult
 from commands.inventory import Service
 from commands.restart.plan import ServiceSnapshot
-from commands.ssh import CommandResult
 
 Phase = Literal["before", "restarting", "waiting", "probing", "settling", "done"]
 SignalState = Literal["pending", "ok", "fail", "error", "n/a"]
@@ -102,7 +102,6 @@ class Watch:
     cmdlines: dict[int, CmdlineRead] = field(default_factory=dict)
     ready_s: float | None = None
     ready_poll: Poll | None = None
-    health_ok_since_s: float | None = None
     lost: str = ""
     lost_s: float | None = None
     probe_state: SignalState = "n/a"
@@ -133,11 +132,6 @@ class Watch:
         if poll.cmdline_pid is not None and poll.cmdline_result is not None and poll.cmdline_pid == pid:
             self.cmdlines[pid] = _read_cmdline(self.service, poll.cmdline_pid, poll.cmdline_result,
                                                poll.health.status == 200)
-        if poll.health.status == 200 and self.new_pid is not None:
-            if self.health_ok_since_s is None:
-                self.health_ok_since_s = poll.at_s
-        else:
-            self.health_ok_since_s = None
         if self.ready_s is None and self.green(poll):
             self.ready_s, self.ready_poll = poll.at_s, poll
 
@@ -258,7 +252,6 @@ class Watch:
 
 
 def _read_cmdline(service: Service, pid: int, result: CommandResult, health_ok: bool) -> CmdlineRead:
-    args = [arg for arg in result.output.decode("utf-8", "replace").split("\x00") if arg]
-    missing = [flag for flag in service.expect_flags if not has_flag(args, flag)]
-    forbidden = [flag for flag in service.forbid_flags if has_flag(args, flag)]
+    args = parse_cmdline(result)
+    missing, forbidden = flag_problems(service, args)
     return CmdlineRead(pid, result, args, missing, forbidden, health_ok)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -18,23 +17,18 @@ from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_has
 from commands.checks.listing import listing_argv, parse_listing
 from commands.checks.service import main_pid_finding, service_state_argv
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
-from commands.errors import Refused
+from commands.command_result import CommandResult
+from commands.errors import PlanVoid
 from commands.findings import Evidence, Finding
+from commands.operation import OnFinding
 from commands.restore.plan import MANIFEST, FileState, RestorePlan
-from commands.ssh import CommandResult, HostConnection
-
-OnStep = Callable[[Finding], Awaitable[None]]
-
-
-class PlanVoid(Refused):
-    """The host changed after the plan was shown: nothing was written."""
+from commands.ssh import HostConnection
 
 
 @dataclass
 class ApplyOutcome:
     snapshot_dir: str
     restored: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
 
 
 def snapshot_dir_for(plan: RestorePlan) -> str:
@@ -50,14 +44,13 @@ def _evidence(results: list[CommandResult]) -> Evidence:
 
 
 class Applier:
-    def __init__(self, conn: HostConnection, plan: RestorePlan, on_step: OnStep, outcome: ApplyOutcome) -> None:
+    def __init__(self, conn: HostConnection, plan: RestorePlan, on_step: OnFinding, outcome: ApplyOutcome) -> None:
         self.conn = conn
         self.plan = plan
         self.on_step = on_step
         self.outcome = outcome
 
     async def step(self, finding: Finding) -> Finding:
-        self.outcome.findings.append(finding)
         await self.on_step(finding)
         return finding
 
@@ -212,7 +205,7 @@ def _short(digest: object) -> str:
 
 
 async def apply_plan(conn: HostConnection, plan: RestorePlan, outcome: ApplyOutcome, *, move_extras: bool,
-                     on_step: OnStep) -> ApplyOutcome:
+                     on_step: OnFinding) -> ApplyOutcome:
     """Run every step in order, filling ``outcome`` as it goes (so a caller keeps what was
     done even when the link drops mid-way)."""
     applier = Applier(conn, plan, on_step, outcome)

@@ -11,15 +11,17 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from commands.checks.files import file_hash_argv, hashes_by_path
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
-from commands.errors import UnknownBackup, UsageError
+from commands.command_result import CommandResult
+from commands.errors import PlanVoid, UnknownBackup, UsageError
 from commands.findings import Evidence, trim
 from commands.inventory import Backup, Host
+from commands.plans import Plan
 from commands.redact import redact
-from commands.ssh import CommandResult, HostConnection
+from commands.ssh import HostConnection
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
 SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9-]{1,64}$")
@@ -58,7 +60,10 @@ class FileState:
 
 
 @dataclass(frozen=True)
-class RestorePlan:
+class RestorePlan(Plan):
+    """Which files a restore would replace, from which source, with the hashes it was built on."""
+
+    operation: ClassVar[str] = "restore"
     operation_id: str
     host: Host
     source: RestoreSource
@@ -91,23 +96,24 @@ class RestorePlan:
                           for f in self.files],
                 "extras": self.extras}
 
-
-def plan_from_json(host: Host, details: dict[str, Any]) -> RestorePlan:
-    """Rebuild a stored plan; its source is re-derived from the inventory, never trusted as stored."""
-    source_info = details["source_spec"]
-    if source_info["kind"] == "backup":
-        source = backup_source(host, source_info["name"])
-        if source.backup.dir != source_info["dir"]:
-            raise UsageError(f"backup {source_info['name']} of {host.name} moved in the inventory since the plan")
-    else:
-        path = check_snapshot_path(host, source_info["dir"])
-        allowed = {live for backup in host.backups.values() for live in backup.files.values()}
-        files = {str(k): str(v) for k, v in source_info["files"].items() if v in allowed}
-        source = RestoreSource("snapshot", os.path.basename(path), Backup(dir=path, files=files),
-                               os.path.dirname(path))
-    fields = set(FileState.__dataclass_fields__)
-    files_state = [FileState(**{k: v for k, v in entry.items() if k in fields}) for entry in details["files"]]
-    return RestorePlan(details["operation_id"], host, source, files_state, list(details["extras"]))
+    @classmethod
+    def rebuild(cls, details: dict[str, Any], host: Host) -> RestorePlan:
+        """Its source is re-derived from the inventory, never trusted as stored."""
+        source_info = details["source_spec"]
+        if source_info["kind"] == "backup":
+            source = backup_source(host, source_info["name"])
+            if source.backup.dir != source_info["dir"]:
+                raise PlanVoid(f"plan void: backup {source_info['name']} of {host.name} moved in the inventory "
+                               "since the plan", hint="request a new plan")
+        else:
+            path = check_snapshot_path(host, source_info["dir"])
+            allowed = {live for backup in host.backups.values() for live in backup.files.values()}
+            files = {str(k): str(v) for k, v in source_info["files"].items() if v in allowed}
+            source = RestoreSource("snapshot", os.path.basename(path), Backup(dir=path, files=files),
+                                   os.path.dirname(path))
+        fields = set(FileState.__dataclass_fields__)
+        files_state = [FileState(**{k: v for k, v in entry.items() if k in fields}) for entry in details["files"]]
+        return cls(details["operation_id"], host, source, files_state, list(details["extras"]))
 
 
 def backup_source(host: Host, backup_name: str | None) -> RestoreSource:

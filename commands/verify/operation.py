@@ -8,47 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from commands.checks.cmdline import cmdline_argv, cmdline_finding
 from commands.checks.files import file_hash_argv, parse_file_hash
-from commands.checks.health import HttpOutcome, fetch_via_host, health_finding
+from commands.checks.health import HttpOutcome, health_finding
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.checks.service import ServiceState, main_pid_finding, service_state_argv
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
-from commands.inventory import Backup, Host
-from commands.operation import OperationResult, Origin, new_operation_id, utc_now
+from commands.host_http import fetch_via_host
+from commands.inventory import Backup
+from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import HostConnection, connect
 from commands.store.events import AuditStore
-
-OnFinding = Callable[[Finding], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class VerifyPlan:
-    host: Host
-    backup_name: str | None
-    backup: Backup | None
-
-    @classmethod
-    def for_host(cls, host: Host, backup_name: str | None) -> VerifyPlan:
-        if backup_name is None and not host.backups:
-            return cls(host, None, None)
-        name, backup = host.backup(backup_name)
-        return cls(host, name, backup)
-
-    def check_names(self) -> list[str]:
-        names = [f"file:{name}" for name in self.backup.files] if self.backup else []
-        if self.backup and self.backup.watch:
-            names.append("extra-files")
-        if self.host.service:
-            names += ["main-pid", "health", "cmdline"]
-            if self.backup:
-                names.append("stale-process")
-        return names
+from commands.verify.plan import VerifyPlan
 
 
 async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,

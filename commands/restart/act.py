@@ -1,7 +1,7 @@
-"""The restart operation: plan, then act and verify as separate steps, over one SSH connection.
+"""Restart, act and verify: send the restart, then watch until every signal proves it, over one connection.
 
-``plan_restart(host)`` reads what runs now (see ``commands.restart_plan``). ``restart(plan)``
-takes the host's lock, re-reads the host and refuses if the process is no longer the
+``restart(plan)`` (called by ``apply_restart`` once a plan is approved, or directly by
+tests and benchmarks) takes the host's lock, re-reads the host and refuses if the process is no longer the
 planned one, records the before-state, sends ``systemctl restart UNIT`` /
 ``supervisorctl restart NAME`` and, while that command runs and after it returns, polls
 every ``poll_interval_s`` (one exec round trip for the manager's state and a new
@@ -23,33 +23,23 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
 from commands.checks.cmdline import cmdline_argv
-from commands.checks.health import fetch_via_host
-from commands.checks.probe import run_probe
 from commands.checks.service import parse_service_state, service_state_argv
-from commands.errors import CommandTimedOut, CouldNotCheck, Locked
+from commands.command_result import CommandResult
+from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
-from commands.operation import OperationResult, Origin, utc_now
-from commands.restart.plan import (
-    RestartPlan,
-    RestartPlanVoid,
-    plan_restart,
-    read_snapshot,
-    restart_argv,
-)
+from commands.host_http import fetch_via_host, run_probe
+from commands.operation import OnFinding, OperationResult, Origin, utc_now
+from commands.restart.plan import RestartPlan, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
 from commands.restart.verdict import check_names, restart_findings
-from commands.restart.watch import Phase, Poll, RestartProgress, Watch
-from commands.ssh import CommandResult, HostConnection, connect
+from commands.restart.watch import Phase, Poll, Watch
+from commands.ssh import HostConnection, connect
 from commands.store import locks
 from commands.store.events import AuditStore
-
-__all__ = ["POLL_INTERVAL_S", "SETTLE_S", "RestartPlan", "RestartPlanVoid", "RestartProgress", "plan_restart",
-           "restart"]
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
@@ -57,15 +47,12 @@ POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 
-OnFinding = Callable[[Finding], Awaitable[None]]
-
-
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
                   poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S) -> OperationResult:
     """Restart the planned service and prove it came back right; every step goes to the audit log.
 
-    Raises ``Locked`` (another mutating operation holds the host) or ``RestartPlanVoid``
+    Raises ``Locked`` (another mutating operation holds the host) or ``PlanVoid``
     (the host changed since the plan): both are ``Refused`` and nothing was restarted.
     ``request_recorded``: the caller already appended ``requested`` for plan.operation_id
     (e.g. when it showed the plan for approval).
@@ -82,7 +69,7 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
         raise
     try:
         await run.execute()
-    except RestartPlanVoid as exc:
+    except PlanVoid as exc:
         await run.event("refused", {"reason": str(exc), "plan_hash": plan.plan_hash})
         raise
     except BaseException as exc:
@@ -159,7 +146,7 @@ class _Run:
                 and abs(now.started_epoch - before.started_epoch) > START_TOLERANCE_S):
             changed.append(f"PID {now.main_pid} now belongs to a process started {now.started_at}")
         if changed:
-            raise RestartPlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
+            raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")
         await self.event("step", {"step": "before", "state": asdict(now)})
 

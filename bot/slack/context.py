@@ -1,0 +1,76 @@
+"""What every Slack listener is given: the inventory, the audit store, timers, and each command's handlers.
+
+``SlackCommand`` is one registry operation's Slack side: the slash command's body and the
+buttons it answers. ``Approvable`` is what the shared approval flow needs of an operation
+whose plans wait for an Approve click (README "Slack").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from slack_bolt.async_app import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.blocks import Message
+from commands.errors import Refused
+from commands.inventory import Inventory
+from commands.plans import Plan
+from commands.store.approvals import PendingPlan
+from commands.store.events import AuditStore
+
+Body = dict[str, Any]
+P = TypeVar("P", bound=Plan)
+
+
+@dataclass(frozen=True)
+class Approvable(Generic[P]):
+    """How one operation's plan is shown once decided, and applied once approved."""
+
+    plan_type: type[P]
+    reject_action: str
+    nothing_done: str  # said when a plan is rejected or expires: "nothing was changed"
+    decided_message: Callable[[P, str, str], Message]  # (plan, requester, status)
+    apply_in_thread: Callable[[BotContext, AsyncWebClient, Body, PendingPlan, P], Awaitable[None]]
+
+    def decided_for(self, inventory: Inventory, pending: PendingPlan, status: str) -> Message:
+        plan = self.plan_type.load(inventory, pending)
+        return self.decided_message(plan, pending.requested_by.removeprefix("slack:"), status)
+
+
+@dataclass
+class BotContext:
+    inventory: Inventory
+    audit: AuditStore
+    timers: set[asyncio.Task[None]] = field(default_factory=set)
+    approvables: dict[str, Approvable[Any]] = field(default_factory=dict)
+
+    def check_channel(self, channel: str) -> None:
+        if self.inventory.channels is not None and channel not in self.inventory.channels:
+            allowed = ", ".join(f"<#{c}>" for c in self.inventory.channels)
+            raise Refused("proofbot does not take commands in this channel", hint=f"use {allowed}")
+
+    async def command_for_click(self, body: Body) -> Body:
+        """The slash command a "Verify now" / "Restart now" click stands for: the operation's host,
+        looked up in the audit log by the operation id the button carries (never taken from the click)."""
+        operation_id = str(body["actions"][0]["value"])
+        events = await self.audit.events_of(operation_id)
+        host = next((event.host for event in events if event.host), None) or ""
+        return {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"], "text": host}
+
+
+Listener = Callable[[BotContext, AsyncAck, Body, AsyncWebClient], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class SlackCommand:
+    """One slash command: its listener (after help and the channel check) and the buttons it owns."""
+
+    name: str
+    on_command: Listener
+    actions: Mapping[str, Listener] = field(default_factory=dict)
+    approvable: Approvable[Any] | None = None
+    empty_text_is_help: bool = True

@@ -1,0 +1,67 @@
+"""``/verify HOST [BACKUP]`` in Slack, and the "Verify now" button: the checks as a thread.
+
+The parent shows progress (at most every 2 s) and then the verdict; each check's
+evidence is a threaded reply; the thread ends with the summary read back from the log.
+"""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.blocks import VERIFY_NOW, finding_message, progress_message, verdict_message
+from bot.slack.context import Body, BotContext, SlackCommand
+from bot.slack.thread import OperationThread
+from commands.errors import UsageError
+from commands.findings import Finding
+from commands.operation import Origin
+from commands.verify import VerifyPlan, verify
+
+USAGE = "usage: /verify HOST [BACKUP]"
+
+
+def verify_plan(context: BotContext, command: Body) -> VerifyPlan:
+    """HOST [BACKUP] looked up in the inventory, or refused."""
+    words = command.get("text", "").split()
+    if not 1 <= len(words) <= 2:
+        raise UsageError(USAGE, hint="or /verify help")
+    return VerifyPlan.for_host(context.inventory.host(words[0]), words[1] if len(words) > 1 else None)
+
+
+async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
+    plan = verify_plan(context, command)
+    await ack()
+    await verify_in_thread(context, client, command, plan)
+
+
+async def on_verify_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+    command = await context.command_for_click(body)
+    context.check_channel(command["channel_id"])
+    plan = verify_plan(context, command)
+    await ack()
+    await verify_in_thread(context, client, command, plan)
+
+
+async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: Body, plan: VerifyPlan) -> None:
+    user = command["user_id"]
+    planned = plan.check_names()
+    thread = await OperationThread.open(client, command["channel_id"],
+                                        progress_message("verify", plan.host.name, user, planned, []))
+    seen: list[Finding] = []
+
+    async def on_finding(finding: Finding) -> None:
+        seen.append(finding)
+        thread.reply(finding_message(finding))
+        thread.update(progress_message("verify", plan.host.name, user, planned, seen))
+
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=thread.channel, thread_ts=thread.ts)
+    try:
+        result = await verify(plan, origin=origin, audit=context.audit, on_finding=on_finding)
+    except BaseException:
+        await thread.abandon()
+        raise
+    await thread.finish(verdict_message(result, user, plan.backup_name))
+    await thread.post_summary(context.audit, result.operation_id)
+
+
+COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now})

@@ -1,0 +1,98 @@
+"""The restore operation end to end: request a plan, apply it once approved, with every step audited.
+
+``request_restore`` plans under the host's lock and stores the plan awaiting a decision;
+``apply_restore`` runs an approved plan (its hashes re-checked on the host before anything
+is written). The CLI, the Slack app and the demo all drive exactly these two, with the
+shared lifecycle of ``commands.plans`` (README "Restore").
+"""
+
+from __future__ import annotations
+
+import time
+
+from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.errors import CouldNotCheck, PlanVoid
+from commands.findings import Finding, could_not_check
+from commands.inventory import Host, Inventory
+from commands.operation import OnFinding, OperationResult, Origin, utc_now
+from commands.plans import finish, lock_for_apply, request_plan
+from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
+from commands.restore.plan import RestorePlan, backup_source, read_plan, snapshot_source
+from commands.ssh import connect
+from commands.store import approvals, locks
+from commands.store.approvals import PendingPlan
+from commands.store.events import AuditStore
+
+
+async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
+                          undo_snapshot: str | None = None, origin: Origin, audit: AuditStore) -> RestorePlan:
+    """Plan a restore (or an undo) under the host's lock; a plan with changes awaits approval."""
+    source = None if undo_snapshot else backup_source(host, backup_name)
+
+    async def make_plan(operation_id: str) -> RestorePlan:
+        async with connect(host) as conn:
+            chosen = source or await snapshot_source(conn, undo_snapshot or "")
+            return await read_plan(conn, operation_id, chosen)
+
+    def nothing_to_approve(plan: RestorePlan) -> tuple[str, str] | None:
+        if plan.unreadable:
+            return "error", "source unreadable"
+        return None if plan.changes else ("pass", "nothing differs")
+
+    return await request_plan(host, RestorePlan.operation, inventory=inventory, origin=origin, audit=audit,
+                              details={"backup": backup_name, "undo": undo_snapshot}, make_plan=make_plan,
+                              nothing_to_approve=nothing_to_approve)
+
+
+async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, audit: AuditStore,
+                        move_extras: bool, on_step: OnFinding | None = None) -> OperationResult:
+    """Apply an approved plan: its stored hashes are re-checked on the host before anything is written."""
+    lock = await lock_for_apply(plan, decided, actor, audit)
+    started_at, started = utc_now(), time.monotonic()
+    findings: list[Finding] = []
+
+    async def record(finding: Finding) -> None:
+        findings.append(finding)
+        await audit.append("step", operation_id=plan.operation_id, operation=plan.operation, host=plan.host.name,
+                           actor=actor, details=finding.to_json())
+        if on_step:
+            await on_step(finding)
+
+    outcome = ApplyOutcome(snapshot_dir_for(plan))
+    try:
+        async with connect(plan.host) as conn:
+            await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
+    except PlanVoid:
+        await approvals.close(audit, plan.operation_id, "void")
+        await finish(audit, plan, actor, "void", "changed since the plan")
+        await locks.release(audit, lock)
+        raise
+    except CouldNotCheck as exc:
+        await record(could_not_check("apply", f"link lost during the restore: {exc}; each live file is either "
+                                     "as it was or fully restored (temp file + rename): see the re-read below"))
+        await _reread_after_loss(plan, outcome, record)
+    snapshot_dir = outcome.snapshot_dir if any(f.name == "snapshot" for f in findings) else ""
+    await approvals.close(audit, plan.operation_id, "applied")
+    result = OperationResult(plan.operation_id, plan.operation, plan.host.name, started_at,
+                             time.monotonic() - started, findings,
+                             extra={"snapshot_dir": snapshot_dir, "restored": outcome.restored})
+    await finish(audit, plan, actor, result.verdict, f"restored {len(outcome.restored)} file(s)",
+                 {"snapshot_dir": snapshot_dir, "restored": outcome.restored})
+    await locks.release(audit, lock)
+    return result
+
+
+async def _reread_after_loss(plan: RestorePlan, outcome: ApplyOutcome, record: OnFinding) -> None:
+    try:
+        async with connect(plan.host) as conn:
+            results = await conn.run_batch([file_hash_argv(f.source_path, f.live_path) for f in plan.changes])
+    except CouldNotCheck as exc:
+        await record(could_not_check("reread", f"could not reconnect to re-read the files: {exc}; "
+                                     "run proofbot verify as soon as the host answers"))
+        return
+    outcome.restored.clear()  # the re-read, not what was seen before the link dropped, says what is restored
+    for f, result in zip(plan.changes, results, strict=True):
+        finding = parse_file_hash(f.name, plan.source.name, f.source_path, f.live_path, result)
+        if finding.status == "pass":
+            outcome.restored.append(f.name)
+        await record(finding)

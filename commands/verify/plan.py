@@ -1,0 +1,31 @@
+"""Verify, the plan: which checks a host gets, from its inventory entry and the backup chosen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commands.inventory import Backup, Host
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    host: Host
+    backup_name: str | None
+    backup: Backup | None
+
+    @classmethod
+    def for_host(cls, host: Host, backup_name: str | None) -> VerifyPlan:
+        if backup_name is None and not host.backups:
+            return cls(host, None, None)
+        name, backup = host.backup(backup_name)
+        return cls(host, name, backup)
+
+    def check_names(self) -> list[str]:
+        names = [f"file:{name}" for name in self.backup.files] if self.backup else []
+        if self.backup and self.backup.watch:
+            names.append("extra-files")
+        if self.host.service:
+            names += ["main-pid", "health", "cmdline"]
+            if self.backup:
+                names.append("stale-process")
+        return names
