@@ -1,20 +1,112 @@
-"""manifest.yml names exactly the slash commands the app registers, with Socket Mode on."""
+"""manifest.yml, the operation registry, the CLI and the listeners the bolt app really has agree.
+
+Checked by behaviour, not by reading lists: every manifest command and every button the
+renderers emit reaches a listener of the real app (signed requests over HTTP); anything
+else is unhandled (bolt's 404).
+"""
 
 from __future__ import annotations
 
+import ast
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
+import pytest_asyncio
 import yaml
+from aiohttp import web
 
+import bot.slack.blocks
+from bot.cli.main import build_parser
+from bot.slack.app import COMMANDS, build_app
+from bot.slack.context import BotContext
+from commands.inventory import parse_inventory
 from commands.registry import OPERATIONS
+from commands.store.events import AuditStore
+from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
 
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
+SECRET = "manifest-secret"
+CHANNEL = "C0OPS"
+INVENTORY = {"hosts": {"ct1": {"address": "127.0.0.1", "port": 9}}}
 
 
-def test_manifest_commands_match_registry_and_app(tmp_path: Path) -> None:
+def manifest_commands() -> set[str]:
     manifest = yaml.safe_load(MANIFEST.read_text())
-    in_manifest = {command["command"] for command in manifest["features"]["slash_commands"]}
-    assert in_manifest == {f"/{spec.name}" for spec in OPERATIONS}
+    return {command["command"] for command in manifest["features"]["slash_commands"]}
+
+
+def rendered_action_ids() -> set[str]:
+    """Every action_id a Block Kit renderer puts on a button (``action_id=CONSTANT``)."""
+    tree = ast.parse(Path(bot.slack.blocks.__file__).read_text())
+    names = {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for kw in node.keywords if kw.arg == "action_id" and isinstance(kw.value, ast.Name)}
+    return {getattr(bot.slack.blocks, name) for name in names}
+
+
+def test_manifest_commands_match_registry_and_cli() -> None:
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    assert manifest_commands() == {f"/{spec.name}" for spec in OPERATIONS}
+    subcommands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {spec.name for spec in OPERATIONS} <= set(subcommands)
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(manifest["oauth_config"]["scopes"]["bot"])
+
+
+def test_every_rendered_button_belongs_to_a_command() -> None:
+    owned = {action for command in COMMANDS.values() for action in command.actions}
+    assert rendered_action_ids() == owned and len(owned) >= 6
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
+    inventory = parse_inventory(yaml.safe_dump(INVENTORY), "inventory.yml")
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack() as slack:
+        app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
+                        api_url=slack.api_url)
+        runner = web.AppRunner(app.web_app(path="/slack/events"))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", slack
+        finally:
+            await runner.cleanup()
+            audit.close()
+
+
+async def post(url: str, body: bytes) -> httpx.Response:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        return await client.post(url, content=body, headers={"Content-Type": FORM_CONTENT_TYPE,
+                                                              **sign(body, SECRET)})
+
+
+def click(action_id: str, response_url: str) -> bytes:
+    return block_actions_body({
+        "type": "block_actions", "user": {"id": "U0ALICE"}, "api_app_id": "A0", "token": "t", "trigger_id": "t",
+        "team": {"id": "T0TEST"}, "container": {"type": "message", "message_ts": "1.1", "channel_id": CHANNEL},
+        "channel": {"id": CHANNEL}, "message": {"ts": "1.1"}, "response_url": response_url,
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": "op-none",
+                     "action_ts": "1"}]})
+
+
+async def test_the_app_answers_exactly_the_manifest_commands(app: tuple[str, FakeSlack]) -> None:
+    app_url, slack = app
+    for command in sorted(manifest_commands()):
+        response = await post(app_url, slash_command_body(command, "help", "U0ALICE", CHANNEL, slack.response_url(), "t"))
+        assert response.status_code == 200, command
+        assert "Known hosts: `ct1`" in json.loads(response.text)["text"], command
+    unknown = await post(app_url, slash_command_body("/reboot", "ct1", "U0ALICE", CHANNEL, slack.response_url(), "t"))
+    assert unknown.status_code == 404
+
+
+async def test_the_app_answers_exactly_the_rendered_buttons(app: tuple[str, FakeSlack]) -> None:
+    app_url, slack = app
+    for action_id in sorted(rendered_action_ids()):
+        response = await post(app_url, click(action_id, slack.response_url()))
+        assert response.status_code == 200, action_id  # a listener took it (and refused the unknown plan)
+    assert (await post(app_url, click("delete_everything", slack.response_url()))).status_code == 404

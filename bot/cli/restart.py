@@ -17,50 +17,43 @@ from dataclasses import replace
 from typing import TextIO
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import audit_of, confirm, inventory_of, print_result, record_refusal
+from bot.cli.terminal import (
+    add_host_and_output_arguments,
+    approve_at_terminal,
+    print_result,
+    session,
+)
 from bot.plain_text import progress_line, render_restart_plan
-from commands.errors import ProofbotError, Refused
-from commands.operation import Origin
-from commands.plans import withdraw
+from commands.errors import ProofbotError
 from commands.restart import RestartProgress, apply_restart, request_restart
-from commands.store import approvals
 
 TICK_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("host", metavar="HOST")
+    add_host_and_output_arguments(parser)
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
 
 
 async def run(args: argparse.Namespace) -> int:
-    inventory = inventory_of(args)
-    audit = audit_of(args)
-    origin = Origin.local_user()
-    try:
+    async with session(args) as cli:
         try:
-            host = inventory.host(args.host)
+            host = cli.inventory.host(args.host)
         except ProofbotError as exc:
-            await record_refusal(audit, "restart", origin, args.host, exc)
+            await cli.refused("restart", args.host, exc)
             raise
-        plan = await request_restart(inventory, host, origin=origin, audit=audit)
+        plan = await request_restart(cli.inventory, host, origin=cli.origin, audit=cli.audit)
         print(render_restart_plan(plan), file=sys.stderr if args.json else sys.stdout, flush=True)
-        refusal = "" if args.yes else await confirm(f"Restart {plan.service.unit} on {host.name} now?")
-        if refusal:
-            await withdraw(audit, plan, origin.actor, refused=not sys.stdin.isatty(), reason=refusal)
-            raise Refused(f"not restarted: {refusal}", hint="pass --yes to restart without asking")
-        decided = await approvals.decide(audit, plan.operation_id, origin.actor, "approved", inventory.approvals)
+        decided = await approve_at_terminal(cli, plan, yes=args.yes, question=f"Restart {plan.service.unit} on "
+                                            f"{host.name} now?", refusal_words="not restarted: {}",
+                                            hint="pass --yes to restart without asking")
         status = _StatusLine(sys.stderr) if sys.stderr.isatty() else None
         try:
-            result = await apply_restart(plan, decided, origin=origin, audit=audit,
+            result = await apply_restart(plan, decided, origin=cli.origin, audit=cli.audit,
                                          on_progress=status.show if status else None)
         finally:
             if status:
                 await status.close()
-    finally:
-        audit.close()
     code = print_result(result, as_json=args.json, verbose=args.verbose)
     if not args.json:
         ready = result.extra.get("ready_after_s")

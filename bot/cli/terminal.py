@@ -10,28 +10,56 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from bot.plain_text import render_result
-from commands.errors import ProofbotError
+from commands.errors import ProofbotError, Refused
 from commands.inventory import Inventory, inventory_path, load_inventory
 from commands.operation import OperationResult, Origin
+from commands.plans import Plan, withdraw
+from commands.store import approvals
+from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore, db_path
 
 EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
+
+
+def add_host_and_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """HOST, --json and -v, which every command that acts on a host takes."""
+    parser.add_argument("host", metavar="HOST")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
 
 
 def inventory_of(args: argparse.Namespace) -> Inventory:
     return load_inventory(inventory_path(getattr(args, "inventory", None)))
 
 
-def audit_of(args: argparse.Namespace) -> AuditStore:
-    return AuditStore.open(db_path(getattr(args, "db", None)))
+@dataclass(frozen=True)
+class Session:
+    """One CLI command's inventory, audit store and origin (the local user)."""
+
+    inventory: Inventory
+    audit: AuditStore
+    origin: Origin
+
+    async def refused(self, operation: str, host: str, exc: ProofbotError) -> None:
+        """A request refused before it became an operation (unknown host, bad backup…) is still audited."""
+        await self.audit.append("refused", operation=operation, actor=self.origin.actor,
+                                details={"reason": str(exc), "requested_host": host,
+                                         "origin": self.origin.to_json()})
 
 
-async def record_refusal(audit: AuditStore, operation: str, origin: Origin, host: str, exc: ProofbotError) -> None:
-    """A request refused before it became an operation (unknown host, bad backup…) is still audited."""
-    await audit.append("refused", operation=operation, actor=origin.actor,
-                       details={"reason": str(exc), "requested_host": host, "origin": origin.to_json()})
+@asynccontextmanager
+async def session(args: argparse.Namespace) -> AsyncIterator[Session]:
+    inventory = inventory_of(args)
+    audit = AuditStore.open(db_path(getattr(args, "db", None)))
+    try:
+        yield Session(inventory, audit, Origin.local_user())
+    finally:
+        audit.close()
 
 
 def print_result(result: OperationResult, *, as_json: bool, verbose: bool) -> int:
@@ -53,3 +81,15 @@ async def confirm(question: str) -> str:
     except (EOFError, KeyboardInterrupt):
         answer = ""
     return "" if answer.strip().lower() in ("y", "yes") else "not confirmed at the prompt"
+
+
+async def approve_at_terminal(cli: Session, plan: Plan, *, yes: bool, question: str, refusal_words: str,
+                              hint: str) -> PendingPlan:
+    """The CLI's approval: ``--yes`` or a "y" at the prompt; otherwise the plan is withdrawn and
+    ``Refused`` raised (``refusal_words`` with ``{}`` for why), nothing changed."""
+    refusal = "" if yes else await confirm(question)
+    if refusal:
+        await withdraw(cli.audit, plan, cli.origin.actor, refused=not sys.stdin.isatty(), reason=refusal)
+        raise Refused(refusal_words.format(refusal), hint=hint)
+    return await approvals.decide(cli.audit, plan.operation_id, cli.origin.actor, "approved",
+                                  cli.inventory.approvals)

@@ -5,32 +5,24 @@ from __future__ import annotations
 import argparse
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import audit_of, inventory_of, print_result, record_refusal
+from bot.cli.terminal import add_host_and_output_arguments, print_result, session
 from commands.errors import UsageError
-from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("host", metavar="HOST")
+    add_host_and_output_arguments(parser)
     parser.add_argument("--backup", metavar="NAME", help="backup to compare with (default: the only one)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
 
 
 async def run(args: argparse.Namespace) -> int:
-    inventory = inventory_of(args)
-    audit = audit_of(args)
-    origin = Origin.local_user()
-    try:
+    async with session(args) as cli:
         try:
-            plan = VerifyPlan.for_host(inventory.host(args.host), args.backup)
+            plan = VerifyPlan.for_host(cli.inventory.host(args.host), args.backup)
         except UsageError as exc:
-            await record_refusal(audit, "verify", origin, args.host, exc)
+            await cli.refused("verify", args.host, exc)
             raise
-        result = await verify(plan, origin=origin, audit=audit)
-    finally:
-        audit.close()
+        result = await verify(plan, origin=cli.origin, audit=cli.audit)
     return print_result(result, as_json=args.json, verbose=args.verbose)
 
 

@@ -31,6 +31,7 @@ from bot.slack.blocks import (
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
 from commands.operation import OperationResult, Origin
+from commands.plans import Plan
 from commands.restart import RestartProgress, apply_restart, request_restart
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
@@ -39,6 +40,7 @@ from commands.verify import VerifyPlan, verify
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
+REQUESTED = Origin(actor=f"slack:{REQUESTER}", via="demo")
 GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]
 FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
 AFTER_RESTORE_FAILURES = {"cmdline"}
@@ -68,8 +70,7 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
     _say("/verify ct129")
     _show(progress_message("verify", "ct129", REQUESTER, plan.check_names(), []), "  │ ")
 
-    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    result = await verify(plan, origin=origin, audit=audit, on_finding=_show_finding)
+    result = await verify(plan, origin=REQUESTED, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
     _say()
@@ -78,10 +79,8 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
 
 async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
     _say("/restore ct129")
-    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    plan = await request_restore(inventory, inventory.host("ct129"), origin=origin, audit=audit)
-    pending = await approvals.get(audit, plan.operation_id)
-    _show(restore_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    plan = await request_restore(inventory, inventory.host("ct129"), origin=REQUESTED, audit=audit)
+    _show(restore_plan_message(plan, REQUESTER, *await _approval_terms(inventory, audit, plan)), "  │ ")
     for change in plan.changes:
         _say("  ├─ diff of " + change.name)
         _say("\n".join("  ├─   " + line for line in change.diff.splitlines()))
@@ -98,10 +97,8 @@ async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResu
 
 async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
     _say("/restart ct129")
-    origin = Origin(actor=f"slack:{REQUESTER}", via="demo")
-    plan = await request_restart(inventory, inventory.host("ct129"), origin=origin, audit=audit)
-    pending = await approvals.get(audit, plan.operation_id)
-    _show(restart_plan_message(plan, REQUESTER, pending.expires_at_utc(), inventory.approvals.approvers), "  │ ")
+    plan = await request_restart(inventory, inventory.host("ct129"), origin=REQUESTED, audit=audit)
+    _show(restart_plan_message(plan, REQUESTER, *await _approval_terms(inventory, audit, plan)), "  │ ")
     _say(f"  <@{APPROVER}> clicks [Approve], and confirms \"Restart\"")
     decided = await _approve(inventory, audit, plan.operation_id)
     last_line = ""
@@ -119,6 +116,12 @@ async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResu
     _show(verdict_message(result, REQUESTER, None), "  │ ")
     _say()
     return result
+
+
+async def _approval_terms(inventory: Inventory, audit: AuditStore, plan: Plan) -> tuple[str, list[str]]:
+    """When the plan expires and who may approve it, as the plan message shows them."""
+    pending = await approvals.get(audit, plan.operation_id)
+    return pending.expires_at_utc(), inventory.approvals.approvers
 
 
 async def _approve(inventory: Inventory, audit: AuditStore, plan_id: str) -> approvals.PendingPlan:

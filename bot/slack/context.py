@@ -27,6 +27,26 @@ P = TypeVar("P", bound=Plan)
 
 
 @dataclass(frozen=True)
+class Click:
+    """An Approve or Reject click, as recorded: who clicked which button on which plan's message."""
+
+    user: str
+    action_id: str
+    decided: PendingPlan
+    channel: str
+    ts: str
+
+    @classmethod
+    def of(cls, body: Body, decided: PendingPlan) -> Click:
+        return cls(str(body["user"]["id"]), str(body["actions"][0]["action_id"]), decided,
+                   decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"])
+
+    @property
+    def requester(self) -> str:
+        return self.decided.requested_by.removeprefix("slack:")
+
+
+@dataclass(frozen=True)
 class Approvable(Generic[P]):
     """How one operation's plan is shown once decided, and applied once approved."""
 
@@ -34,7 +54,7 @@ class Approvable(Generic[P]):
     reject_action: str
     nothing_done: str  # said when a plan is rejected or expires: "nothing was changed"
     decided_message: Callable[[P, str, str], Message]  # (plan, requester, status)
-    apply_in_thread: Callable[[BotContext, AsyncWebClient, Body, PendingPlan, P], Awaitable[None]]
+    apply_in_thread: Callable[[BotContext, AsyncWebClient, Click, P], Awaitable[None]]
 
     def decided_for(self, inventory: Inventory, pending: PendingPlan, status: str) -> Message:
         plan = self.plan_type.load(inventory, pending)

@@ -13,7 +13,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.context import Approvable, Body, BotContext
+from bot.slack.context import Approvable, Body, BotContext, Click
 from commands.errors import PlanVoid
 from commands.store import approvals
 
@@ -26,22 +26,21 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
     decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", decision,
                                      context.inventory.approvals, user_id=str(user))
     await ack()
-    channel, ts = decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"]
+    click = Click.of(body, decided)
     try:
         plan = approvable.plan_type.load(context.inventory, decided)
     except PlanVoid as void:
         await approvals.close_unapplied(context.audit, decided.id, "proofbot", "void", void.message)
-        await client.chat_update(channel=channel, ts=ts, text=f"{decided.operation} plan void: {void.message}",
-                                 blocks=[])
+        await client.chat_update(channel=click.channel, ts=click.ts,
+                                 text=f"{decided.operation} plan void: {void.message}", blocks=[])
         raise
-    requester = decided.requested_by.removeprefix("slack:")
     if decided.state == "rejected":
         await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected", "rejected in Slack")
         status = f":no_entry_sign: rejected by <@{user}> at {decided.decided_at}; {approvable.nothing_done}"
-        text, blocks = approvable.decided_message(plan, requester, status)
-        await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        text, blocks = approvable.decided_message(plan, click.requester, status)
+        await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
         return
-    await approvable.apply_in_thread(context, client, body, decided, plan)
+    await approvable.apply_in_thread(context, client, click, plan)
 
 
 def arm_expiry(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:

@@ -16,7 +16,7 @@ from bot.slack.blocks import (
     restart_status_message,
     verdict_message,
 )
-from bot.slack.context import Approvable, Body, BotContext, SlackCommand
+from bot.slack.context import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import PlanVoid, UsageError
@@ -25,7 +25,6 @@ from commands.inventory import Host
 from commands.operation import Origin
 from commands.restart import RestartPlan, RestartProgress, apply_restart, request_restart
 from commands.store import approvals, locks
-from commands.store.approvals import PendingPlan
 
 USAGE = "usage: /restart HOST"
 
@@ -69,11 +68,8 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
     arm_expiry(context, client, plan.operation_id)
 
 
-async def restart_in_thread(context: BotContext, client: AsyncWebClient, body: Body, decided: PendingPlan,
-                            plan: RestartPlan) -> None:
-    user = body["user"]["id"]
-    requester = decided.requested_by.removeprefix("slack:")
-    channel, ts = decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"]
+async def restart_in_thread(context: BotContext, client: AsyncWebClient, click: Click, plan: RestartPlan) -> None:
+    user, requester, decided, channel, ts = click.user, click.requester, click.decided, click.channel, click.ts
     thread = OperationThread(client, channel, ts)
     approved = f":white_check_mark: approved by <@{user}> at {decided.decided_at}"
     thread.update(restart_status_message(plan, requester, approved + " — restarting…"))

@@ -23,7 +23,7 @@ from bot.slack.blocks import (
     restore_planning_message,
     verdict_message,
 )
-from bot.slack.context import Approvable, Body, BotContext, SlackCommand
+from bot.slack.context import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import PlanVoid, UsageError
@@ -31,7 +31,6 @@ from commands.findings import Finding
 from commands.operation import Origin
 from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals, locks
-from commands.store.approvals import PendingPlan
 
 USAGE = "usage: /restore HOST [BACKUP]"
 DIFF_INLINE_LIMIT = 2800  # longer diffs are trimmed in the message and attached whole as a file
@@ -68,12 +67,9 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
     arm_expiry(context, client, plan.operation_id)
 
 
-async def apply_in_thread(context: BotContext, client: AsyncWebClient, body: Body, decided: PendingPlan,
-                          plan: RestorePlan) -> None:
-    user = body["user"]["id"]
-    requester = decided.requested_by.removeprefix("slack:")
-    channel, ts = decided.channel or body["channel"]["id"], decided.message_ts or body["message"]["ts"]
-    move_extras = body["actions"][0]["action_id"] == RESTORE_APPROVE_WITH_EXTRAS
+async def apply_in_thread(context: BotContext, client: AsyncWebClient, click: Click, plan: RestorePlan) -> None:
+    user, requester, decided, channel, ts = click.user, click.requester, click.decided, click.channel, click.ts
+    move_extras = click.action_id == RESTORE_APPROVE_WITH_EXTRAS
     approved = f":white_check_mark: approved by <@{user}> at {decided.decided_at}" + (
         " (extra files to be moved into the snapshot)" if move_extras else "")
     text, blocks = restore_decided_message(plan, requester, approved + " — applying…")

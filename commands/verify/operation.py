@@ -1,4 +1,4 @@
-"""The verify operation: every check of SPEC.md against one host, over one SSH connection.
+"""The verify operation: every check of README "Checks" against one host, over one SSH connection.
 
 Host-side facts are gathered in two exec round trips (service state, hashes and the file
 listing; then what needs the main PID), with health fetched through a forward meanwhile.
