@@ -152,6 +152,8 @@ async def test_every_manifest_command_is_handled_by_the_app(rig: SlackRig) -> No
         assert response.status_code == 200, f"{command} is in manifest.yml but the app does not handle it"
     unhandled, _, _ = await rig.command("/not-a-proofbot-command", "help")
     assert unhandled.status_code == 404
+    assert "HTTP 404" in rig.slack.warnings.pop()  # Slack would tell the user the command failed
+    assert rig.slack.warnings == []
 
 
 @pytest.mark.parametrize("text", ["", "ct129 pre-ddtree extra-word"])

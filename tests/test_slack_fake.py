@@ -176,6 +176,14 @@ async def test_update_of_unknown_message_is_message_not_found(client: AsyncWebCl
 async def test_reply_to_missing_parent_is_flagged(slack: FakeSlack, client: AsyncWebClient) -> None:
     await client.chat_postMessage(channel=CHANNEL, thread_ts="1600000000.000001", text="orphan")
     assert any("matches no message" in w for w in slack.warnings)
+    slack.warnings.clear()
+
+
+async def test_unexamined_warnings_fail_the_test() -> None:
+    with pytest.raises(AssertionError, match="matches no message"):
+        async with FakeSlack(channels=INVITED) as fake:
+            c = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
+            await c.chat_postMessage(channel=CHANNEL, thread_ts="1600000000.000001", text="orphan")
 
 
 async def test_text_limits(slack: FakeSlack, client: AsyncWebClient) -> None:
@@ -244,6 +252,7 @@ async def test_blocks_without_text_fallback_are_recorded(
         await client.chat_postMessage(channel=CHANNEL, blocks=[section("no fallback")])
     assert len(slack.warnings) == 1
     assert "fallback" in slack.warnings[0]
+    slack.warnings.clear()
 
 
 async def test_rate_limit_emulation_and_call_times(
@@ -513,6 +522,7 @@ async def test_socket_mode_protocol_with_raw_client(slack: FakeSlack) -> None:
             await ws.send_json({"envelope_id": envelope["envelope_id"]})
             assert (await late).payload is None
             assert "Slack would have shown the user a timeout" in slack.warnings[0]
+            slack.warnings.clear()
         with pytest.raises(aiohttp.WSServerHandshakeError):
             await http.ws_connect(url)  # tickets are single use
 
@@ -669,4 +679,9 @@ async def test_bad_http_acks_are_reported(slack: FakeSlack) -> None:
         slack.ack_deadline = 0.0
         await slack.deliver(url, command("ok"))
         assert "Slack would have shown the user a timeout" in slack.warnings[3]
-    assert len(slack.warnings) == 4
+        slack.ack_deadline = 3.0
+        unhandled = signing.slash_command_body("/restart", "x", "U1", "C1", slack.response_url(), "t")
+        assert (await slack.deliver(url, unhandled)).status_code == 404
+        assert "HTTP 404 to a slash_commands" in slack.warnings[4]
+    assert len(slack.warnings) == 5
+    slack.warnings.clear()

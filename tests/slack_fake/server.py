@@ -4,7 +4,8 @@ It serves only what proofbot uses, and rejects what real Slack rejects: auth and
 type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
 Block Kit and lengths, rate limits (429 + Retry-After). It also delivers slash commands
 and clicks to the app (HTTP or Socket Mode) and judges the ack like Slack: deadline and
-body. What Slack would not show as an API error is recorded in `warnings`.
+body. What Slack would not show as an API error is recorded in `warnings`, and leaving
+the `async with` block with warnings unexamined (not cleared) fails the test.
 """
 
 from __future__ import annotations
@@ -355,6 +356,8 @@ class FakeSlack:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+        if exc is None and self.warnings:  # a test that expects one inspects and clears them
+            raise AssertionError("fake Slack saw what real Slack would not take:\n" + "\n".join(self.warnings))
 
     async def start(self) -> None:
         app = web.Application(client_max_size=1024**3)
@@ -881,17 +884,21 @@ class FakeSlack:
             ack = HttpAck(url, kind, response.status, text, response.content_type,
                           time.monotonic() - started)
         self.http_acks.append(ack)
-        if ack.status_code == 200:
+        where = f"HTTP ack from {url}"
+        if ack.status_code != 200:
+            self._check_ack(kind, where, None, ack.elapsed)
+            self._warn(f"{where}: HTTP {ack.status_code} to a {kind}; Slack shows the user an error")
+        else:
             payload: Any = text
             if ack.content_type == "application/json" and text:
                 try:
                     payload = json.loads(text)
                 except ValueError:
-                    self._warn(f"HTTP ack from {url}: invalid JSON body {text[:200]!r}")
+                    self._warn(f"{where}: invalid JSON body {text[:200]!r}")
                     payload = None
             elif kind == "slash_commands" and text:
                 payload = {"text": text}  # a plain-text body is shown as an ephemeral message
-            self._check_ack(kind, f"HTTP ack from {url}", payload, ack.elapsed)
+            self._check_ack(kind, where, payload, ack.elapsed)
         self._notify()
         return ack
 
