@@ -255,7 +255,7 @@ async def test_blocks_without_text_fallback_are_recorded(
     slack.warnings.clear()
 
 
-async def test_rate_limit_emulation_and_call_times(
+async def test_rate_limit_answers_429_with_retry_after(
     slack: FakeSlack, client: AsyncWebClient
 ) -> None:
     slack.set_rate_limit("chat.update", max_calls=2, per_seconds=60)
