@@ -8,7 +8,6 @@ else is unhandled (bolt's 404).
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def test_every_rendered_button_belongs_to_a_command() -> None:
 async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
     inventory = parse_inventory(yaml.safe_dump(INVENTORY), "inventory.yml")
     audit = AuditStore.open(tmp_path / "audit.db")
-    async with FakeSlack() as slack:
+    async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
         app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
                         api_url=slack.api_url)
         runner = web.AppRunner(app.web_app(path="/slack/events"))
@@ -80,6 +79,7 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
 
 
 async def post(url: str, body: bytes) -> httpx.Response:
+    """Straight to the app, not through the fake: what Slack itself would never send."""
     async with httpx.AsyncClient(trust_env=False) as client:
         return await client.post(url, content=body, headers={"Content-Type": FORM_CONTENT_TYPE,
                                                               **sign(body, SECRET)})
@@ -97,9 +97,10 @@ def click(action_id: str, response_url: str) -> bytes:
 async def test_the_app_answers_exactly_the_manifest_commands(app: tuple[str, FakeSlack]) -> None:
     app_url, slack = app
     for command in sorted(manifest_commands()):
-        response = await post(app_url, slash_command_body(command, "help", "U0ALICE", CHANNEL, slack.response_url(), "t"))
-        assert response.status_code == 200, command
-        assert "Known hosts: `ct1`" in json.loads(response.text)["text"], command
+        ack = await slack.deliver(app_url, slash_command_body(command, "help", "U0ALICE", CHANNEL,
+                                                              slack.response_url(), "t"))
+        assert ack.status_code == 200, command
+        assert "Known hosts: `ct1`" in ack.json()["text"], command
     unknown = await post(app_url, slash_command_body("/reboot", "ct1", "U0ALICE", CHANNEL, slack.response_url(), "t"))
     assert unknown.status_code == 404
 
@@ -107,6 +108,6 @@ async def test_the_app_answers_exactly_the_manifest_commands(app: tuple[str, Fak
 async def test_the_app_answers_exactly_the_rendered_buttons(app: tuple[str, FakeSlack]) -> None:
     app_url, slack = app
     for action_id in sorted(rendered_action_ids()):
-        response = await post(app_url, click(action_id, slack.response_url()))
-        assert response.status_code == 200, action_id  # a listener took it (and refused the unknown plan)
+        ack = await slack.deliver(app_url, click(action_id, slack.response_url()))
+        assert ack.status_code == 200, action_id  # a listener took it (and refused the unknown plan)
     assert (await post(app_url, click("delete_everything", slack.response_url()))).status_code == 404

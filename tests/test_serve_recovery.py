@@ -21,11 +21,12 @@ import httpx
 from bot.demo.host import DemoHost, demo_host
 from tests.conftest import REPO, write_inventory
 from tests.lab.proxy import DelayProxy
-from tests.slack_fake.server import FakeSlack, Message
-from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
+from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.signing import block_actions_body, slash_command_body
 
 SECRET = "restart-secret"
 CHANNEL = "C0OPS"
+INVITED = {CHANNEL: "ops"}
 REQUESTER, APPROVER = "U0REQ", "U0APPROVER"
 
 
@@ -67,15 +68,14 @@ class Bot:
             self.process.send_signal(signal.SIGTERM)
             await self.process.wait()
 
-    async def post(self, body: bytes) -> httpx.Response:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            return await client.post(f"http://127.0.0.1:{self.port}/slack/events", content=body,
-                                     headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
+    async def post(self, body: bytes) -> HttpAck:
+        """Slack delivers the command or click (signed) and judges the ack."""
+        return await self.slack.deliver(f"http://127.0.0.1:{self.port}/slack/events", body)
 
-    async def command(self, command: str, text: str, user: str = REQUESTER) -> httpx.Response:
+    async def command(self, command: str, text: str, user: str = REQUESTER) -> HttpAck:
         return await self.post(slash_command_body(command, text, user, CHANNEL, self.slack.response_url(), "t"))
 
-    async def click(self, message_ts: str, action_id: str, value: str, user: str) -> httpx.Response:
+    async def click(self, message_ts: str, action_id: str, value: str, user: str) -> HttpAck:
         payload: dict[str, Any] = {
             "type": "block_actions", "user": {"id": user}, "api_app_id": "A0", "token": "t", "trigger_id": "t",
             "team": {"id": "T0TEST"}, "container": {"type": "message", "message_ts": message_ts,
@@ -94,7 +94,7 @@ class Bot:
 async def running_bot(host: DemoHost, tmp_path: Path, document: dict[str, Any]) -> AsyncIterator[Bot]:
     document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 600}
     inventory = write_inventory(tmp_path / "inventory.yml", document)
-    async with FakeSlack() as slack:
+    async with FakeSlack(channels=INVITED, signing_secret=SECRET) as slack:
         bot = Bot(slack, inventory, tmp_path / "audit.db")
         await bot.start()
         try:
@@ -189,7 +189,7 @@ async def test_bot_killed_during_a_restart_marks_it_interrupted_in_its_thread(tm
 
 
 async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(tmp_path: Path) -> None:
-    async with demo_host("ct129") as host, FakeSlack() as slack:
+    async with demo_host("ct129") as host, FakeSlack(channels=INVITED) as slack:
         inventory = write_inventory(tmp_path / "inventory.yml", host.inventory())
         env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
                "PROOFBOT_SLACK_API_URL": slack.api_url}

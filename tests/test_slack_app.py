@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +21,12 @@ from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
-from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.server import FakeSlack, HttpAck
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
 
 SECRET = "test-signing-secret"
 CHANNEL = "C0OPS"
+INVITED = {CHANNEL: "ops"}  # the only channel the bot was invited to
 USER = "U0ALICE"
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
 
@@ -37,15 +37,13 @@ class SlackRig:
     url: str
     db: Path
 
-    async def command(self, command: str, text: str, *, channel: str = CHANNEL, secret: str = SECRET,
-                      user: str = USER) -> tuple[httpx.Response, str, float]:
+    async def command(self, command: str, text: str, *, channel: str = CHANNEL,
+                      user: str = USER) -> tuple[HttpAck, str, float]:
+        """Slack delivers the slash command (signed) and judges the ack."""
         response_url = self.slack.response_url()
         body = slash_command_body(command, text, user, channel, response_url, "trigger-1")
-        started = time.monotonic()
-        async with httpx.AsyncClient(trust_env=False) as client:
-            response = await client.post(self.url, content=body,
-                                         headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, secret)})
-        return response, response_url, time.monotonic() - started
+        ack = await self.slack.deliver(self.url, body)
+        return ack, response_url, ack.elapsed
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         rows = sqlite3.connect(self.db).execute("SELECT kind, details FROM events ORDER BY id").fetchall()
@@ -58,7 +56,8 @@ async def rig(seeded_host: DemoHost, tmp_path: Path) -> AsyncIterator[SlackRig]:
     document["channels"] = [CHANNEL]
     inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
     audit = AuditStore.open(tmp_path / "audit.db")
-    async with FakeSlack() as slack:
+    async with FakeSlack(channels=INVITED, signing_secret=SECRET) as slack:
+        slack.add_channel("C0RANDOM", "random", member=False)
         app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
                         api_url=slack.api_url)
         runner = web.AppRunner(app.web_app(path="/slack/events"))
@@ -109,7 +108,10 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
 
 
 async def test_bad_signature_gets_401_and_no_web_api_call(rig: SlackRig) -> None:
-    response, _, _ = await rig.command("/verify", "ct129", secret="wrong-secret")
+    body = slash_command_body("/verify", "ct129", USER, CHANNEL, rig.slack.response_url(), "trigger-1")
+    async with httpx.AsyncClient(trust_env=False) as client:  # not Slack: a forger
+        response = await client.post(rig.url, content=body,
+                                     headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, "wrong-secret")})
     assert response.status_code == 401
     assert rig.slack.calls == []
 
@@ -150,6 +152,8 @@ async def test_every_manifest_command_is_handled_by_the_app(rig: SlackRig) -> No
         assert response.status_code == 200, f"{command} is in manifest.yml but the app does not handle it"
     unhandled, _, _ = await rig.command("/not-a-proofbot-command", "help")
     assert unhandled.status_code == 404
+    assert "HTTP 404" in rig.slack.warnings.pop()  # Slack would tell the user the command failed
+    assert rig.slack.warnings == []
 
 
 @pytest.mark.parametrize("text", ["", "ct129 pre-ddtree extra-word"])
@@ -163,7 +167,7 @@ async def test_bad_usage_is_explained(rig: SlackRig, text: str) -> None:
 async def test_socket_mode_acks_and_runs_verify(seeded_host: DemoHost, tmp_path: Path) -> None:
     inventory = parse_inventory(yaml.safe_dump(seeded_host.inventory()), "inventory.yml")
     audit = AuditStore.open(tmp_path / "audit.db")
-    async with FakeSlack() as slack:
+    async with FakeSlack(channels=INVITED) as slack:
         app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, api_url=slack.api_url)
         handler = AsyncSocketModeHandler(app, slack.app_token, web_client=app.client)
         await handler.connect_async()  # type: ignore[no-untyped-call]

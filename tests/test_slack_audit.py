@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest_asyncio
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
@@ -21,8 +19,8 @@ from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
-from tests.slack_fake.server import FakeSlack, Message
-from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
+from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.signing import slash_command_body
 
 SECRET = "test-signing-secret"
 CHANNEL = "C0OPS"
@@ -39,13 +37,11 @@ class AuditRig:
     store: AuditStore
     threads: dict[str, str]  # operation id -> ts of its parent message in CHANNEL
 
-    async def command(self, text: str, *, channel: str = CHANNEL) -> httpx.Response:
+    async def command(self, text: str, *, channel: str = CHANNEL) -> HttpAck:
+        """Slack delivers /audit (signed) and judges the ack."""
         body = slash_command_body("/audit", text, USER, channel, self.slack.response_url(), "trigger-1")
-        started = time.monotonic()
-        async with httpx.AsyncClient(trust_env=False) as client:
-            response = await client.post(self.url, content=body,
-                                         headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
-        assert time.monotonic() - started < 3.0
+        response = await self.slack.deliver(self.url, body)
+        assert response.elapsed < 3.0
         return response
 
     async def trail(self, replies: int) -> tuple[Message, list[Message]]:
@@ -71,7 +67,8 @@ class AuditRig:
 async def rig(tmp_path: Path) -> AsyncIterator[AuditRig]:
     inventory = parse_inventory(INVENTORY, "inventory.yml")
     store = AuditStore.open(tmp_path / "audit.db")
-    async with FakeSlack() as slack:
+    async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
+        slack.add_channel("C0RANDOM", "random", member=False)
         # Operations that ran earlier: three from Slack (each with its own thread), one from the CLI.
         poster = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
         threads: dict[str, str] = {}

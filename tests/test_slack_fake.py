@@ -5,7 +5,7 @@ Everything runs against the local FakeSlack on 127.0.0.1; nothing reaches slack.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -14,24 +14,28 @@ from urllib.parse import parse_qsl, urljoin
 
 import aiohttp
 import pytest
+import yaml
+from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
-from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.slack_fake import FakeSlack, signing
+from tests.slack_fake import FakeSlack, manifest_bot_scopes, signing
+from tests.slack_fake.server import MANIFEST
 
 BOT = "xoxb-test"
 APP = "xapp-test"
 SECRET = "test-signing-secret"
 CHANNEL = "C0PROOF"
+INVITED = {CHANNEL: "proof", "C1": "general"}  # the channels the bot was invited to
 
 
 @pytest.fixture
 async def slack() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack(bot_token=BOT, app_token=APP) as fake:
+    async with FakeSlack(bot_token=BOT, app_token=APP, channels=INVITED,
+                         signing_secret=SECRET) as fake:
         yield fake
 
 
@@ -76,8 +80,14 @@ async def test_auth_test_reports_bot_identity(slack: FakeSlack, client: AsyncWeb
     assert resp["team_id"] == "T0TEST"
     assert resp["bot_id"]
     assert resp["url"].startswith("https://")
-    assert "chat:write" in resp.headers["x-oauth-scopes"]
+    assert resp.headers["x-oauth-scopes"] == ",".join(sorted(manifest_bot_scopes()))
     assert [c.method for c in slack.calls] == ["auth.test"]
+
+
+def test_bot_scopes_are_exactly_the_manifests() -> None:
+    requested = yaml.safe_load(MANIFEST.read_text())["oauth_config"]["scopes"]["bot"]
+    assert FakeSlack(channels=INVITED).scopes == set(requested)
+    assert "files:read" not in requested and "channels:read" not in requested
 
 
 async def test_bad_token_is_invalid_auth(slack: FakeSlack) -> None:
@@ -107,9 +117,15 @@ async def test_unknown_method(client: AsyncWebClient) -> None:
     await expect_error(client.api_call("chat.postMessages", json={"x": 1}), "unknown_method")
 
 
-async def test_missing_scope() -> None:
-    async with FakeSlack(bot_token=BOT, app_token=APP, scopes=["commands"]) as narrow:
+async def test_missing_scope_names_needed_and_provided() -> None:
+    async with FakeSlack(bot_token=BOT, app_token=APP, channels=INVITED,
+                         scopes=["commands", "chat:write"]) as narrow:
         c = AsyncWebClient(token=BOT, base_url=narrow.api_url)
+        err = await expect_error(c.files_getUploadURLExternal(filename="a", length=1), "missing_scope")
+        assert (err.response["needed"], err.response["provided"]) == ("files:write", "chat:write,commands")
+        await c.chat_getPermalink(channel=CHANNEL, message_ts=(await c.chat_postMessage(
+            channel=CHANNEL, text="x"))["ts"])  # getPermalink needs no scope
+        narrow.scopes = {"commands"}
         err = await expect_error(c.chat_postMessage(channel=CHANNEL, text="x"), "missing_scope")
         assert err.response["needed"] == "chat:write"
 
@@ -160,6 +176,14 @@ async def test_update_of_unknown_message_is_message_not_found(client: AsyncWebCl
 async def test_reply_to_missing_parent_is_flagged(slack: FakeSlack, client: AsyncWebClient) -> None:
     await client.chat_postMessage(channel=CHANNEL, thread_ts="1600000000.000001", text="orphan")
     assert any("matches no message" in w for w in slack.warnings)
+    slack.warnings.clear()
+
+
+async def test_unexamined_warnings_fail_the_test() -> None:
+    with pytest.raises(AssertionError, match="matches no message"):
+        async with FakeSlack(channels=INVITED) as fake:
+            c = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
+            await c.chat_postMessage(channel=CHANNEL, thread_ts="1600000000.000001", text="orphan")
 
 
 async def test_text_limits(slack: FakeSlack, client: AsyncWebClient) -> None:
@@ -168,7 +192,7 @@ async def test_text_limits(slack: FakeSlack, client: AsyncWebClient) -> None:
     await expect_error(client.api_call("chat.postMessage", json={"channel": CHANNEL}), "no_text")
 
 
-async def test_ephemeral_info_and_channels(slack: FakeSlack, client: AsyncWebClient) -> None:
+async def test_ephemeral(slack: FakeSlack, client: AsyncWebClient) -> None:
     eph = await client.chat_postEphemeral(channel=CHANNEL, user="U1", text="only you")
     assert slack.ephemerals[0].user == "U1"
     assert slack.ephemerals[0].message_ts == eph["message_ts"]
@@ -176,19 +200,36 @@ async def test_ephemeral_info_and_channels(slack: FakeSlack, client: AsyncWebCli
                        "message_not_found")
     await expect_error(client.chat_postEphemeral(channel=CHANNEL, user="nobody", text="x"),
                        "user_not_in_channel")
-    info = await client.conversations_info(channel=CHANNEL)
-    assert info["channel"]["id"] == CHANNEL
-    await expect_error(client.chat_postMessage(channel="not-a-channel", text="x"),
+
+
+async def test_no_channel_is_created_on_first_use(slack: FakeSlack, client: AsyncWebClient) -> None:
+    for channel in ("C0NEVERSEEN", "not-a-channel", "#proof"):
+        await expect_error(client.chat_postMessage(channel=channel, text="x"), "channel_not_found")
+    await expect_error(client.chat_postEphemeral(channel="C0NEVERSEEN", user="U1", text="x"),
                        "channel_not_found")
+    assert set(slack.channels) == set(INVITED) and not slack.messages
 
 
-async def test_strict_channel_list() -> None:
-    async with FakeSlack(bot_token=BOT, app_token=APP, channels={"C1": "ops"}) as fake:
-        c = AsyncWebClient(token=BOT, base_url=fake.api_url)
-        resp = await c.chat_postMessage(channel="#ops", text="by name")
-        assert resp["channel"] == "C1"
-        await expect_error(c.chat_postMessage(channel="C2", text="x"), "channel_not_found")
-        await expect_error(c.conversations_info(channel="C2"), "channel_not_found")
+async def test_post_where_the_bot_was_not_invited_fails_as_in_slack(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    slack.add_channel("C0PUBLIC", "town-square", member=False)
+    slack.add_channel("G0SECRET", "secret", member=False)
+    slack.add_channel("C0OLD", "old", is_archived=True)
+    # private, not invited: the bot cannot even see it
+    await expect_error(client.chat_postMessage(channel="G0SECRET", text="x"), "channel_not_found")
+    # public, not invited: only chat:write.public (granted by the manifest) lets it post
+    assert (await client.chat_postMessage(channel="C0PUBLIC", text="x"))["ok"]
+    await expect_error(client.chat_postEphemeral(channel="C0PUBLIC", user="U1", text="x"),
+                       "not_in_channel")
+    started = await client.files_getUploadURLExternal(filename="a.txt", length=1)
+    async with aiohttp.ClientSession() as http, http.post(started["upload_url"], data=b"a"):
+        pass
+    await expect_error(client.files_completeUploadExternal(
+        files=[{"id": started["file_id"]}], channel_id="C0PUBLIC"), "not_in_channel")
+    slack.scopes.discard("chat:write.public")
+    await expect_error(client.chat_postMessage(channel="C0PUBLIC", text="x"), "not_in_channel")
+    await expect_error(client.chat_postMessage(channel="C0OLD", text="x"), "is_archived")
 
 
 async def test_form_encoded_arguments_are_accepted(slack: FakeSlack, client: AsyncWebClient) -> None:
@@ -211,9 +252,10 @@ async def test_blocks_without_text_fallback_are_recorded(
         await client.chat_postMessage(channel=CHANNEL, blocks=[section("no fallback")])
     assert len(slack.warnings) == 1
     assert "fallback" in slack.warnings[0]
+    slack.warnings.clear()
 
 
-async def test_rate_limit_emulation_and_call_times(
+async def test_rate_limit_answers_429_with_retry_after(
     slack: FakeSlack, client: AsyncWebClient
 ) -> None:
     slack.set_rate_limit("chat.update", max_calls=2, per_seconds=60)
@@ -225,9 +267,7 @@ async def test_rate_limit_emulation_and_call_times(
     )
     assert err.response.status_code == 429
     assert int(err.response.headers["Retry-After"]) >= 1
-    times = slack.call_times("chat.update")
-    assert len(times) == 2 and times[0] <= times[1]
-    assert len(slack.call_times("chat.update", ok_only=False)) == 3
+    assert [c.ok for c in slack.calls_to("chat.update")] == [True, True, False]
 
 
 # ---------------------------------------------------------------- Block Kit
@@ -385,7 +425,6 @@ async def test_files_upload_v2_end_to_end(slack: FakeSlack, client: AsyncWebClie
         filename="proof.txt",
         content="service active (running)\n",
         title="Proof",
-        initial_comment="here is the proof",
     )
     file_id = resp["file"]["id"]
     uploaded = slack.files[file_id]
@@ -449,7 +488,7 @@ async def test_socket_mode_protocol_with_raw_client(slack: FakeSlack) -> None:
             assert hello["connection_info"]["app_id"]
             assert hello["num_connections"] == 1
             await ws.ping(b"sdk-ping-pong:1")  # answered by autoping, like Slack
-            pending = await slack.socket_send_slash_command(command="/verify", text="ct129")
+            pending = await slack.socket_send_slash_command(command="/verify", text="ct129", channel_id=CHANNEL)
             envelope = await ws.receive_json(timeout=5)
             assert envelope["type"] == "slash_commands"
             assert envelope["accepts_response_payload"] is True
@@ -467,7 +506,7 @@ async def test_socket_mode_protocol_with_raw_client(slack: FakeSlack) -> None:
             slack.warnings.clear()
 
             # an ack payload Slack would refuse to render is reported
-            bad = await slack.socket_send_slash_command(command="/verify", text="x")
+            bad = await slack.socket_send_slash_command(command="/verify", text="x", channel_id=CHANNEL)
             envelope = await ws.receive_json(timeout=5)
             await ws.send_json({"envelope_id": envelope["envelope_id"],
                                 "payload": {"text": "t", "blocks": [section("s" * 3001)]}})
@@ -478,11 +517,12 @@ async def test_socket_mode_protocol_with_raw_client(slack: FakeSlack) -> None:
 
             # acks slower than Slack's 3 s deadline are reported
             slack.ack_deadline = 0.0
-            late = await slack.socket_send_slash_command(command="/verify", text="x")
+            late = await slack.socket_send_slash_command(command="/verify", text="x", channel_id=CHANNEL)
             envelope = await ws.receive_json(timeout=5)
             await ws.send_json({"envelope_id": envelope["envelope_id"]})
             assert (await late).payload is None
-            assert "Slack would have reported a timeout" in slack.warnings[0]
+            assert "Slack would have shown the user a timeout" in slack.warnings[0]
+            slack.warnings.clear()
         with pytest.raises(aiohttp.WSServerHandshakeError):
             await http.ws_connect(url)  # tickets are single use
 
@@ -525,7 +565,7 @@ async def test_bolt_socket_mode_slash_command_round_trip(slack: FakeSlack) -> No
             timeout=10,
             what="bolt to reconnect",
         )
-        again = await slack.socket_send_slash_command(command="/verify", text="ct130")
+        again = await slack.socket_send_slash_command(command="/verify", text="ct130", channel_id="C1")
         assert (await again).payload == {"text": "verifying ct130"}
         await slack.wait_for("chat.postMessage", count=2)
     finally:
@@ -550,10 +590,35 @@ def test_sign_matches_slack_sdk_verifier() -> None:
     assert fixed["X-Slack-Signature"].startswith("v0=") and len(fixed["X-Slack-Signature"]) == 67
 
 
-async def test_bolt_http_mode_accepts_signed_requests(slack: FakeSlack) -> None:
-    app = AsyncApp(
-        client=AsyncWebClient(token=BOT, base_url=slack.api_url), signing_secret=SECRET
-    )
+@contextlib.asynccontextmanager
+async def serving(app: AsyncApp) -> AsyncIterator[str]:
+    """The bolt app's real aiohttp adapter on loopback; yields its Request URL."""
+    runner = web.AppRunner(app.web_app(path="/slack/events"))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
+    finally:
+        await runner.cleanup()
+
+
+def click_body(slack: FakeSlack, action_id: str, value: str) -> bytes:
+    return signing.block_actions_body({
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "tester", "team_id": "T0TEST"},
+        "team": {"id": "T0TEST", "domain": "fake-team"},
+        "api_app_id": "A0TEST",
+        "container": {"type": "message", "message_ts": "1700000000.000100", "channel_id": "C1"},
+        "trigger_id": "trig.2",
+        "channel": {"id": "C1", "name": "general"},
+        "response_url": slack.response_url(),
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "b1", "value": value,
+                     "action_ts": "1700000001.000000"}],
+    })
+
+
+async def test_bolt_http_mode_gets_signed_requests_and_acks_are_recorded(slack: FakeSlack) -> None:
+    app = AsyncApp(client=AsyncWebClient(token=BOT, base_url=slack.api_url), signing_secret=SECRET)
     clicked: list[str] = []
 
     @app.command("/verify")
@@ -565,38 +630,58 @@ async def test_bolt_http_mode_accepts_signed_requests(slack: FakeSlack) -> None:
         await ack()
         clicked.append(body["actions"][0]["value"])
 
-    def request(body: bytes, headers: dict[str, str]) -> AsyncBoltRequest:
-        all_headers = {"content-type": signing.FORM_CONTENT_TYPE, **headers}
-        return AsyncBoltRequest(body=body.decode(), headers=all_headers)
+    async with serving(app) as url:
+        body = signing.slash_command_body("/verify", "ct129", "U1", "C1", slack.response_url(), "trig.1")
+        ack = await slack.deliver(url, body)
+        assert (ack.status_code, ack.kind) == (200, "slash_commands")
+        assert (ack.text, ack.content_type) == ("got ct129", "text/plain") and ack.elapsed < 3
+        async with aiohttp.ClientSession() as http, http.post(
+            url, data=body, headers={"Content-Type": signing.FORM_CONTENT_TYPE,
+                                     **signing.sign(body, "wrong-secret")}) as forged:
+            assert forged.status == 401
+        clicked_ack = await slack.deliver(url, click_body(slack, "approve", "ct129"))
+        assert (clicked_ack.status_code, clicked_ack.kind, clicked_ack.text) == (200, "block_actions", "")
+        await slack.wait_until(lambda: clicked == ["ct129"], what="the click handled")
+        with pytest.raises(ValueError, match="no channel 'C0NOWHERE'"):
+            await slack.deliver(url, signing.slash_command_body(
+                "/verify", "x", "U1", "C0NOWHERE", slack.response_url(), "t"))
+    assert [a.kind for a in slack.http_acks] == ["slash_commands", "block_actions"]
+    assert slack.warnings == []
 
-    body = signing.slash_command_body(
-        "/verify", "ct129", "U1", "C1", slack.response_url(), "trig.1"
-    )
-    resp = await app.async_dispatch(request(body, signing.sign(body, SECRET)))
-    assert resp.status == 200
-    assert "got ct129" in resp.body
-    forged = await app.async_dispatch(request(body, signing.sign(body, "wrong-secret")))
-    assert forged.status == 401
 
-    action = {
-        "type": "block_actions",
-        "user": {"id": "U1", "username": "tester", "team_id": "T0TEST"},
-        "team": {"id": "T0TEST", "domain": "fake-team"},
-        "api_app_id": "A0TEST",
-        "container": {"type": "message", "message_ts": "1700000000.000100", "channel_id": "C1"},
-        "trigger_id": "trig.2",
-        "channel": {"id": "C1", "name": "general"},
-        "response_url": slack.response_url(),
-        "actions": [
-            {"type": "button", "action_id": "approve", "block_id": "b1", "value": "ct129",
-             "action_ts": "1700000001.000000"}
-        ],
-    }
-    action_body = signing.block_actions_body(action)
-    resp = await app.async_dispatch(request(action_body, signing.sign(action_body, SECRET)))
-    assert resp.status == 200
-    for _ in range(100):
-        if clicked:
-            break
-        await asyncio.sleep(0.01)
-    assert clicked == ["ct129"]
+async def test_bad_http_acks_are_reported(slack: FakeSlack) -> None:
+    app = AsyncApp(client=AsyncWebClient(token=BOT, base_url=slack.api_url), signing_secret=SECRET)
+
+    @app.command("/verify")
+    async def verify(ack: Any, command: dict[str, Any]) -> None:
+        if command["text"] == "blocks":
+            await ack(text="fallback", blocks=[section("s" * 3001)])
+        elif command["text"] == "long":
+            await ack(text="x" * 40_001)
+        else:
+            await ack(text="fine", response_type="in_channel")
+
+    @app.action("approve")
+    async def approve(ack: Any) -> None:
+        await ack(text="Slack ignores this")
+
+    def command(text: str) -> bytes:
+        return signing.slash_command_body("/verify", text, "U1", "C1", slack.response_url(), "t")
+
+    async with serving(app) as url:
+        await slack.deliver(url, command("blocks"))
+        assert len(slack.warnings) == 1
+        assert "invalid_blocks" in slack.warnings[0] and "3001 characters" in slack.warnings[0]
+        await slack.deliver(url, command("long"))
+        assert "msg_too_long" in slack.warnings[1]
+        await slack.deliver(url, click_body(slack, "approve", "x"))
+        assert "block_actions carries a body that Slack ignores" in slack.warnings[2]
+        slack.ack_deadline = 0.0
+        await slack.deliver(url, command("ok"))
+        assert "Slack would have shown the user a timeout" in slack.warnings[3]
+        slack.ack_deadline = 3.0
+        unhandled = signing.slash_command_body("/restart", "x", "U1", "C1", slack.response_url(), "t")
+        assert (await slack.deliver(url, unhandled)).status_code == 404
+        assert "HTTP 404 to a slash_commands" in slack.warnings[4]
+    assert len(slack.warnings) == 5
+    slack.warnings.clear()

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest_asyncio
 import yaml
 from aiohttp import web
@@ -22,8 +21,8 @@ from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
-from tests.slack_fake.server import FakeSlack, Message
-from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
+from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.signing import block_actions_body, slash_command_body
 
 SECRET = "restore-secret"
 CHANNEL = "C0OPS"
@@ -37,15 +36,14 @@ class Rig:
     db: Path
     host: DemoHost
 
-    async def post(self, body: bytes) -> httpx.Response:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            return await client.post(self.url, content=body,
-                                     headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
+    async def post(self, body: bytes) -> HttpAck:
+        """Slack delivers the command or click (signed) and judges the ack."""
+        return await self.slack.deliver(self.url, body)
 
-    async def restore(self, text: str = "ct129", user: str = REQUESTER) -> httpx.Response:
+    async def restore(self, text: str = "ct129", user: str = REQUESTER) -> HttpAck:
         return await self.command("/restore", text, user)
 
-    async def command(self, command: str, text: str, user: str = REQUESTER) -> httpx.Response:
+    async def command(self, command: str, text: str, user: str = REQUESTER) -> HttpAck:
         return await self.post(slash_command_body(command, text, user, CHANNEL, self.slack.response_url(), "t1"))
 
     async def restore_plan_message(self) -> Message:
@@ -61,7 +59,7 @@ class Rig:
         return None
 
     async def click(self, message: Message, action_id: str, user: str,
-                    shown: list[dict[str, Any]] | None = None) -> tuple[httpx.Response, str]:
+                    shown: list[dict[str, Any]] | None = None) -> tuple[HttpAck, str]:
         """Click a button as shown (``shown``: the blocks as the user saw them before an update)."""
         buttons = next(b for b in shown or message.blocks or [] if b["type"] == "actions")["elements"]
         button = next(b for b in buttons if b["action_id"] == action_id)
@@ -93,7 +91,7 @@ async def make_rig(tmp_path: Path, expire_after_s: float, *, flags: list[str] | 
                                  "expire_after_s": expire_after_s}
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
-        async with FakeSlack() as slack:
+        async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
             context = BotContext(inventory, audit)
             app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
             runner = web.AppRunner(app.web_app(path="/slack/events"))

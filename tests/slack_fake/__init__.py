@@ -13,6 +13,7 @@ from .server import (
     Channel,
     Ephemeral,
     FakeSlack,
+    HttpAck,
     Message,
     MessageEdit,
     PendingAck,
@@ -20,6 +21,7 @@ from .server import (
     SlackError,
     SocketAck,
     UploadedFile,
+    manifest_bot_scopes,
 )
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "Channel",
     "Ephemeral",
     "FakeSlack",
+    "HttpAck",
     "Message",
     "MessageEdit",
     "PendingAck",
@@ -37,6 +40,7 @@ __all__ = [
     "SlackError",
     "SocketAck",
     "UploadedFile",
+    "manifest_bot_scopes",
     "signing",
     "validate_blocks",
 ]

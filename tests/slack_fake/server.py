@@ -1,60 +1,61 @@
 """Strict in-process fake of Slack's Web API, Socket Mode link and response_url endpoints.
 
-It rejects what real Slack rejects (auth, token type, scopes, channels, Block Kit, lengths).
+It serves only what proofbot uses, and rejects what real Slack rejects: auth and token
+type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
+Block Kit and lengths, rate limits (429 + Retry-After). It also delivers slash commands
+and clicks to the app (HTTP or Socket Mode) and judges the ack like Slack: deadline and
+body. What Slack would not show as an API error is recorded in `warnings`, and leaving
+the `async with` block with warnings unexamined (not cleared) fails the test.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import json
 import math
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
+from urllib.parse import parse_qs
 
+import aiohttp
+import yaml
 from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 from aiohttp.web_request import FileField
 
 from .blockkit import validate_blocks
-from .signing import API_APP_ID, TEAM_DOMAIN, TEAM_ID, VERIFICATION_TOKEN, slash_command_payload
+from .signing import API_APP_ID, TEAM_DOMAIN, TEAM_ID, sign, slash_command_payload
 
 JSON = dict[str, Any]
 TokenType = Literal["bot", "app"]
-MethodHandler = Callable[[JSON], JSON | Awaitable[JSON]]
 
+MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
 BOT_USER_ID = "UBOT"
 BOT_USER_NAME = "proofbot"
 BOT_ID = "B0TEST"
 TEAM_NAME = "Fake Team"
 PERMALINK_BASE = "https://fake.slack.test"
+SIGNING_SECRET = "fake-signing-secret"
 MAX_MESSAGE_TEXT = 40_000
-MAX_MARKDOWN_TEXT = 12_000
-MAX_ALT_TXT = 1_000
 ACK_DEADLINE_SECONDS = 3.0
 RESPONSE_URL_MAX_USES = 5
 FIRST_TS_SECONDS = 1_700_000_000
-
-DEFAULT_BOT_SCOPES: tuple[str, ...] = (
-    "chat:write",
-    "chat:write.public",
-    "commands",
-    "files:read",
-    "files:write",
-    "channels:read",
-    "groups:read",
-    "im:read",
-)
 DEFAULT_APP_SCOPES: tuple[str, ...] = ("connections:write",)
 
-CHANNEL_ID_RE = re.compile(r"^[CGD][A-Z0-9]+$")
+CHANNEL_ID_RE = re.compile(r"^[CG][A-Z0-9]+$")
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
-TS_RE = re.compile(r"^\d{10}\.\d{6}$")
+
+
+def manifest_bot_scopes(path: Path = MANIFEST) -> tuple[str, ...]:
+    """The bot scopes `manifest.yml` requests: all the installed app is granted."""
+    manifest = yaml.safe_load(path.read_text())
+    return tuple(manifest["oauth_config"]["scopes"]["bot"])
 
 
 class SlackError(Exception):
@@ -125,11 +126,7 @@ class Message:
     blocks: list[JSON] | None
     thread_ts: str | None
     posted_at: float
-    attachments: list[JSON] | None = None
-    reply_broadcast: bool = False
-    metadata: Any = None
     edits: list[MessageEdit] = field(default_factory=list)
-    deleted: bool = False
 
     @property
     def is_reply(self) -> bool:
@@ -140,23 +137,12 @@ class Message:
         return [e.at for e in self.edits]
 
     def as_dict(self) -> JSON:
-        d: JSON = {
-            "type": "message",
-            "user": BOT_USER_ID,
-            "bot_id": BOT_ID,
-            "app_id": API_APP_ID,
-            "team": TEAM_ID,
-            "text": self.text,
-            "ts": self.ts,
-        }
+        d: JSON = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "text": self.text,
+                   "ts": self.ts}
         if self.blocks is not None:
             d["blocks"] = self.blocks
-        if self.attachments is not None:
-            d["attachments"] = self.attachments
         if self.thread_ts is not None:
             d["thread_ts"] = self.thread_ts
-        if self.edits:
-            d["edited"] = {"user": BOT_USER_ID, "ts": self.ts}
         return d
 
 
@@ -169,7 +155,6 @@ class Ephemeral:
     message_ts: str
     text: str
     blocks: list[JSON] | None
-    thread_ts: str | None
     at: float
 
 
@@ -180,28 +165,15 @@ class UploadedFile:
     id: str
     filename: str
     length: int
-    upload_url: str
     content: bytes | None = None
     title: str | None = None
-    alt_txt: str | None = None
-    snippet_type: str | None = None
     completed: bool = False
     channels: list[str] = field(default_factory=list)
     thread_ts: str | None = None
-    initial_comment: str | None = None
 
     def as_dict(self) -> JSON:
-        return {
-            "id": self.id,
-            "name": self.filename,
-            "title": self.title or self.filename,
-            "size": len(self.content or b""),
-            "user": BOT_USER_ID,
-            "channels": list(self.channels),
-            "url_private": f"https://files.fake.slack.test/files-pri/{TEAM_ID}-{self.id}/"
-            f"{self.filename}",
-            "permalink": f"{PERMALINK_BASE}/files/{BOT_USER_ID}/{self.id}/{self.filename}",
-        }
+        return {"id": self.id, "name": self.filename, "title": self.title or self.filename,
+                "size": len(self.content or b""), "user": BOT_USER_ID, "channels": list(self.channels)}
 
 
 @dataclass
@@ -211,8 +183,21 @@ class SocketAck:
     envelope_id: str
     payload: JSON | None
     elapsed: float
-    received_at: float
-    raw: JSON
+
+
+@dataclass
+class HttpAck:
+    """The app's HTTP answer to a request `FakeSlack.deliver` POSTed to its Request URL."""
+
+    url: str
+    kind: str  # "slash_commands" or the interaction type ("block_actions", ...)
+    status_code: int
+    text: str
+    content_type: str
+    elapsed: float
+
+    def json(self) -> Any:
+        return json.loads(self.text)
 
 
 @dataclass
@@ -228,27 +213,13 @@ class ResponsePost:
 
 @dataclass
 class Channel:
-    """A conversation the fake knows about."""
+    """A conversation in the fake workspace; `is_member`: the bot was invited to it."""
 
     id: str
     name: str
     is_private: bool = False
-    is_im: bool = False
     is_archived: bool = False
-
-    def as_dict(self) -> JSON:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "is_channel": not self.is_private and not self.is_im,
-            "is_group": self.is_private,
-            "is_im": self.is_im,
-            "is_private": self.is_private or self.is_im,
-            "is_archived": self.is_archived,
-            "is_member": True,
-            "created": FIRST_TS_SECONDS,
-            "context_team_id": TEAM_ID,
-        }
+    is_member: bool = True
 
 
 class PendingAck:
@@ -280,13 +251,6 @@ class PendingAck:
 
 
 @dataclass
-class _MethodSpec:
-    handler: MethodHandler
-    token: TokenType
-    scope: str | None
-
-
-@dataclass
 class _RateLimit:
     max_calls: int
     per_seconds: float
@@ -297,7 +261,6 @@ class _RateLimit:
 class _Content:
     text: str
     blocks: list[JSON] | None
-    attachments: list[JSON] | None
     missing_fallback: bool
 
 
@@ -306,12 +269,6 @@ def _opt_str(value: Any) -> str | None:
         return None
     s = value if isinstance(value, str) else str(value)
     return s or None
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.lower() in {"1", "true", "yes"}
-    return bool(value)
 
 
 def _json_value(value: Any, error: str) -> Any:
@@ -324,7 +281,7 @@ def _json_value(value: Any, error: str) -> Any:
 
 
 class FakeSlack:
-    """Fake Slack on 127.0.0.1 (random port): `async with FakeSlack() as slack: ...`.
+    """Fake Slack on 127.0.0.1 (random port): `async with FakeSlack(channels=...) as slack:`.
 
     Point clients at it with `AsyncWebClient(token=..., base_url=slack.api_url)`.
     """
@@ -334,21 +291,22 @@ class FakeSlack:
         bot_token: str = "xoxb-test",
         app_token: str = "xapp-test",
         *,
-        scopes: Iterable[str] = DEFAULT_BOT_SCOPES,
-        app_scopes: Iterable[str] = DEFAULT_APP_SCOPES,
         channels: Mapping[str, str] | None = None,
+        scopes: Iterable[str] | None = None,
+        app_scopes: Iterable[str] = DEFAULT_APP_SCOPES,
+        signing_secret: str = SIGNING_SECRET,
     ) -> None:
-        """`channels` maps channel id -> name; when given, any other channel is
-        `channel_not_found`. When omitted, any well-formed id (C.../G.../D...) is accepted."""
+        """`channels` maps id -> name of the channels the bot was invited to; no other
+        channel exists unless added with `add_channel`. `scopes` default to the manifest's."""
         if not bot_token.startswith("xoxb-"):
             raise ValueError("bot_token must start with xoxb-")
         if not app_token.startswith("xapp-"):
             raise ValueError("app_token must start with xapp-")
         self.bot_token = bot_token
         self.app_token = app_token
-        self.scopes: set[str] = set(scopes)
+        self.signing_secret = signing_secret
+        self.scopes: set[str] = set(manifest_bot_scopes() if scopes is None else scopes)
         self.app_scopes: set[str] = set(app_scopes)
-        self.strict_channels = channels is not None
         self.channels: dict[str, Channel] = {}
         for cid, name in (channels or {}).items():
             self.add_channel(cid, name)
@@ -359,12 +317,21 @@ class FakeSlack:
         self.ephemerals: list[Ephemeral] = []
         self.files: dict[str, UploadedFile] = {}
         self.responses: list[ResponsePost] = []
-        self.socket_sent: list[JSON] = []
-        self.socket_received: list[JSON] = []
+        self.http_acks: list[HttpAck] = []
         self.socket_connects = 0
         self.ack_deadline = ACK_DEADLINE_SECONDS
 
-        self._methods: dict[str, _MethodSpec] = {}
+        # method -> (handler, token type, bot scope needed); handlers return the body or raise.
+        self._methods: dict[str, tuple[Callable[[JSON], JSON], TokenType, str | None]] = {
+            "auth.test": (self._auth_test, "bot", None),
+            "chat.postMessage": (self._chat_post_message, "bot", "chat:write"),
+            "chat.update": (self._chat_update, "bot", "chat:write"),
+            "chat.postEphemeral": (self._chat_post_ephemeral, "bot", "chat:write"),
+            "chat.getPermalink": (self._chat_get_permalink, "bot", None),
+            "files.getUploadURLExternal": (self._files_get_upload_url, "bot", "files:write"),
+            "files.completeUploadExternal": (self._files_complete_upload, "bot", "files:write"),
+            "apps.connections.open": (self._apps_connections_open, "app", "connections:write"),
+        }
         self._rate_limits: dict[str, _RateLimit] = {}
         self._ts_counter = itertools.count(100, 100)
         self._ids = itertools.count(1)
@@ -376,7 +343,6 @@ class FakeSlack:
         self._event = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
-        self._register_builtin_methods()
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
@@ -390,12 +356,13 @@ class FakeSlack:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+        if exc is None and self.warnings:  # a test that expects one inspects and clears them
+            raise AssertionError("fake Slack saw what real Slack would not take:\n" + "\n".join(self.warnings))
 
     async def start(self) -> None:
         app = web.Application(client_max_size=1024**3)
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/upload/v1/{ticket}", self._handle_upload)
-        app.router.add_get("/link", self._handle_link)
         app.router.add_get("/link/", self._handle_link)
         app.router.add_post("/response/{rid}", self._handle_response)
         app.on_shutdown.append(self._on_shutdown)
@@ -436,16 +403,13 @@ class FakeSlack:
         *,
         is_private: bool = False,
         is_archived: bool = False,
+        member: bool = True,
     ) -> Channel:
+        """A channel of the workspace; `member=False`: one the bot was not invited to."""
         if not CHANNEL_ID_RE.match(channel_id):
             raise ValueError(f"not a channel id: {channel_id!r}")
-        ch = Channel(
-            channel_id,
-            name,
-            is_private=is_private or channel_id.startswith("G"),
-            is_im=channel_id.startswith("D"),
-            is_archived=is_archived,
-        )
+        ch = Channel(channel_id, name, is_private=is_private or channel_id.startswith("G"),
+                     is_archived=is_archived, is_member=member)
         self.channels[channel_id] = ch
         return ch
 
@@ -453,25 +417,9 @@ class FakeSlack:
         """Answer HTTP 429 `ratelimited` (with Retry-After) past `max_calls` per window."""
         self._rate_limits[method] = _RateLimit(max_calls, per_seconds)
 
-    def add_method(
-        self,
-        name: str,
-        handler: MethodHandler,
-        *,
-        scope: str | None = None,
-        token: TokenType = "bot",
-    ) -> None:
-        """Serve another Web API method; `handler(args)` returns the body (ok is added) or
-        raises SlackError."""
-        self._methods[name] = _MethodSpec(handler, token, scope)
-
     # ------------------------------------------------------------------ inspection
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
-
-    def call_times(self, method: str, *, ok_only: bool = True) -> list[float]:
-        """Monotonic arrival times of calls to `method` (successful ones by default)."""
-        return [c.at for c in self.calls_to(method) if c.ok or not ok_only]
 
     def message(self, channel: str, ts: str) -> Message:
         return self.messages[(channel, ts)]
@@ -609,7 +557,7 @@ class FakeSlack:
         status = 200
         try:
             args, token = await self._read_args(request)
-            body = await self._dispatch(method, args, token, at)
+            body = self._dispatch(method, args, token, at)
             if token == self.bot_token:
                 headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
         except SlackError as e:
@@ -618,10 +566,11 @@ class FakeSlack:
         self._notify()
         return web.json_response(body, status=status, headers=headers)
 
-    async def _dispatch(self, method: str, args: JSON, token: str | None, at: float) -> JSON:
+    def _dispatch(self, method: str, args: JSON, token: str | None, at: float) -> JSON:
         spec = self._methods.get(method)
         if spec is None:
             raise SlackError("unknown_method")
+        handler, token_type, scope = spec
         if not token:
             raise SlackError("not_authed")
         if token == self.bot_token:
@@ -630,18 +579,16 @@ class FakeSlack:
             kind = "app"
         else:
             raise SlackError("invalid_auth")
-        if kind != spec.token:
+        if kind != token_type:
             raise SlackError("not_allowed_token_type")
-        granted = self.scopes if kind == "bot" else self.app_scopes
-        if spec.scope is not None and spec.scope not in granted:
-            raise SlackError(
-                "missing_scope", needed=spec.scope, provided=",".join(sorted(granted))
-            )
+        self._require_scope(scope, self.scopes if kind == "bot" else self.app_scopes)
         self._check_rate_limit(method, at)
-        result = spec.handler(args)
-        if inspect.isawaitable(result):
-            result = await result
-        return {"ok": True, **result}
+        return {"ok": True, **handler(args)}
+
+    @staticmethod
+    def _require_scope(scope: str | None, granted: set[str]) -> None:
+        if scope is not None and scope not in granted:
+            raise SlackError("missing_scope", needed=scope, provided=",".join(sorted(granted)))
 
     def _check_rate_limit(self, method: str, at: float) -> None:
         limit = self._rate_limits.get(method)
@@ -653,67 +600,39 @@ class FakeSlack:
             raise SlackError("ratelimited", status=429, headers={"Retry-After": str(retry_after)})
         limit.accepted.append(at)
 
-    def _register_builtin_methods(self) -> None:
-        self.add_method("auth.test", self._auth_test)
-        self.add_method("chat.postMessage", self._chat_post_message, scope="chat:write")
-        self.add_method("chat.update", self._chat_update, scope="chat:write")
-        self.add_method("chat.delete", self._chat_delete, scope="chat:write")
-        self.add_method("chat.postEphemeral", self._chat_post_ephemeral, scope="chat:write")
-        self.add_method("chat.getPermalink", self._chat_get_permalink)
-        self.add_method("conversations.info", self._conversations_info)
-        self.add_method(
-            "files.getUploadURLExternal", self._files_get_upload_url, scope="files:write"
-        )
-        self.add_method(
-            "files.completeUploadExternal", self._files_complete_upload, scope="files:write"
-        )
-        self.add_method(
-            "apps.connections.open",
-            self._apps_connections_open,
-            scope="connections:write",
-            token="app",
-        )
-
     # ------------------------------------------------------------------ validation helpers
-    def _channel(self, value: Any, *, error: str = "channel_not_found") -> str:
-        cid = _opt_str(value)
-        if cid is None:
+    def _visible_channel(self, value: Any, *, error: str = "channel_not_found") -> Channel:
+        """A channel the bot can see: any public one, a private one only if invited."""
+        ch = self.channels.get(_opt_str(value) or "")
+        if ch is None or (ch.is_private and not ch.is_member):
             raise SlackError(error)
-        if cid.startswith("#"):
-            for ch in self.channels.values():
-                if ch.name == cid[1:]:
-                    return ch.id
-            raise SlackError(error)
-        if cid in self.channels:
-            return cid
-        if USER_ID_RE.match(cid):  # posting to a user id goes to the bot's DM with them
-            dm = "D" + cid[1:]
-            if dm not in self.channels:
-                self.add_channel(dm, cid)
-            return dm
-        if not self.strict_channels and CHANNEL_ID_RE.match(cid):
-            self.add_channel(cid, f"channel-{cid.lower()}")
-            return cid
-        raise SlackError(error)
+        return ch
 
-    def _content(self, method: str, args: JSON) -> _Content:
+    def _postable_channel(self, value: Any, *, public_scope: bool = True) -> Channel:
+        """Where the bot may post: a channel it is in, or (with chat:write.public, for
+        chat.postMessage) any public channel; else `not_in_channel`. Archived: `is_archived`."""
+        ch = self._visible_channel(value)
+        if not ch.is_member and not (public_scope and "chat:write.public" in self.scopes):
+            raise SlackError("not_in_channel")
+        if ch.is_archived:
+            raise SlackError("is_archived")
+        return ch
+
+    def _check_command_source(self, channel_id: str) -> Channel:
+        """A test error (not an API one) when Slack could not send this slash command."""
+        if "commands" not in self.scopes:
+            raise ValueError("Slack sends slash commands only to apps with the commands scope")
+        if channel_id not in self.channels:
+            raise ValueError(f"no channel {channel_id!r} in the fake workspace; add_channel() it")
+        return self.channels[channel_id]
+
+    def _content(self, args: JSON) -> _Content:
         text = _opt_str(args.get("text")) or ""
-        markdown_text = _opt_str(args.get("markdown_text"))
         blocks_raw = _json_value(args.get("blocks"), "invalid_blocks_format")
         if blocks_raw is not None and not isinstance(blocks_raw, list):
             raise SlackError("invalid_blocks_format")
         blocks: list[JSON] | None = blocks_raw
-        attachments_raw = _json_value(args.get("attachments"), "invalid_attachments")
-        if attachments_raw is not None and not isinstance(attachments_raw, list):
-            raise SlackError("invalid_attachments")
-        attachments: list[JSON] | None = attachments_raw
-        if markdown_text is not None:
-            if text or blocks:
-                raise SlackError("markdown_text_conflict")
-            if len(markdown_text) > MAX_MARKDOWN_TEXT:
-                raise SlackError("msg_too_long")
-            text = markdown_text
-        if not text and not blocks and not attachments:
+        if not text and not blocks:
             raise SlackError("no_text")
         if len(text) > MAX_MESSAGE_TEXT:
             raise SlackError("msg_too_long")
@@ -723,8 +642,7 @@ class FakeSlack:
                 raise SlackError(
                     "invalid_blocks", errors=errors, response_metadata={"messages": errors}
                 )
-        missing_fallback = bool(blocks) and not text.strip()
-        return _Content(text, blocks, attachments, missing_fallback)
+        return _Content(text, blocks, bool(blocks) and not text.strip())
 
     def _warn_missing_fallback(self, method: str, content: _Content, where: str) -> None:
         if content.missing_fallback:
@@ -751,10 +669,6 @@ class FakeSlack:
             return parent.thread_ts
         return thread_ts
 
-    def _check_writable(self, channel: str) -> None:
-        if self.channels[channel].is_archived:
-            raise SlackError("is_archived")
-
     # ------------------------------------------------------------------ Web API methods
     def _auth_test(self, args: JSON) -> JSON:
         return {
@@ -768,74 +682,48 @@ class FakeSlack:
         }
 
     def _chat_post_message(self, args: JSON) -> JSON:
-        channel = self._channel(args.get("channel"))
-        self._check_writable(channel)
-        content = self._content("chat.postMessage", args)
+        channel = self._postable_channel(args.get("channel")).id
+        content = self._content(args)
         thread_ts = self._thread_root("chat.postMessage", channel, _opt_str(args.get("thread_ts")))
         ts = self._next_ts()
-        msg = Message(
-            channel=channel,
-            ts=ts,
-            text=content.text,
-            blocks=content.blocks,
-            thread_ts=thread_ts,
-            posted_at=time.monotonic(),
-            attachments=content.attachments,
-            reply_broadcast=_bool(args.get("reply_broadcast")),
-            metadata=args.get("metadata"),
-        )
+        msg = Message(channel, ts, content.text, content.blocks, thread_ts, time.monotonic())
         self.messages[(channel, ts)] = msg
         self._warn_missing_fallback("chat.postMessage", content, f"{channel}/{ts}")
         return {"channel": channel, "ts": ts, "message": msg.as_dict()}
 
     def _existing_message(self, args: JSON, ts_arg: str) -> Message:
-        channel = self._channel(args.get("channel"))
+        channel = self._visible_channel(args.get("channel")).id
         ts = _opt_str(args.get(ts_arg))
         if ts is None:
             raise _invalid_arguments(ts_arg)
         msg = self.messages.get((channel, ts))
-        if msg is None or msg.deleted:
+        if msg is None:
             raise SlackError("message_not_found")
         return msg
 
     def _chat_update(self, args: JSON) -> JSON:
         msg = self._existing_message(args, "ts")
-        self._check_writable(msg.channel)
-        content = self._content("chat.update", args)
+        if self.channels[msg.channel].is_archived:
+            raise SlackError("is_archived")
+        content = self._content(args)
         msg.text = content.text
         if content.blocks is not None:
             msg.blocks = content.blocks
-        if content.attachments is not None:
-            msg.attachments = content.attachments
         msg.edits.append(MessageEdit(content.text, content.blocks, time.monotonic()))
         self._warn_missing_fallback("chat.update", content, f"{msg.channel}/{msg.ts}")
         return {"channel": msg.channel, "ts": msg.ts, "text": msg.text, "message": msg.as_dict()}
 
-    def _chat_delete(self, args: JSON) -> JSON:
-        msg = self._existing_message(args, "ts")
-        msg.deleted = True
-        return {"channel": msg.channel, "ts": msg.ts}
-
     def _chat_post_ephemeral(self, args: JSON) -> JSON:
-        channel = self._channel(args.get("channel"))
-        self._check_writable(channel)
+        channel = self._postable_channel(args.get("channel"), public_scope=False).id
         user = _opt_str(args.get("user"))
         if user is None:
             raise _invalid_arguments("user")
         if not USER_ID_RE.match(user):
             raise SlackError("user_not_in_channel")
-        content = self._content("chat.postEphemeral", args)
+        content = self._content(args)
         ts = self._next_ts()
         self.ephemerals.append(
-            Ephemeral(
-                channel=channel,
-                user=user,
-                message_ts=ts,
-                text=content.text,
-                blocks=content.blocks,
-                thread_ts=_opt_str(args.get("thread_ts")),
-                at=time.monotonic(),
-            )
+            Ephemeral(channel, user, ts, content.text, content.blocks, time.monotonic())
         )
         self._warn_missing_fallback("chat.postEphemeral", content, f"{channel}/{user}")
         return {"message_ts": ts}
@@ -843,20 +731,6 @@ class FakeSlack:
     def _chat_get_permalink(self, args: JSON) -> JSON:
         msg = self._existing_message(args, "message_ts")
         return {"channel": msg.channel, "permalink": self.permalink(msg.channel, msg.ts)}
-
-    def _conversations_info(self, args: JSON) -> JSON:
-        cid = _opt_str(args.get("channel"))
-        if cid is None or cid.startswith("#"):
-            raise SlackError("channel_not_found")
-        channel = self.channels[self._channel(cid)]
-        needed = "im:read" if channel.is_im else "groups:read" if channel.is_private else (
-            "channels:read"
-        )
-        if needed not in self.scopes:
-            raise SlackError(
-                "missing_scope", needed=needed, provided=",".join(sorted(self.scopes))
-            )
-        return {"channel": channel.as_dict()}
 
     def _files_get_upload_url(self, args: JSON) -> JSON:
         filename = _opt_str(args.get("filename"))
@@ -870,23 +744,12 @@ class FakeSlack:
             raise SlackError("invalid_arguments") from None
         if length < 0:
             raise SlackError("invalid_arguments")
-        alt_txt = _opt_str(args.get("alt_txt"))
-        if alt_txt is not None and len(alt_txt) > MAX_ALT_TXT:
-            raise SlackError("alt_txt_too_large")
         file_id = self._next_id("F")
         ticket = uuid.uuid4().hex
-        upload_url = f"{self.base_url}/upload/v1/{ticket}"
         assert filename is not None
-        self.files[file_id] = UploadedFile(
-            id=file_id,
-            filename=filename,
-            length=length,
-            upload_url=upload_url,
-            alt_txt=alt_txt,
-            snippet_type=_opt_str(args.get("snippet_type")),
-        )
+        self.files[file_id] = UploadedFile(id=file_id, filename=filename, length=length)
         self._upload_tickets[ticket] = file_id
-        return {"upload_url": upload_url, "file_id": file_id}
+        return {"upload_url": f"{self.base_url}/upload/v1/{ticket}", "file_id": file_id}
 
     def _files_complete_upload(self, args: JSON) -> JSON:
         items = _json_value(args.get("files"), "invalid_arguments")
@@ -894,10 +757,8 @@ class FakeSlack:
             raise _invalid_arguments("files")
         channels: list[str] = []
         if _opt_str(args.get("channel_id")) is not None:
-            channels.append(self._channel(args["channel_id"], error="invalid_channel"))
-        for cid in (_opt_str(args.get("channels")) or "").split(","):
-            if cid.strip():
-                channels.append(self._channel(cid.strip(), error="invalid_channel"))
+            # chat:write.public is about messages: sharing a file needs the bot in the channel.
+            channels.append(self._postable_channel(args["channel_id"], public_scope=False).id)
         thread_ts = _opt_str(args.get("thread_ts"))
         if thread_ts is not None:
             if len(channels) != 1:
@@ -915,7 +776,6 @@ class FakeSlack:
             upload.title = _opt_str(item.get("title")) or upload.filename
             upload.channels = list(channels)
             upload.thread_ts = thread_ts
-            upload.initial_comment = _opt_str(args.get("initial_comment"))
         return {"files": [u.as_dict() for u in uploads]}
 
     def _apps_connections_open(self, args: JSON) -> JSON:
@@ -954,14 +814,9 @@ class FakeSlack:
         if posts is None:
             return web.Response(status=404, text="invalid_url")
         url = f"{self.base_url}/response/{rid}"
-        raw = await request.read()
         body: Any
         try:
-            if request.content_type == "application/x-www-form-urlencoded":
-                form = await request.post()
-                body = json.loads(str(form.get("payload", "")))
-            else:
-                body = json.loads(raw)
+            body = json.loads(await request.read())
         except ValueError:
             body = None
         status, error = 200, None
@@ -971,18 +826,81 @@ class FakeSlack:
             status, error = 400, "invalid_payload"
         elif body.get("response_type", "ephemeral") not in ("ephemeral", "in_channel"):
             status, error = 400, "invalid_payload"
-        elif not _bool(body.get("delete_original")):
+        else:
             try:
-                content = self._content("response_url", body)
-                self._warn_missing_fallback("response_url", content, url)
+                self._warn_missing_fallback("response_url", self._content(body), url)
             except SlackError as e:
                 status, error = 400, e.error
-        recorded_body = body if isinstance(body, dict) else {}
-        record = ResponsePost(url, recorded_body, time.monotonic(), status, error)
+        record = ResponsePost(url, body if isinstance(body, dict) else {}, time.monotonic(),
+                              status, error)
         posts.append(record)
         self.responses.append(record)
         self._notify()
         return web.Response(status=status, text=error or "ok", content_type="text/plain")
+
+    # ------------------------------------------------------------------ acks (HTTP and Socket Mode)
+    def _check_ack(self, kind: str, where: str, payload: Any, elapsed: float) -> None:
+        """Judge an ack as Slack would: in time, and a body Slack can show (or none)."""
+        if elapsed > self.ack_deadline:
+            self._warn(f"{where}: {kind} acked after {elapsed:.2f}s (> {self.ack_deadline:g}s); "
+                       "Slack would have shown the user a timeout")
+        if payload is None or payload == "" or payload == {}:
+            return
+        if kind != "slash_commands":
+            self._warn(f"{where}: the ack of a {kind} carries a body that Slack ignores "
+                       "(reply through response_url or the Web API)")
+            return
+        if not isinstance(payload, dict):
+            self._warn(f"{where}: slash command ack body is not a JSON object: {payload!r:.200}")
+            return
+        if payload.get("response_type", "ephemeral") not in ("ephemeral", "in_channel"):
+            self._warn(f"{where}: slash command ack has response_type="
+                       f"{payload.get('response_type')!r}; Slack wants ephemeral or in_channel")
+        try:
+            self._warn_missing_fallback(f"{where}: slash command ack", self._content(payload), kind)
+        except SlackError as e:
+            self._warn(f"{where}: slash command ack body rejected: {e.error} "
+                       f"{e.extra.get('errors', [])}")
+
+    async def deliver(self, url: str, body: bytes, *, timeout: float = 30.0) -> HttpAck:  # noqa: ASYNC109
+        """POST a slash command or interaction (form `body`, see `signing`) to the app's
+        Request URL, signed with `signing_secret`, as Slack does; the ack is judged by
+        `_check_ack`, recorded in `http_acks` and returned."""
+        form = parse_qs(body.decode())
+        if "payload" in form:
+            kind = str(json.loads(form["payload"][0]).get("type"))
+        elif "command" in form:
+            kind = "slash_commands"
+            self._check_command_source(form.get("channel_id", [""])[0])
+        else:
+            raise ValueError("neither a slash command nor an interaction payload")
+        headers = {"Content-Type": "application/x-www-form-urlencoded",
+                   **sign(body, self.signing_secret)}
+        started = time.monotonic()
+        async with aiohttp.ClientSession() as http, http.post(
+            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as response:
+            text = await response.text()
+            ack = HttpAck(url, kind, response.status, text, response.content_type,
+                          time.monotonic() - started)
+        self.http_acks.append(ack)
+        where = f"HTTP ack from {url}"
+        if ack.status_code != 200:
+            self._check_ack(kind, where, None, ack.elapsed)
+            self._warn(f"{where}: HTTP {ack.status_code} to a {kind}; Slack shows the user an error")
+        else:
+            payload: Any = text
+            if ack.content_type == "application/json" and text:
+                try:
+                    payload = json.loads(text)
+                except ValueError:
+                    self._warn(f"{where}: invalid JSON body {text[:200]!r}")
+                    payload = None
+            elif kind == "slash_commands" and text:
+                payload = {"text": text}  # a plain-text body is shown as an ephemeral message
+            self._check_ack(kind, where, payload, ack.elapsed)
+        self._notify()
+        return ack
 
     # ------------------------------------------------------------------ Socket Mode
     async def _handle_link(self, request: web.Request) -> web.StreamResponse:
@@ -998,11 +916,8 @@ class FakeSlack:
             {
                 "type": "hello",
                 "num_connections": len(self._sockets),
-                "debug_info": {
-                    "host": "applink-fake-1",
-                    "build_number": 1,
-                    "approximate_connection_time": 18060,
-                },
+                "debug_info": {"host": "applink-fake-1", "build_number": 1,
+                               "approximate_connection_time": 18060},
                 "connection_info": {"app_id": API_APP_ID},
             }
         )
@@ -1026,46 +941,19 @@ class FakeSlack:
         except ValueError:
             self._warn(f"socket mode: client sent non-JSON text {data[:200]!r}")
             return
-        if not isinstance(msg, dict):
-            self._warn(f"socket mode: client sent non-object JSON {data[:200]!r}")
-            return
-        self.socket_received.append(msg)
-        envelope_id = msg.get("envelope_id")
+        envelope_id = msg.get("envelope_id") if isinstance(msg, dict) else None
         pending = self._pending.get(envelope_id) if isinstance(envelope_id, str) else None
         if pending is None:
             self._warn(f"socket mode: ack for unknown envelope_id {envelope_id!r}")
             return
-        envelope_id = pending.envelope_id
         if pending.done():
             self._warn(f"socket mode: duplicate ack for envelope {envelope_id}")
             return
         elapsed = now - pending.sent_at
         payload = msg.get("payload")
-        kind = pending.envelope["type"]
-        if elapsed > self.ack_deadline:
-            self._warn(
-                f"socket mode: {kind} envelope {envelope_id} acked after {elapsed:.2f}s "
-                f"(> {self.ack_deadline:g}s); Slack would have reported a timeout"
-            )
-        if payload is not None:
-            if not isinstance(payload, dict):
-                self._warn(f"socket mode: ack payload for {envelope_id} is not an object")
-                payload = None
-            elif not pending.envelope["accepts_response_payload"]:
-                self._warn(
-                    f"socket mode: ack for {kind} envelope {envelope_id} carries a payload "
-                    "that Slack ignores (accepts_response_payload is false)"
-                )
-            elif kind == "slash_commands" and ("text" in payload or "blocks" in payload):
-                try:
-                    content = self._content("slash command ack", payload)
-                    self._warn_missing_fallback("slash command ack", content, envelope_id)
-                except SlackError as e:
-                    detail = e.extra.get("errors", [])
-                    self._warn(
-                        f"socket mode: ack payload for {envelope_id} rejected: {e.error} {detail}"
-                    )
-        ack = SocketAck(envelope_id, payload, elapsed, now, msg)
+        self._check_ack(pending.envelope["type"], f"socket mode envelope {envelope_id}", payload,
+                        elapsed)
+        ack = SocketAck(pending.envelope_id, payload if isinstance(payload, dict) else None, elapsed)
         pending._future.set_result(ack)
         self._notify()
 
@@ -1076,7 +964,6 @@ class FakeSlack:
         *,
         accepts_response_payload: bool,
         connect_timeout: float = 10.0,
-        extra: Mapping[str, Any] | None = None,
     ) -> PendingAck:
         """Push an envelope to the most recent Socket Mode connection; returns a PendingAck."""
         await self.wait_for_socket(connect_timeout)
@@ -1086,12 +973,10 @@ class FakeSlack:
             "type": envelope_type,
             "accepts_response_payload": accepts_response_payload,
             "payload": payload,
-            **(extra or {}),
         }
         future: asyncio.Future[SocketAck] = asyncio.get_running_loop().create_future()
         pending = PendingAck(envelope, time.monotonic(), future)
         self._pending[pending.envelope_id] = pending
-        self.socket_sent.append(envelope)
         await ws.send_str(json.dumps(envelope))
         return pending
 
@@ -1099,60 +984,26 @@ class FakeSlack:
         self,
         command: str,
         text: str = "",
+        *,
+        channel_id: str,
         user_id: str = "U0TESTER",
-        channel_id: str = "C0TEST",
         response_url: str | None = None,
         trigger_id: str | None = None,
-        *,
         user_name: str = "tester",
-        channel_name: str | None = None,
     ) -> PendingAck:
         """Push a `slash_commands` envelope as Slack does; `await` the result for the ack."""
-        channel = self._channel(channel_id)
+        channel = self._check_command_source(channel_id)
         payload = slash_command_payload(
             command,
             text,
             user_id,
-            channel,
+            channel.id,
             response_url if response_url is not None else self.response_url(),
             trigger_id or f"{next(self._ids)}.{TEAM_ID}.{uuid.uuid4().hex}",
             user_name=user_name,
-            channel_name=channel_name or self.channels[channel].name,
+            channel_name=channel.name,
         )
         return await self.socket_send("slash_commands", dict(payload), accepts_response_payload=True)
-
-    async def socket_send_interactive(self, payload: JSON) -> PendingAck:
-        """Push an `interactive` envelope (block_actions, view_submission, ...)."""
-        return await self.socket_send("interactive", payload, accepts_response_payload=True)
-
-    async def socket_send_event(self, event: JSON) -> PendingAck:
-        """Push an `events_api` envelope wrapping `event` in an event_callback."""
-        payload: JSON = {
-            "token": VERIFICATION_TOKEN,
-            "team_id": TEAM_ID,
-            "api_app_id": API_APP_ID,
-            "event": event,
-            "type": "event_callback",
-            "event_id": self._next_id("Ev"),
-            "event_time": int(time.time()),
-            "authorizations": [
-                {
-                    "enterprise_id": None,
-                    "team_id": TEAM_ID,
-                    "user_id": BOT_USER_ID,
-                    "is_bot": True,
-                    "is_enterprise_install": False,
-                }
-            ],
-            "is_ext_shared_channel": False,
-            "event_context": uuid.uuid4().hex,
-        }
-        return await self.socket_send(
-            "events_api",
-            payload,
-            accepts_response_payload=False,
-            extra={"retry_attempt": 0, "retry_reason": ""},
-        )
 
     async def socket_disconnect(self, reason: str = "refresh_requested") -> None:
         """Send Slack's `disconnect` message on every open connection (clients reconnect)."""
@@ -1165,12 +1016,14 @@ class FakeSlack:
 __all__ = [
     "BOT_ID",
     "BOT_USER_ID",
+    "MANIFEST",
     "TEAM_DOMAIN",
     "TEAM_ID",
     "Call",
     "Channel",
     "Ephemeral",
     "FakeSlack",
+    "HttpAck",
     "Message",
     "MessageEdit",
     "PendingAck",
@@ -1178,4 +1031,5 @@ __all__ = [
     "SlackError",
     "SocketAck",
     "UploadedFile",
+    "manifest_bot_scopes",
 ]
