@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +40,9 @@ class AuditRig:
 
     async def command(self, text: str, *, channel: str = CHANNEL) -> httpx.Response:
         body = slash_command_body("/audit", text, USER, channel, self.slack.response_url(), "trigger-1")
-        started = time.monotonic()
         async with httpx.AsyncClient(trust_env=False) as client:
             response = await client.post(self.url, content=body,
                                          headers={"Content-Type": FORM_CONTENT_TYPE, **sign(body, SECRET)})
-        assert time.monotonic() - started < 3.0
         return response
 
     async def trail(self, replies: int) -> tuple[Message, list[Message]]:
