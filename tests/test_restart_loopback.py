@@ -22,6 +22,8 @@ from commands.store import locks
 from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.proxy import DelayProxy
+from tests.lab.sysutil import pid_alive
+from tests.lab.waits import until
 
 GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]
 
@@ -56,7 +58,7 @@ async def test_restart_proves_a_new_pid_and_records_every_step(lab: DemoHost, tm
     new = await supervised_pid(lab)
     assert new != old
     assert (result.extra["old_pid"], result.extra["new_pid"]) == (old, new)
-    assert 1.0 <= result.extra["ready_after_s"] < 5.0  # supervisord's startsecs=1, then polls every 0.25 s
+    assert result.extra["ready_after_s"] >= 1.0  # never before supervisord's startsecs=1 (latency: bench/)
     assert [f.name for f in result.checks] == ["restart-command", "main-pid", "health", "cmdline", "probe",
                                                "ready-time"]
     assert result.stats["connections"] == 1
@@ -151,11 +153,20 @@ async def test_link_blackholed_right_after_the_restart_command_is_an_error(lab: 
         plan = await plan_restart(parse_inventory(yaml.safe_dump(document), "t.yml").host(lab.name))
         audit = AuditStore.open(tmp_path / "a.db")
 
+        cutter: list[asyncio.Task[None]] = []
+
+        async def blackhole_once_the_old_process_is_stopped() -> None:
+            # Evidence that the command reached the host: supervisorctl stopped the old process.
+            # Its answer comes only after the new one ran startsecs=1, so that answer is lost.
+            await until(f"the restart command stopping PID {old}", lambda: not pid_alive(old), timeout_s=20)
+            proxy.blackhole()
+
         async def cut(progress: RestartProgress) -> None:
-            if progress.phase == "restarting":  # supervisorctl restart takes >= 1 s: its answer is lost
-                asyncio.get_running_loop().call_later(0.3, proxy.blackhole)
+            if progress.phase == "restarting" and not cutter:
+                cutter.append(asyncio.create_task(blackhole_once_the_old_process_is_stopped()))
 
         result = await restart(plan, origin=Origin.local_user(), audit=audit, on_progress=cut)
+        await asyncio.gather(*cutter)
         audit.close()
     statuses = {f.name: f.status for f in result.checks}
     assert result.verdict == "error", statuses

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BACKUP_DIR, LIVE_FILES, SPEC_DIR, BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab
-from tests.lab.netns import NetnsLab
+from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.nspawn import NspawnLab
+from tests.lab.sysutil import cmdline
+from tests.lab.waits import until
 
 SEED = Scenario(patched=True, extra_file=True)
 ORIGIN = Origin(actor="cli:tester", via="cli")
@@ -197,18 +200,17 @@ async def test_read_only_live_dir_is_refused_cleanly(netns_lab: NetnsLab, tmp_pa
 async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsLab, tmp_path: Path) -> None:
     host, inventory = netns_lab["ct155"], inventory_of(netns_lab)
     host.run(["sh", "-c", f"head -c 400000000 /dev/zero >> {BACKUP_DIR}/spec_info.py"])
-    killed: list[str] = []
+    killers: list[asyncio.Task[subprocess.CompletedProcess[str]]] = []
 
     async def kill_the_copy(finding: Finding) -> None:
         if finding.name != "snapshot":
             return
         script = (f"for i in $(seq 400); do p=$(pgrep -f '^cp -- {BACKUP_DIR}/spec_info.py'); "
                   "if [ -n \"$p\" ]; then kill -9 $p; echo killed $p; exit 0; fi; sleep 0.01; done")
-        killer = asyncio.create_task(asyncio.to_thread(host.run, ["sh", "-c", script]))
-        killer.add_done_callback(lambda t: killed.append(t.result().stdout))
+        killers.append(asyncio.create_task(asyncio.to_thread(host.run, ["sh", "-c", script])))
 
     plan, result = await approved_restore(inventory, "ct155", tmp_path, on_step=kill_the_copy)
-    await asyncio.sleep(0.5)
+    killed = [(await killer).stdout for killer in killers]
     assert killed and killed[0].startswith("killed"), "the copy finished before it could be killed"
     replace = next(f for f in result.checks if f.name == "replace")
     assert replace.status == "fail" and "stopped at `cp" in replace.summary
@@ -237,7 +239,13 @@ async def test_link_dropped_during_replace_reports_what_it_knows(netns_lab: Netn
     assert names["reread"].status == "error"
     assert result.verdict == "error"
     assert result.extra["restored"] == []
-    await asyncio.sleep(1)
+    assert isinstance(host, NetnsHost) and host.cgroup is not None
+    cgroup = host.cgroup
+
+    def batch_ended() -> bool:  # it runs on past the drop on the host; its exit trap removes the temp file
+        return not any(".proofbot-" in cmdline(pid) for pid in cgroup.pids())
+
+    await until("the host-side replace batch ending", batch_ended, timeout_s=20)
     assert_each_file_old_or_restored(host, plan)
 
 

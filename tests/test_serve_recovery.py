@@ -141,8 +141,9 @@ async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_ver
             await bot.slack.wait_until(lambda: bool(bot.slack.messages_in(CHANNEL)), what="the parent message")
             parent = bot.slack.messages_in(CHANNEL)[0]
             # Another process writes the DB: polling is the only way to see it.
-            while not any(kind == "requested" for kind, _, _ in bot.events()):  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
+            async with asyncio.timeout(30):  # a bot that never records it fails here, not at the suite timeout
+                while not any(kind == "requested" for kind, _, _ in bot.events()):  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
             bot.kill()
             await bot.process.wait()  # type: ignore[union-attr]
             operation_id = next(op for kind, op, _ in bot.events() if kind == "requested")
@@ -200,7 +201,7 @@ async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(tmp_p
         try:
             await slack.wait_for_socket(timeout=20)
             ack = await (await slack.socket_send_slash_command("/verify", "help", channel_id=CHANNEL)).wait()
-            assert ack.elapsed < 3.0 and "/verify HOST [BACKUP]" in json.dumps(ack.payload)
+            assert "/verify HOST [BACKUP]" in json.dumps(ack.payload)  # ack latency: bench/timing_bench.py
         finally:
             bot.send_signal(signal.SIGTERM)
             code = await bot.wait()

@@ -1,4 +1,5 @@
-"""One way for test modules to start a lab: skip with the tier's reason, else hosts by scenario."""
+"""One way for test modules to start a lab: skip (or fail, where labs are required) with the tier's
+reason, else hosts by scenario."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-import pytest
-
-from tests.lab import require_nspawn, require_root_netns
+from tests.lab import require_nspawn, require_root_netns, skip_or_fail
 from tests.lab.common import BaseLab, Scenario
 from tests.lab.nspawn import NspawnLab
 
@@ -19,7 +18,7 @@ LabT = TypeVar("LabT", bound=BaseLab)
 def running_lab(kind: type[LabT], hosts: Mapping[str, Scenario]) -> Iterator[LabT]:
     reason = require_nspawn() if issubclass(kind, NspawnLab) else require_root_netns()
     if reason:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     with kind() as lab:
         lab.start(list(hosts), per_host=hosts)
         yield lab

@@ -1,5 +1,9 @@
 """Tier 3 lab hosts: real systemd booted by systemd-nspawn on an overlayfs copy of a cached
 debootstrap image, joined to a per-host network namespace; the service is `sglang.service`.
+
+Each container gets its own cgroup in every hierarchy the machine mounts (sysutil.CgroupLayout):
+both name=systemd and cgroup2 on a hybrid host, the cgroup2 tree at /sys/fs/cgroup on a
+unified-only one. nspawn itself picks the container's layout from what the host mounts.
 """
 
 from __future__ import annotations
@@ -189,7 +193,9 @@ class NspawnLab(BaseLab):
         def alive() -> None:
             if proc.poll() is not None:
                 out = (host.host_dir / "nspawn.out").read_text(errors="replace")
-                raise RuntimeError(f"{host.name}: systemd-nspawn exited: {out[-1500:]}")
+                layout = host.cgroup.layout.name if host.cgroup is not None else "?"
+                raise RuntimeError(f"{host.name}: systemd-nspawn exited (cgroup layout {layout}): "
+                                   f"{out[-1500:]}")
 
         def leader() -> bool:
             alive()

@@ -12,10 +12,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-CGROUP_V1_SYSTEMD = Path("/sys/fs/cgroup/systemd")
-CGROUP_UNIFIED = Path("/sys/fs/cgroup/unified")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 CLEAN_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/root",
@@ -40,7 +40,7 @@ def mounts_under(path: Path) -> list[str]:
     found: list[str] = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
-            mp = line.split()[4].replace("\\040", " ")
+            mp = _unescape(line.split()[4])
             if mp == root or mp.startswith(root + "/"):
                 found.append(mp)
     return sorted(set(found), key=lambda m: m.count("/"), reverse=True)
@@ -62,6 +62,14 @@ def safe_rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def cmdline(pid: int) -> str:
+    """A process's argv joined by spaces ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -72,12 +80,73 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-class Cgroup:
-    """A cgroup created by this run in both the v1 name=systemd and the unified hierarchy."""
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where this machine mounts the cgroup hierarchies a lab host is placed in.
 
-    def __init__(self, relpath: str) -> None:
-        self.dirs = [base / relpath for base in (CGROUP_V1_SYSTEMD, CGROUP_UNIFIED)
-                     if base.is_dir()]
+    unified-only (cgroup v2 at /sys/fs/cgroup, Debian's default): v2 only; hybrid (this lab
+    machine: v1 controllers, name=systemd at /sys/fs/cgroup/systemd, v2 at
+    /sys/fs/cgroup/unified): both, since systemd in a container looks at both; legacy: v1 only.
+    """
+
+    v2: Path | None  # the cgroup2 mount, whose cgroup.kill empties a whole subtree
+    v1_systemd: Path | None  # the v1 name=systemd mount
+
+    @property
+    def name(self) -> str:
+        if self.v2 is not None and self.v1_systemd is None:
+            return "unified" if self.v2 == CGROUP_ROOT else f"unified at {self.v2}"
+        if self.v2 is not None:
+            return "hybrid"
+        return "legacy" if self.v1_systemd is not None else "none"
+
+    @property
+    def dirs(self) -> list[Path]:
+        return [d for d in (self.v1_systemd, self.v2) if d is not None]
+
+
+def _unescape(field: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def cgroup_layout(mountinfo: str) -> CgroupLayout:
+    """The cgroup layout described by /proc/self/mountinfo text (a pure function, so each
+    layout is testable on any machine). Only mounts at or below /sys/fs/cgroup count; a later
+    mount hides earlier ones at or below its mount point, as the kernel does."""
+    visible: dict[Path, tuple[str, list[str]]] = {}
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        mount_point = Path(_unescape(fields[4]))
+        if mount_point != CGROUP_ROOT and CGROUP_ROOT not in mount_point.parents:
+            continue
+        fstype, _source, options = [*line.split(" - ", 1)[1].split(), "", "", ""][:3]
+        for hidden in [p for p in visible if p == mount_point or mount_point in p.parents]:
+            del visible[hidden]
+        visible[mount_point] = (fstype, options.split(","))
+    v2 = next((p for p, (fs, _) in visible.items() if fs == "cgroup2"), None)
+    v1_systemd = next((p for p, (fs, opts) in visible.items() if fs == "cgroup" and "name=systemd" in opts),
+                      None)
+    return CgroupLayout(v2=v2, v1_systemd=v1_systemd)
+
+
+def current_cgroup_layout() -> CgroupLayout:
+    return cgroup_layout(Path("/proc/self/mountinfo").read_text())
+
+
+class Cgroup:
+    """A cgroup created by this run in every hierarchy the machine's layout has (see CgroupLayout)."""
+
+    def __init__(self, relpath: str, layout: CgroupLayout | None = None) -> None:
+        self.layout = layout or current_cgroup_layout()
+        if not self.layout.dirs:
+            raise RuntimeError("no cgroup2 nor v1 name=systemd hierarchy under /sys/fs/cgroup")
+        self.dirs = [base / relpath for base in self.layout.dirs]
+        self.v2_dir = self.layout.v2 / relpath if self.layout.v2 is not None else None
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
 
@@ -95,24 +164,22 @@ class Cgroup:
 
     def kill_nowait(self) -> None:
         """SIGKILL everything in the cgroup once, without waiting."""
-        for d in self.dirs:
-            if d.is_relative_to(CGROUP_UNIFIED) and (d / "cgroup.kill").exists():
-                with contextlib.suppress(OSError):
-                    (d / "cgroup.kill").write_text("1")
-                return
+        if self.v2_dir is not None and (self.v2_dir / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                (self.v2_dir / "cgroup.kill").write_text("1")
+            return
         for pid in self.pids():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
     def kill(self, timeout: float = 5.0) -> None:
         """SIGKILL everything still in the cgroup (recursively) and wait until it is empty."""
-        unified = [d for d in self.dirs if d.is_relative_to(CGROUP_UNIFIED)]
         deadline = time.monotonic() + timeout
         while True:
             left = self.pids()
             if not left:
                 return
-            killf = unified[0] / "cgroup.kill" if unified else None
+            killf = self.v2_dir / "cgroup.kill" if self.v2_dir is not None else None
             if killf is not None and killf.exists():
                 with contextlib.suppress(OSError):
                     killf.write_text("1")
