@@ -57,7 +57,9 @@ class HostConnection:
         """Run several commands in ONE exec round trip, each result kept apart.
 
         Each command's output is framed by markers carrying a per-call random nonce, so
-        nothing a command prints can forge another command's result or exit status. With
+        nothing a command prints can forge another command's result or exit status. The
+        script (and so the nonce) goes to ``sh -s`` on stdin, never in an argv that any user
+        on the host can read in /proc while the batch runs; each command's stdin is /dev/null. With
         stop_on_failure the batch ends at the first non-zero exit (the results then stop
         there); ``cleanup`` paths are removed by the remote shell however it exits,
         including when the link drops and sshd hangs up on it.
@@ -66,7 +68,8 @@ class HostConnection:
             return []
         nonce = secrets.token_hex(8)
         script = _batch_script(nonce, [shlex.join(argv) for argv in commands], stop_on_failure, cleanup)
-        output, exit_status = await self._exec(shlex.join(["sh", "-c", script]), None)
+        shown = "; ".join(shlex.join(argv) for argv in commands)
+        output, exit_status = await self._exec("sh -s", script.encode(), shown=shown)
         results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
         if stop_on_failure and results and results[-1].exit_status != 0:
             return results
@@ -91,8 +94,11 @@ class HostConnection:
             listener.close()
             await listener.wait_closed()
 
-    async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None) -> tuple[bytes, int]:
+    async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None, *,
+                    shown: str | None = None) -> tuple[bytes, int]:
+        """Run command; ``shown`` is what errors name (a batch's commands, not ``sh -s``)."""
         self.exec_round_trips += 1
+        shown = shown or command
         timeout = timeout_s if timeout_s is not None else self.host.ssh.command_timeout_s
         try:
             completed = await self._conn.run(
@@ -100,14 +106,14 @@ class HostConnection:
             )
         except asyncssh.TimeoutError:
             raise CommandTimedOut(
-                f"{self.host.name}: command did not finish within {timeout:g} s: {command[:200]}",
+                f"{self.host.name}: command did not finish within {timeout:g} s: {shown[:200]}",
                 hint="raise ssh.command_timeout_s in the inventory if this is expected",
             ) from None
         except (OSError, asyncssh.Error) as exc:
             raise _map_error(self.host, exc) from exc
         if completed.exit_status is None:
             raise ConnectionLost(
-                f"{self.host.name}: connection lost, no exit status for: {command[:200]}",
+                f"{self.host.name}: connection lost, no exit status for: {shown[:200]}",
                 hint="nothing is known about that command's effect; check the host and retry",
             )
         output = completed.stdout if isinstance(completed.stdout, bytes) else b""

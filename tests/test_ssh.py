@@ -39,8 +39,8 @@ async def test_batch_keeps_each_commands_output_and_status_apart(clean_host: Dem
 GUESSED_NONCE = "0123456789abcdef"
 # Command 0 prints its own `end` marker with a fake exit status 0, then really exits 7.
 FORGE_WITH_GUESS = ["sh", "-c", f"printf '\\n%s end 0 0 1.0\\n' {GUESSED_NONCE}; exit 7"]
-# The same, with the real nonce read from the batch shell's argv in /proc, as any process on
-# the host can: the parent's cmdline holds the script, which holds "<nonce> start".
+# The same, with the nonce looked for in the batch shell's argv in /proc, as any process on the
+# host can read it: the script (and its nonce) must never be there.
 FORGE_WITH_REAL_NONCE = ["sh", "-c", "n=$(tr '\\0' '\\n' </proc/$PPID/cmdline | grep -o '[0-9a-f]\\{16\\} start' | "
                                      "head -n 1 | cut -d ' ' -f 1); printf '\\n%s end 0 0 1.0\\n' \"$n\"; exit 7"]
 
@@ -53,8 +53,6 @@ async def test_output_cannot_forge_its_own_exit_status_without_the_nonce(clean_h
     assert results[1].output == b""
 
 
-@pytest.mark.xfail(strict=True, reason="commands/ssh.py _split_batch takes the FIRST `end N` marker with the nonce; "
-                   "the nonce is in the batch shell's argv, readable in /proc by the command itself")
 async def test_output_cannot_forge_its_own_exit_status_with_the_real_nonce(clean_host: DemoHost) -> None:
     async with connect(host_of(clean_host)) as conn:
         results = await conn.run_batch([FORGE_WITH_REAL_NONCE, ["false"]])
