@@ -14,7 +14,7 @@ from commands.restore.plan import RestorePlan
 from commands.store.chain import ChainReport
 from commands.store.trail import IN_PROGRESS, OperationRecord
 
-MARKS = {"pass": "✓ pass ", "fail": "✗ FAIL ", "warn": "! warn ", "error": "? error"}
+MARKS = {"pass": "✓ pass ", "fail": "✗ FAIL ", "warn": "! warn ", "error": "? error", "skipped": "» skip "}
 VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "error": "COULD NOT CHECK", IN_PROGRESS: "IN PROGRESS"}
 
 

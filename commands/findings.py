@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from commands.redact import redact
 
-Status = Literal["pass", "fail", "warn", "error"]
+Status = Literal["pass", "fail", "warn", "error", "skipped"]
 Verdict = Literal["pass", "fail", "error"]
 
 OUTPUT_LIMIT = 4000
@@ -67,10 +67,11 @@ def could_not_check(name: str, reason: str, evidence: Evidence | None = None) ->
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
-    """A definite failure outranks a could-not-check; warnings do not fail."""
+    """A definite failure outranks a could-not-check; warnings do not fail; a check deliberately
+    not run (``skipped``) counts for nothing either way."""
     statuses = {finding.status for finding in findings}
     if "fail" in statuses:
         return "fail"
-    if "error" in statuses or not findings:
+    if "error" in statuses or not statuses - {"skipped"}:
         return "error"
     return "pass"

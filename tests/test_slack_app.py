@@ -86,7 +86,7 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
     await slack.wait_until(lambda: any(m.text.startswith("Summary of operation")
                                        for m in slack.thread(CHANNEL, parent.ts)), what="the summary reply")
     *replies, summary = slack.thread(CHANNEL, parent.ts)
-    assert len(replies) == 7
+    assert len(replies) == 8  # 7 host facts and the probe (one real request)
     summary_text = json.dumps(summary.blocks)
     assert "requested by slack:U0ALICE" in summary_text and "finished: *fail*" in summary_text
     assert summary_text.count("`file:") == 2 and "`cmdline` fail" in summary_text
@@ -94,6 +94,7 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
     by_check = {reply.text.split(":")[0] + ":" + reply.text.split(":")[1] if reply.text.startswith("file:")
                 else reply.text.split(":")[0]: reply for reply in replies}
     assert "fail" in by_check["cmdline"].text and "--enable-ddtree" in by_check["cmdline"].text
+    assert by_check["probe"].text.startswith("probe: pass")
     code = json.dumps(by_check["file:spec_info.py"].blocks)
     assert "```$ sha256sum -- " in code
     final = parent.edits[-1]
@@ -103,7 +104,7 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
     requested = next(details for kind, details in rig.events() if kind == "requested")
     assert requested["origin"] == {"actor": "slack:U0ALICE", "via": "slack", "channel": CHANNEL,
                                    "thread_ts": parent.ts}
-    assert [kind for kind, _ in rig.events()].count("check") == 7
+    assert [kind for kind, _ in rig.events()].count("check") == 8
 
 
 async def test_bad_signature_gets_401_and_no_web_api_call(rig: SlackRig) -> None:
@@ -187,4 +188,4 @@ async def test_rate_limited_replies_are_retried_not_lost(rig: SlackRig) -> None:
                            timeout=60, what="every reply despite 429s")
     assert any(not call.ok and call.error == "ratelimited" for call in slack.calls_to("chat.postMessage"))
     [parent] = [m for m in slack.messages_in(CHANNEL) if not m.is_reply]
-    assert len(slack.thread(CHANNEL, parent.ts)) == 8
+    assert len(slack.thread(CHANNEL, parent.ts)) == 9  # 8 checks and the summary

@@ -16,7 +16,8 @@ async def test_seeded_host_fails_with_every_planted_problem(seeded_host: DemoHos
     report = json.loads(run.stdout)
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses == {"file:spec_info.py": "fail", "file:eagle_info.py": "pass", "extra-files": "fail",
-                        "main-pid": "pass", "health": "pass", "cmdline": "fail", "stale-process": "pass"}
+                        "main-pid": "pass", "health": "pass", "cmdline": "fail", "stale-process": "pass",
+                        "probe": "pass"}
     assert report["verdict"] == "fail" and report["host"] == "ct129" and report["operation"] == "verify"
     for check in report["checks"]:
         assert check["evidence"]["command"] and check["evidence"]["output"]
@@ -28,7 +29,7 @@ async def test_clean_host_passes_and_exits_zero(clean_host: DemoHost, tmp_path: 
     run = await run_cli("verify", "ct130", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
     assert run.code == 0, run.stdout + run.stderr
     assert "ct130: PASS" in run.stdout
-    assert "7 pass" in run.stdout
+    assert "8 pass" in run.stdout
 
 
 async def test_human_output_says_what_failed_and_shows_the_command(seeded_host: DemoHost, tmp_path: Path) -> None:
@@ -72,3 +73,26 @@ async def test_stopped_service_fails_main_pid_and_health(tmp_path: Path) -> None
         assert report["main-pid"]["status"] == "fail"
         assert report["health"]["status"] == "fail"
         assert report["cmdline"]["status"] == "error"
+
+
+async def test_health_200_but_a_degenerate_reply_fails_verify_and_no_probe_skips_it(tmp_path: Path) -> None:
+    """The second seed: /health said 200 while every real request answered "!!!!!!!!"."""
+    from bot.demo.host import demo_host
+
+    async with demo_host("ct133", patched=False, extra_file=False,
+                         flags=["--speculative-algorithm", "NEXTN", "--reply", "!!!!!!!!"]) as host:
+        inventory = write_inventory(tmp_path / "inv.yml", host.inventory())
+        args = ("verify", "ct133", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"), "--json")
+        sent = await run_cli(*args)
+        skipped = await run_cli(*args, "--no-probe")
+        document = host.inventory()
+        del document["hosts"]["ct133"]["service"]["probe"]
+        without = await run_cli("verify", "ct133", "--inventory", str(write_inventory(tmp_path / "no.yml", document)),
+                                "--db", str(tmp_path / "a.db"), "--json")
+    assert sent.code == 1, sent.stderr
+    checks = {check["name"]: check for check in json.loads(sent.stdout)["checks"]}
+    assert checks["health"]["status"] == "pass" and checks["probe"]["status"] == "fail"
+    assert "one character repeated" in checks["probe"]["summary"]
+    assert skipped.code == 0, skipped.stderr
+    assert {c["name"]: c["status"] for c in json.loads(skipped.stdout)["checks"]}["probe"] == "skipped"
+    assert without.code == 0 and "probe" not in {c["name"] for c in json.loads(without.stdout)["checks"]}

@@ -13,12 +13,14 @@ from commands.verify import VerifyPlan, verify
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_and_output_arguments(parser)
     parser.add_argument("--backup", metavar="NAME", help="backup to compare with (default: the only one)")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="do not send the inventory's probe (one real request); it is reported skipped")
 
 
 async def run(args: argparse.Namespace) -> int:
     async with session(args) as cli:
         try:
-            plan = VerifyPlan.for_host(cli.inventory.host(args.host), args.backup)
+            plan = VerifyPlan.for_host(cli.inventory.host(args.host), args.backup, send_probe=not args.no_probe)
         except UsageError as exc:
             await cli.refused("verify", args.host, exc)
             raise

@@ -40,7 +40,8 @@ from commands.store.recovery import Interrupted
 from commands.store.trail import IN_PROGRESS, OperationRecord
 
 SECTION_LIMIT = 3000
-STATUS_EMOJI = {"pass": ":white_check_mark:", "fail": ":x:", "warn": ":warning:", "error": ":grey_question:"}
+STATUS_EMOJI = {"pass": ":white_check_mark:", "fail": ":x:", "warn": ":warning:", "error": ":grey_question:",
+                "skipped": ":fast_forward:"}
 VERDICT_EMOJI = {"pass": ":large_green_circle:", "fail": ":red_circle:", "error": ":large_yellow_circle:",
                  "rejected": ":no_entry_sign:", "expired": ":hourglass:", "refused": ":no_entry:",
                  "interrupted": ":warning:", IN_PROGRESS: ":hourglass_flowing_sand:"}
@@ -148,7 +149,7 @@ def as_plain_text(message: Message) -> str:
 
 
 EMOJI_GLYPHS = {
-    ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?",
+    ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔",
 }

@@ -17,7 +17,7 @@ from commands.checks.service import ServiceState, main_pid_finding, service_stat
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
-from commands.host_http import fetch_via_host
+from commands.host_http import fetch_via_host, run_probe
 from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import HostConnection, connect
@@ -67,6 +67,22 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
 
 
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
+    """The host's facts, with the probe (one real request) sent meanwhile when the host has one."""
+    probe = plan.host.service.probe if plan.host.service else None
+    sent = asyncio.create_task(run_probe(conn, probe)) if probe and plan.send_probe else None
+    try:
+        await _host_facts(plan, conn, found)
+        if sent is not None:
+            await found(await sent)
+        elif probe is not None:
+            await found(Finding("probe", "skipped", f"not sent (asked not to): POST {probe.url}"))
+    finally:
+        if sent is not None and not sent.done():
+            sent.cancel()
+            await asyncio.gather(sent, return_exceptions=True)
+
+
+async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
     service, backup = plan.host.service, plan.backup
     health_task: asyncio.Task[HttpOutcome] | None = None
     if service:

@@ -12,13 +12,14 @@ class VerifyPlan:
     host: Host
     backup_name: str | None
     backup: Backup | None
+    send_probe: bool = True  # False: the probe is reported ``skipped``, never sent
 
     @classmethod
-    def for_host(cls, host: Host, backup_name: str | None) -> VerifyPlan:
+    def for_host(cls, host: Host, backup_name: str | None, *, send_probe: bool = True) -> VerifyPlan:
         if backup_name is None and not host.backups:
-            return cls(host, None, None)
+            return cls(host, None, None, send_probe)
         name, backup = host.backup(backup_name)
-        return cls(host, name, backup)
+        return cls(host, name, backup, send_probe)
 
     def check_names(self) -> list[str]:
         names = [f"file:{name}" for name in self.backup.files] if self.backup else []
@@ -28,4 +29,6 @@ class VerifyPlan:
             names += ["main-pid", "health", "cmdline"]
             if self.backup:
                 names.append("stale-process")
+            if self.host.service.probe:
+                names.append("probe")
         return names
