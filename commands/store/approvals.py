@@ -1,7 +1,8 @@
 """Plans awaiting approval, and the rules for deciding them.
 
 The first decision wins atomically (one UPDATE … WHERE state = 'pending'), so two
-approvers clicking at once yield exactly one apply. A plan binds its approval to the
+approvers clicking at once yield exactly one apply; the decision, the plan as read for it
+and the event that logs it are one transaction. A plan binds its approval to the
 plan hash that was shown; expiry, self-approval and the approver list come from the
 inventory's ``approvals``.
 """

@@ -279,8 +279,9 @@ class AuditStore:
                      host: str | None = None, actor: str | None = None,
                      details: dict[str, Any] | None = None) -> Event:
         """Append one event to the chain and return it as stored."""
+        payload = _plain(details)  # as it is now: the caller's dict may change before the worker gets to it
         return await self.write(lambda db: append_event(db, kind, operation_id=operation_id, operation=operation,
-                                                        host=host, actor=actor, details=details))
+                                                        host=host, actor=actor, details=payload))
 
     async def events_of(self, operation_id: str) -> list[Event]:
         return await self.snapshot(lambda db: [
@@ -293,14 +294,21 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
                  details: dict[str, Any] | None = None) -> Event:
     """Append one event after the current head, inside the caller's IMMEDIATE transaction (``store.write``),
     which keeps the head still; a change to another table can so be logged atomically with it."""
-    payload = json.loads(json.dumps(details or {}, default=str))
+    payload = _plain(details)
     head = first_row(db, "SELECT hash FROM events ORDER BY id DESC LIMIT 1")
-    fields = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host, "kind": kind,
-              "actor": actor, "details": payload, "prev_hash": head["hash"] if head else GENESIS_HASH}
+    fields: dict[str, Any] = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
+                              "kind": kind, "actor": actor, "details": payload,
+                              "prev_hash": head["hash"] if head else GENESIS_HASH}
     digest = event_hash(fields)
     table = db.table("events").insert({**fields, "details": json.dumps(payload, sort_keys=True, ensure_ascii=False),
                                        "hash": digest})
     return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+
+
+def _plain(details: dict[str, Any] | None) -> dict[str, Any]:
+    """Details as JSON will store them (paths, dates and the like become strings)."""
+    value: dict[str, Any] = json.loads(json.dumps(details or {}, default=str))
+    return value
 
 
 def event_of(row: Mapping[str, Any]) -> Event:
