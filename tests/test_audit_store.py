@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from commands.store import events
 from commands.store.events import GENESIS_HASH, MIGRATIONS, AuditStore, event_hash
 
 
@@ -61,3 +63,15 @@ async def test_operations_view_says_who_approved(tmp_path: Path) -> None:
     row = sqlite3.connect(tmp_path / "a.db").execute(
         "SELECT requested_by, decision, decided_by, verdict, thread_ts FROM operations").fetchone()
     assert row == ("slack:U1", "approved", "slack:U2", "pass", "1.2")
+
+
+async def test_a_migration_applied_meanwhile_by_another_process_is_skipped(tmp_path: Path) -> None:
+    # The runner lists the applied versions before it takes the write lock; another process may
+    # apply one in between, so each migration checks again under BEGIN IMMEDIATE. Here the
+    # whole schema is in place when migration 1 is tried again.
+    store = AuditStore.open(tmp_path / "a.db")
+    before = await store.read(lambda conn: conn.execute("SELECT * FROM schema_migrations").fetchall())
+    description, sql = MIGRATIONS[0]
+    await store.write(functools.partial(events._apply, version=1, description=description, sql=sql))
+    assert await store.read(lambda conn: conn.execute("SELECT * FROM schema_migrations").fetchall()) == before
+    store.close()

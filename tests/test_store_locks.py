@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import sqlite3
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from commands.errors import Locked
 from commands.store import locks
 from commands.store.events import AuditStore
+from commands.store.locks import LockHolder
 
 
 async def test_second_operation_is_refused_naming_the_first(tmp_path: Path) -> None:
@@ -33,9 +35,8 @@ async def test_lock_of_a_dead_process_is_released_with_an_audit_note(tmp_path: P
     dead = await asyncio.create_subprocess_exec("true")
     await dead.wait()
     store = AuditStore.open(tmp_path / "a.db")
-    await store.transaction(lambda conn: conn.execute(
-        "INSERT INTO locks VALUES ('ct129', 'op-old', 'restore', 'slack:U9', ?, ?, '2026-01-01T00:00:00Z', "
-        "NULL, NULL)", (dead.pid, socket.gethostname())))
+    await store.write(lambda db: db.table("locks").insert(asdict(LockHolder(
+        "ct129", "op-old", "restore", "slack:U9", dead.pid, socket.gethostname(), "2026-01-01T00:00:00Z"))))
     mine = await locks.acquire(store, "ct129", "op-new", "restart", "slack:U1")
     assert mine.operation_id == "op-new"
     store.close()
@@ -46,9 +47,8 @@ async def test_lock_of_a_dead_process_is_released_with_an_audit_note(tmp_path: P
 
 async def test_lock_held_on_another_machine_is_not_guessed_stale(tmp_path: Path) -> None:
     store = AuditStore.open(tmp_path / "a.db")
-    await store.transaction(lambda conn: conn.execute(
-        "INSERT INTO locks VALUES ('ct129', 'op-x', 'restore', 'cli:bob', 1, 'other-machine', "
-        "'2026-01-01T00:00:00Z', NULL, NULL)"))
+    await store.write(lambda db: db.table("locks").insert(asdict(LockHolder(
+        "ct129", "op-x", "restore", "cli:bob", 1, "other-machine", "2026-01-01T00:00:00Z"))))
     with pytest.raises(Locked, match="op-x"):
         await locks.acquire(store, "ct129", "op-new", "restart", "slack:U1")
     store.close()

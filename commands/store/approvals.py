@@ -1,7 +1,8 @@
 """Plans awaiting approval, and the rules for deciding them.
 
 The first decision wins atomically (one UPDATE … WHERE state = 'pending'), so two
-approvers clicking at once yield exactly one apply. A plan binds its approval to the
+approvers clicking at once yield exactly one apply; the decision, the plan as read for it
+and the event that logs it are one transaction. A plan binds its approval to the
 plan hash that was shown; expiry, self-approval and the approver list come from the
 inventory's ``approvals``.
 """
@@ -9,19 +10,21 @@ inventory's ``approvals``.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import sqlite_utils
+
 from commands.errors import Refused
 from commands.inventory import Approvals
 from commands.operation import utc_now
 from commands.store import locks
-from commands.store.events import AuditStore
+from commands.store.events import AuditStore, append_event, first_row, from_row
 
 Decision = Literal["approved", "rejected"]
+Outcome = Literal["ok", "decided", "expired", "self", "not-approver"]
 
 
 @dataclass(frozen=True)
@@ -44,89 +47,102 @@ class PendingPlan:
         return datetime.fromtimestamp(self.expires_at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _row(row: tuple[Any, ...]) -> PendingPlan:
-    values = list(row)
-    values[7] = json.loads(values[7])
-    return PendingPlan(*values)
+def plan_of(row: dict[str, Any]) -> PendingPlan:
+    return from_row(PendingPlan, row, details=json.loads(row["details"]))
 
 
 async def create(store: AuditStore, *, plan_id: str, operation: str, host: str, requested_by: str,
                  plan_hash: str, details: dict[str, Any], approvals: Approvals,
                  channel: str | None = None, message_ts: str | None = None) -> PendingPlan:
-    expires_at = time.time() + approvals.expire_after_s
-    payload = json.dumps(details, sort_keys=True, default=str)
-    await store.transaction(lambda conn: conn.execute(
-        "INSERT INTO plans (id, operation, host, requested_by, created_at, expires_at, plan_hash, details, "
-        "channel, message_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (plan_id, operation, host, requested_by, utc_now(), expires_at, plan_hash, payload, channel, message_ts)))
-    return await get(store, plan_id)
+    row = {"id": plan_id, "operation": operation, "host": host, "requested_by": requested_by,
+           "created_at": utc_now(), "expires_at": time.time() + approvals.expire_after_s, "plan_hash": plan_hash,
+           "details": json.dumps(details, sort_keys=True, default=str), "state": "pending", "decided_by": None,
+           "decided_at": None, "channel": channel, "message_ts": message_ts}
+    await store.write(lambda db: db.table("plans").insert(row))
+    return plan_of(row)
 
 
 async def get(store: AuditStore, plan_id: str) -> PendingPlan:
-    row = await store.transaction(lambda conn: conn.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone())
+    row = await store.snapshot(lambda db: first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id))
     if row is None:
-        raise Refused(f"no such plan {plan_id!r}", hint="it may have been made by another proofbot database")
-    return _row(row)
+        raise _no_such_plan(plan_id)
+    return plan_of(row)
 
 
-async def set_message(store: AuditStore, plan_id: str, channel: str, message_ts: str) -> None:
-    await store.transaction(lambda conn: conn.execute(
-        "UPDATE plans SET channel = ?, message_ts = ? WHERE id = ?", (channel, message_ts, plan_id)))
+def _no_such_plan(plan_id: str) -> Refused:
+    return Refused(f"no such plan {plan_id!r}", hint="it may have been made by another proofbot database")
+
+
+def _settle(db: sqlite_utils.Database, plan_id: str, state: str, decided_by: str | None,
+            expired_by: float | None = None) -> PendingPlan | None:
+    """The one write that decides a plan, returning the plan as it is after it (None when it was no
+    longer pending, or, with ``expired_by``, not yet expired then): the first decision wins."""
+    due = " AND expires_at <= ?" if expired_by is not None else ""
+    rows = list(db.query(f"UPDATE plans SET state = ?, decided_by = ?, decided_at = ? "
+                         f"WHERE id = ? AND state = 'pending'{due} RETURNING *",
+                         [state, decided_by, utc_now(), plan_id, *([expired_by] if due else [])]))
+    return plan_of(rows[0]) if rows else None
+
+
+def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, Any]) -> None:
+    append_event(db, "expired", operation_id=plan.id, operation=plan.operation, host=plan.host, actor="proofbot",
+                 details={"expired_at": plan.expires_at_utc(), **details})
+
+
+def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approvals, user_id: str | None,
+           now: float) -> Outcome:
+    if plan.state != "pending":
+        return "decided"
+    if plan.expires_at <= now:
+        return "expired"
+    is_requester = actor == plan.requested_by
+    if user_id is not None and decision == "approved":
+        if user_id not in approvals.approvers:
+            return "not-approver"
+        if is_requester and not approvals.allow_self_approval:
+            return "self"
+    if user_id is not None and decision == "rejected" and not is_requester and user_id not in approvals.approvers:
+        return "not-approver"
+    return "ok"
 
 
 async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
                  *, user_id: str | None = None) -> PendingPlan:
-    """Record the first valid decision on a plan, or raise Refused saying exactly why not.
+    """Record the first valid decision on a plan and return the plan as decided, or raise Refused
+    saying exactly why not.
 
     ``actor`` is what the audit log records; ``user_id`` is the Slack id checked against the
-    approver list (None: a local CLI user, who already has the host's keys).
+    approver list (None: a local CLI user, who already has the host's keys). The plan is read
+    once, in the decision's transaction, which also appends the decision's event.
     """
     now = time.time()
-    outcome: list[str] = []
 
-    def attempt(conn: sqlite3.Connection) -> None:
-        plan = _row(conn.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone())
-        if plan.state != "pending":
-            outcome.append("decided")
-            return
-        if plan.expires_at <= now:
-            conn.execute("UPDATE plans SET state = 'expired', decided_at = ? WHERE id = ? AND state = 'pending'",
-                         (utc_now(), plan_id))
-            outcome.append("expired")
-            return
-        is_requester = actor == plan.requested_by
-        if user_id is not None and decision == "approved":
-            if user_id not in approvals.approvers:
-                outcome.append("not-approver")
-                return
-            if is_requester and not approvals.allow_self_approval:
-                outcome.append("self")
-                return
-        if user_id is not None and decision == "rejected" and not is_requester and user_id not in approvals.approvers:
-            outcome.append("not-approver")
-            return
-        cursor = conn.execute(
-            "UPDATE plans SET state = ?, decided_by = ?, decided_at = ? WHERE id = ? AND state = 'pending'",
-            (decision, actor, utc_now(), plan_id))
-        outcome.append("ok" if cursor.rowcount == 1 else "decided")
+    def attempt(db: sqlite_utils.Database) -> tuple[Outcome, PendingPlan]:
+        row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
+        if row is None:
+            raise _no_such_plan(plan_id)
+        plan = plan_of(row)
+        outcome = _judge(plan, actor, decision, approvals, user_id, now)
+        if outcome == "expired":
+            plan = _settle(db, plan_id, "expired", None) or plan
+            _expired(db, plan, {"clicked_by": actor})
+        elif outcome == "ok":
+            decided = _settle(db, plan_id, decision, actor)
+            if decided is None:
+                return "decided", plan
+            plan = decided
+            append_event(db, decision, operation_id=plan.id, operation=plan.operation, host=plan.host, actor=actor,
+                         details={"plan_hash": plan.plan_hash, "requested_by": plan.requested_by})
+        return outcome, plan
 
-    exists = await store.transaction(lambda conn: conn.execute("SELECT 1 FROM plans WHERE id = ?",
-                                                                (plan_id,)).fetchone())
-    if exists is None:
-        raise Refused(f"no such plan {plan_id!r}")
-    await store.transaction(attempt)
-    plan = await get(store, plan_id)
-    match outcome[0]:
+    outcome, plan = await store.write(attempt)
+    match outcome:
         case "ok":
-            await store.append(decision, operation_id=plan.id, operation=plan.operation, host=plan.host,
-                               actor=actor, details={"plan_hash": plan.plan_hash, "requested_by": plan.requested_by})
             return plan
         case "decided":
             raise Refused(f"this plan was already {plan.state} by {plan.decided_by or 'proofbot'} "
                           f"at {plan.decided_at}", hint="nothing more was done")
         case "expired":
-            await store.append("expired", operation_id=plan.id, operation=plan.operation, host=plan.host,
-                               actor="proofbot", details={"expired_at": plan.expires_at_utc(), "clicked_by": actor})
             raise Refused(f"this plan expired at {plan.expires_at_utc()}", hint=f"run /{plan.operation} again")
         case "self":
             raise Refused("you requested this plan; another approver must approve it",
@@ -138,28 +154,27 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
 
 async def expire_if_due(store: AuditStore, plan_id: str) -> PendingPlan | None:
     """Mark a pending plan expired once its time has passed; returns it when this call expired it."""
-    def attempt(conn: sqlite3.Connection) -> int:
-        return conn.execute("UPDATE plans SET state = 'expired', decided_at = ? "
-                            "WHERE id = ? AND state = 'pending' AND expires_at <= ?",
-                            (utc_now(), plan_id, time.time())).rowcount
-    if await store.transaction(attempt) != 1:
-        return None
-    plan = await get(store, plan_id)
-    await store.append("expired", operation_id=plan.id, operation=plan.operation, host=plan.host, actor="proofbot",
-                       details={"expired_at": plan.expires_at_utc()})
-    return plan
+    def attempt(db: sqlite_utils.Database) -> PendingPlan | None:
+        plan = _settle(db, plan_id, "expired", None, expired_by=time.time())
+        if plan is not None:
+            _expired(db, plan, {})
+        return plan
+    return await store.write(attempt)
 
 
 async def close(store: AuditStore, plan_id: str, state: str) -> None:
     """Mark a plan void or applied (states that follow approval)."""
-    await store.transaction(lambda conn: conn.execute("UPDATE plans SET state = ? WHERE id = ?", (state, plan_id)))
+    await store.write(lambda db: db.execute("UPDATE plans SET state = ? WHERE id = ?", [state, plan_id]))
 
 
 async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: str, reason: str) -> None:
-    """End a plan that will not be applied (rejected, expired, declined): finish it, free the host."""
-    plan = await get(store, plan_id)
-    holder = await locks.holder_of(store, plan.host)
-    await store.append("finished", operation_id=plan_id, operation=plan.operation, host=plan.host, actor=actor,
-                       details={"verdict": verdict, "summary": reason})
-    if holder is not None and holder.operation_id == plan_id:
-        await locks.release(store, holder)
+    """End a plan that will not be applied (rejected, expired, declined): finish it and free the host if
+    this plan holds it, in one transaction."""
+    def finish(db: sqlite_utils.Database) -> None:
+        row = first_row(db, "SELECT operation, host FROM plans WHERE id = ?", plan_id)
+        if row is None:
+            raise _no_such_plan(plan_id)
+        append_event(db, "finished", operation_id=plan_id, operation=row["operation"], host=row["host"],
+                     actor=actor, details={"verdict": verdict, "summary": reason})
+        locks.free(db, row["host"], plan_id)
+    await store.write(finish)

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import sqlite_utils
+
 from commands.errors import UsageError
-from commands.store.events import GENESIS_HASH, AuditStore, event_hash
+from commands.store.events import GENESIS_HASH, AuditStore, event_hash, first_row
 
 Problem = Literal["edited", "deleted", "inserted", "genesis", "truncated", "anchor"]
 GUARD_TRIGGERS = (
@@ -36,7 +38,8 @@ GUARD_TRIGGERS = (
     "chain_head_follows_appends",
     "chain_head_is_kept",
 )
-_COLUMNS = "id, at, operation_id, operation, host, kind, actor, details, prev_hash, hash"
+# What an event hash covers: every column but id (the position) and hash itself.
+HASHED = ("at", "operation_id", "operation", "host", "kind", "actor", "details", "prev_hash")
 
 
 @dataclass(frozen=True)
@@ -47,15 +50,13 @@ class Row:
     hash: str
 
     @classmethod
-    def of(cls, values: tuple[Any, ...]) -> Row:
-        id_, at, operation_id, operation, host, kind, actor, details, prev_hash, digest = values
+    def of(cls, row: Mapping[str, Any]) -> Row:
+        fields = {name: row[name] for name in HASHED}
         try:
-            parsed = json.loads(details)
+            fields["details"] = json.loads(row["details"])
         except (TypeError, ValueError):
-            parsed = details  # not JSON any more: it was edited, and will not hash right
-        fields = {"at": at, "operation_id": operation_id, "operation": operation, "host": host,
-                  "kind": kind, "actor": actor, "details": parsed, "prev_hash": prev_hash}
-        return cls(int(id_), fields, str(prev_hash), str(digest))
+            pass  # not JSON any more: it was edited, and will not hash right
+        return cls(int(row["id"]), fields, str(row["prev_hash"]), str(row["hash"]))
 
     def content_ok(self) -> bool:
         return event_hash(self.fields) == self.hash
@@ -93,30 +94,30 @@ class ChainReport:
 
 async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> ChainReport:
     """Walk the whole chain in one read snapshot (appends may continue meanwhile)."""
-    return await store.read(lambda conn: walk_chain(conn, anchor))
+    return await store.snapshot(lambda db: walk_chain(db, anchor))
 
 
-def walk_chain(conn: sqlite3.Connection, anchor: Anchor | None = None) -> ChainReport:
+def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> ChainReport:
     count, previous, broken = 0, None, None
-    for prev, row, following in _windows(conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY id")):
+    for prev, row, following in _windows(db.query("SELECT * FROM events ORDER BY id")):
         count += 1
         previous = row
         if broken is None and not (row.prev_hash == (prev.hash if prev else GENESIS_HASH) and row.content_ok()):
-            broken = _diagnose(conn, prev, row, following)
+            broken = _diagnose(db, prev, row, following)
     if broken is None:
-        broken = _check_head(conn, previous, count)
+        broken = _check_head(db, previous, count)
     if broken is None and anchor is not None:
-        broken = _check_anchor(conn, anchor)
-    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        broken = _check_anchor(db, anchor)
+    present = {trigger.name for trigger in db.triggers}
     return ChainReport(count, previous.id if previous else None, previous.hash if previous else None, broken,
                        tuple(name for name in GUARD_TRIGGERS if name not in present))
 
 
-def _windows(cursor: sqlite3.Cursor) -> Iterator[tuple[Row | None, Row, Row | None]]:
+def _windows(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Row | None, Row, Row | None]]:
     """(previous, current, next) for every row, streaming."""
     prev: Row | None = None
     current: Row | None = None
-    for values in cursor:
+    for values in rows:
         row = Row.of(values)
         if current is not None:
             yield prev, current, row
@@ -126,7 +127,7 @@ def _windows(cursor: sqlite3.Cursor) -> Iterator[tuple[Row | None, Row, Row | No
         yield prev, current, None
 
 
-def _diagnose(conn: sqlite3.Connection, prev: Row | None, row: Row, following: Row | None) -> Break:
+def _diagnose(db: sqlite_utils.Database, prev: Row | None, row: Row, following: Row | None) -> Break:
     expected = prev.hash if prev else GENESIS_HASH
     linked, content_ok = row.prev_hash == expected, row.content_ok()
     if following is not None and following.prev_hash == expected:
@@ -145,11 +146,12 @@ def _diagnose(conn: sqlite3.Connection, prev: Row | None, row: Row, following: R
     if row.prev_hash == prev.prev_hash:
         return Break(prev.id, "inserted", f"event #{prev.id} is not part of the chain: event #{row.id} names "
                                           f"#{prev.id}'s own predecessor as its predecessor (a row was inserted)")
-    found = conn.execute("SELECT id FROM events WHERE hash = ?", (row.prev_hash,)).fetchone()
-    if found is not None and int(found[0]) < prev.id:
-        first = conn.execute("SELECT MIN(id) FROM events WHERE id > ?", (found[0],)).fetchone()[0]
-        return Break(int(first), "inserted", f"events #{first}..#{prev.id} are not part of the chain: event "
-                                             f"#{row.id} follows #{found[0]} (rows were inserted)")
+    found = first_row(db, "SELECT id FROM events WHERE hash = ?", row.prev_hash)
+    if found is not None and int(found["id"]) < prev.id:
+        first = first_row(db, "SELECT MIN(id) AS id FROM events WHERE id > ?", found["id"])
+        first_id = int(first["id"]) if first else prev.id
+        return Break(first_id, "inserted", f"events #{first_id}..#{prev.id} are not part of the chain: event "
+                                           f"#{row.id} follows #{found['id']} (rows were inserted)")
     if row.id > prev.id + 1:
         missing = f"#{prev.id + 1}" if row.id == prev.id + 2 else f"#{prev.id + 1}..#{row.id - 1}"
         return Break(row.id, "deleted", f"event #{row.id} does not follow #{prev.id}: event {missing} "
@@ -165,15 +167,15 @@ def _name(row: Row | None) -> str:
     return f"#{row.id}" if row else "the genesis hash"
 
 
-def _check_head(conn: sqlite3.Connection, last: Row | None, count: int) -> Break | None:
+def _check_head(db: sqlite_utils.Database, last: Row | None, count: int) -> Break | None:
     try:
-        head = conn.execute("SELECT event_id, hash, events FROM chain_head WHERE id = 1").fetchone()
+        head = first_row(db, "SELECT event_id, hash, events FROM chain_head WHERE id = 1")
     except sqlite3.OperationalError:
         head = None
     last_id = last.id if last else 0
     if head is None:
         return Break(last_id, "truncated", "the chain_head table or its row is gone: truncation cannot be ruled out")
-    head_id, head_hash, head_count = int(head[0]), str(head[1]), int(head[2])
+    head_id, head_hash, head_count = int(head["event_id"]), str(head["hash"]), int(head["events"])
     if last_id < head_id:
         missing = f"#{head_id}" if last_id + 1 == head_id else f"#{last_id + 1}..#{head_id}"
         return Break(last_id + 1, "truncated", f"the log ends at event #{last_id} but the chain head records "
@@ -190,12 +192,12 @@ def _check_head(conn: sqlite3.Connection, last: Row | None, count: int) -> Break
     return None
 
 
-def _check_anchor(conn: sqlite3.Connection, anchor: Anchor) -> Break | None:
-    row = conn.execute("SELECT hash FROM events WHERE id = ?", (anchor.event_id,)).fetchone()
+def _check_anchor(db: sqlite_utils.Database, anchor: Anchor) -> Break | None:
+    row = first_row(db, "SELECT hash FROM events WHERE id = ?", anchor.event_id)
     if row is None:
         return Break(anchor.event_id, "anchor", f"the anchored event #{anchor.event_id} is no longer in the log "
                                                 f"(the log was truncated or renumbered)")
-    if not str(row[0]).startswith(anchor.hash.lower()):
+    if not str(row["hash"]).startswith(anchor.hash.lower()):
         return Break(anchor.event_id, "anchor", f"event #{anchor.event_id} no longer has the anchored hash "
                                                 f"{anchor.hash}: the chain was rewritten from there or before")
     return None

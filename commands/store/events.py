@@ -1,18 +1,29 @@
 """The audit log: append-only events in SQLite, each carrying the hash of the one before it.
 
-Schema changes are numbered migrations. Writes run in a worker thread behind a lock so
-the event loop never blocks on SQLite, and each append reads the chain head and inserts
-in one IMMEDIATE transaction, so two processes cannot fork the chain.
+One worker thread owns the connection and runs every transaction, so the event loop never
+blocks on SQLite; each append reads the chain head and inserts in one IMMEDIATE transaction,
+so two processes cannot fork the chain. Rows are read as dicts (sqlite-utils) and become
+dataclasses by column name. See README "Audit trail".
+
+Schema changes are the numbered MIGRATIONS, applied by a small runner rather than
+sqlite-utils' ``Migrations`` (4.0+): that one keeps its records in its own
+``_sqlite_migrations`` table, by name, while every audit DB already records its versions in
+``schema_migrations``, so adopting it means copying the records over and dropping the
+documented table (after which an older proofbot would re-run migration 1 on the DB); and it
+picks the pending migrations before taking the write lock, so a bot and a CLI opening one
+DB at once could both apply the same one. The runner re-checks under BEGIN IMMEDIATE.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +38,9 @@ GENESIS_HASH = "0" * 64
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
 T = TypeVar("T")
+D = TypeVar("D")
+SCHEMA_MIGRATIONS = ("CREATE TABLE IF NOT EXISTS schema_migrations "
+                     "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)")
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -100,7 +114,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         "chain_head: the last event's id and hash and the event count, moved by a trigger on each append; "
         "index for the audit trail",
         # The head is the anchor that makes deleting the LAST rows (truncation) evident; see
-        # commands/audit_chain.py. It only ever follows the real head, one append at a time.
+        # commands/store/chain.py. It only ever follows the real head, one append at a time.
         f"""
         CREATE TABLE chain_head (
             id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -173,6 +187,18 @@ def event_hash(fields: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def from_row(cls: type[D], row: Mapping[str, Any], **decoded: Any) -> D:
+    """The dataclass ``cls`` built from a dict row by column name; ``decoded`` replaces raw columns
+    (JSON text, say). Columns the dataclass does not name are left out, so a later migration may add some."""
+    names = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return cls(**{name: decoded[name] if name in decoded else row[name] for name in names})
+
+
+def first_row(db: sqlite_utils.Database, sql: str, *params: Any) -> dict[str, Any] | None:
+    """The first row of a query as a dict, or None."""
+    return next(db.query(sql, params), None)
+
+
 def db_path(explicit: str | None) -> Path:
     return Path(explicit or os.environ.get(DB_ENV) or DEFAULT_DB)
 
@@ -193,7 +219,11 @@ class AuditStore:
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
         store = cls(sqlite_utils.Database(conn))
-        store._migrate()
+        try:
+            store._worker.submit(store._migrate).result()
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def close(self) -> None:
@@ -201,27 +231,25 @@ class AuditStore:
         self._db.conn.close()
 
     def _migrate(self) -> None:
-        conn = self._db.conn
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        self._db.execute(SCHEMA_MIGRATIONS)
+        applied = {row["version"] for row in self._db.query("SELECT version FROM schema_migrations")}
         for version, (description, sql) in enumerate(MIGRATIONS, start=1):
-            if version in applied:
-                continue
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
-                    conn.execute("COMMIT")
-                    continue
-                for statement in _statements(sql):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, description, utc_now()))
-                conn.execute("COMMIT")
-            except BaseException:
+            if version not in applied:
+                self._atomic("BEGIN IMMEDIATE", functools.partial(_apply, version=version, description=description,
+                                                                    sql=sql))
+
+    def _atomic(self, begin: str, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """work(db) between ``begin`` and COMMIT, rolled back if it raises; only ever on the worker thread."""
+        conn = self._db.conn
+        conn.execute(begin)
+        try:
+            value = work(self._db)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # a RAISE(ROLLBACK) or a failed COMMIT may have ended it already
                 conn.execute("ROLLBACK")
-                raise
+            raise
+        return value
 
     async def _run(self, work: Callable[[], T]) -> T:
         # One worker thread owns the connection: work never overlaps, even when the task
@@ -229,71 +257,71 @@ class AuditStore:
         # while the next call started on the same connection).
         return await asyncio.get_running_loop().run_in_executor(self._worker, work)
 
+    async def write(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
+
+        ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
+        return await self._run(lambda: self._atomic("BEGIN IMMEDIATE", work))
+
+    async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
+        """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
+        return await self._run(lambda: self._atomic("BEGIN DEFERRED", query))
+
     async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run work(conn) in one IMMEDIATE transaction, in the store's worker thread."""
-        def run() -> T:
-            conn = self._db.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                value = work(conn)
-                conn.execute("COMMIT")
-                return value
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return await self._run(run)
+        """``write`` with the raw connection (tests and the bench use it)."""
+        return await self.write(lambda db: work(db.conn))
 
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        """Run query(conn) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
-        def run() -> T:
-            conn = self._db.conn
-            conn.execute("BEGIN DEFERRED")
-            try:
-                return query(conn)
-            finally:
-                conn.execute("COMMIT")
-        return await self._run(run)
+        """``snapshot`` with the raw connection (tests and the bench use it)."""
+        return await self.snapshot(lambda db: query(db.conn))
 
     async def append(self, kind: str, *, operation_id: str | None = None, operation: str | None = None,
                      host: str | None = None, actor: str | None = None,
                      details: dict[str, Any] | None = None) -> Event:
         """Append one event to the chain and return it as stored."""
-        payload = json.loads(json.dumps(details or {}, default=str))
-        return await self._run(lambda: self._append_now(kind, operation_id, operation, host, actor, payload))
-
-    def _append_now(self, kind: str, operation_id: str | None, operation: str | None, host: str | None,
-                    actor: str | None, details: dict[str, Any]) -> Event:
-        conn = self._db.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            head = conn.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-            fields = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
-                      "kind": kind, "actor": actor, "details": details,
-                      "prev_hash": head[0] if head else GENESIS_HASH}
-            digest = event_hash(fields)
-            cursor = conn.execute(
-                "INSERT INTO events (at, operation_id, operation, host, kind, actor, details, prev_hash, hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (fields["at"], operation_id, operation, host, kind, actor,
-                 json.dumps(details, sort_keys=True, ensure_ascii=False), fields["prev_hash"], digest),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return Event(int(cursor.lastrowid or 0), str(fields["at"]), operation_id, operation, host, kind, actor,
-                     details, str(fields["prev_hash"]), digest)
+        payload = _plain(details)  # as it is now: the caller's dict may change before the worker gets to it
+        return await self.write(lambda db: append_event(db, kind, operation_id=operation_id, operation=operation,
+                                                        host=host, actor=actor, details=payload))
 
     async def events_of(self, operation_id: str) -> list[Event]:
-        return await self._run(lambda: [
-            _event(row) for row in self._db.query(
-                "SELECT * FROM events WHERE operation_id = ? ORDER BY id", [operation_id])
-        ])
+        return await self.snapshot(lambda db: [
+            event_of(row) for row in db.query("SELECT * FROM events WHERE operation_id = ? ORDER BY id",
+                                              [operation_id])])
 
 
-def _event(row: dict[str, Any]) -> Event:
-    return Event(row["id"], row["at"], row["operation_id"], row["operation"], row["host"], row["kind"],
-                 row["actor"], json.loads(row["details"]), row["prev_hash"], row["hash"])
+def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | None = None,
+                 operation: str | None = None, host: str | None = None, actor: str | None = None,
+                 details: dict[str, Any] | None = None) -> Event:
+    """Append one event after the current head, inside the caller's IMMEDIATE transaction (``store.write``),
+    which keeps the head still; a change to another table can so be logged atomically with it."""
+    payload = _plain(details)
+    head = first_row(db, "SELECT hash FROM events ORDER BY id DESC LIMIT 1")
+    fields: dict[str, Any] = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
+                              "kind": kind, "actor": actor, "details": payload,
+                              "prev_hash": head["hash"] if head else GENESIS_HASH}
+    digest = event_hash(fields)
+    table = db.table("events").insert({**fields, "details": json.dumps(payload, sort_keys=True, ensure_ascii=False),
+                                       "hash": digest})
+    return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+
+
+def _plain(details: dict[str, Any] | None) -> dict[str, Any]:
+    """Details as JSON will store them (paths, dates and the like become strings)."""
+    value: dict[str, Any] = json.loads(json.dumps(details or {}, default=str))
+    return value
+
+
+def event_of(row: Mapping[str, Any]) -> Event:
+    return from_row(Event, row, details=json.loads(row["details"]))
+
+
+def _apply(db: sqlite_utils.Database, version: int, description: str, sql: str) -> None:
+    # Another process may have applied it since this one looked: only the check under the write lock counts.
+    if first_row(db, "SELECT 1 AS done FROM schema_migrations WHERE version = ?", version):
+        return
+    for statement in _statements(sql):
+        db.execute(statement)
+    db.table("schema_migrations").insert({"version": version, "description": description, "applied_at": utc_now()})
 
 
 def _statements(sql: str) -> list[str]:

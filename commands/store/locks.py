@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from dataclasses import asdict, dataclass
+
+import sqlite_utils
 
 from commands.errors import Locked
 from commands.operation import utc_now
-from commands.store.events import AuditStore
+from commands.store.events import AuditStore, first_row, from_row
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,18 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
     mine = LockHolder(host, operation_id, operation, holder, os.getpid(), socket.gethostname(), utc_now(),
                       channel, thread_ts)
 
-    def take(conn: sqlite3.Connection) -> LockHolder | None:
-        row = conn.execute("SELECT * FROM locks WHERE host = ?", (host,)).fetchone()
-        if row is not None:
-            current = LockHolder(*row)
+    def take(db: sqlite_utils.Database) -> LockHolder | None:
+        current = holder_in(db, host)
+        if current is not None:
             if not current.is_stale():
                 return current
-            conn.execute("DELETE FROM locks WHERE host = ?", (host,))
+            db.table("locks").delete(host)
             stale.append(current)
-        conn.execute("INSERT INTO locks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(asdict(mine).values()))
+        db.table("locks").insert(asdict(mine))
         return None
 
     stale: list[LockHolder] = []
-    current = await store.transaction(take)
+    current = await store.write(take)
     for old in stale:
         await store.append("lock-released-stale", operation_id=old.operation_id, operation=old.operation,
                            host=host, actor="proofbot",
@@ -76,20 +76,28 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
 
 
 async def release(store: AuditStore, lock: LockHolder) -> None:
-    await store.transaction(lambda conn: conn.execute(
-        "DELETE FROM locks WHERE host = ? AND operation_id = ?", (lock.host, lock.operation_id)))
+    await store.write(lambda db: free(db, lock.host, lock.operation_id))
+
+
+def free(db: sqlite_utils.Database, host: str, operation_id: str) -> None:
+    """Free the host if this operation holds it; another operation's lock is left alone."""
+    db.execute("DELETE FROM locks WHERE host = ? AND operation_id = ?", [host, operation_id])
 
 
 async def holder_of(store: AuditStore, host: str) -> LockHolder | None:
-    row = await store.transaction(lambda conn: conn.execute("SELECT * FROM locks WHERE host = ?", (host,)).fetchone())
-    return LockHolder(*row) if row else None
+    return await store.snapshot(lambda db: holder_in(db, host))
+
+
+def holder_in(db: sqlite_utils.Database, host: str) -> LockHolder | None:
+    row = first_row(db, "SELECT * FROM locks WHERE host = ?", host)
+    return from_row(LockHolder, row) if row else None
 
 
 async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
     """A restarted bot takes over the lock of a plan still awaiting approval."""
-    await store.transaction(lambda conn: conn.execute(
+    await store.write(lambda db: db.execute(
         "UPDATE locks SET pid = ?, machine = ? WHERE host = ? AND operation_id = ?",
-        (os.getpid(), socket.gethostname(), host, operation_id)))
+        [os.getpid(), socket.gethostname(), host, operation_id]))
 
 
 async def hold_for(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,

@@ -6,13 +6,14 @@ one, and is not a plan still waiting for a decision (those stay valid until they
 
 from __future__ import annotations
 
+import functools
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any
+
+import sqlite_utils
 
 from commands.store import approvals, locks
-from commands.store.events import AuditStore
+from commands.store.events import AuditStore, append_event
 
 UNFINISHED = """
 SELECT r.operation_id, r.operation, r.host, r.details FROM events r
@@ -38,31 +39,33 @@ class Interrupted:
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
     """Mark every operation left running as interrupted; return them and the plans still pending."""
-    def unfinished(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-        return conn.execute(UNFINISHED).fetchall()
-
     interrupted = []
-    for operation_id, operation, host, details in await store.read(unfinished):
-        origin = json.loads(details).get("origin") or {}
+    for row in await store.snapshot(lambda db: list(db.query(UNFINISHED))):
+        operation_id, operation, host = row["operation_id"], row["operation"], row["host"]
+        origin = json.loads(row["details"]).get("origin") or {}
         events = await store.events_of(operation_id)
         last = events[-1]
         step = last.details.get("name") if isinstance(last.details, dict) else None
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, f"{step}: {summary}" if step else last.kind)
-        await store.append("finished", operation_id=operation_id, operation=operation, host=host, actor="proofbot",
-                           details={"verdict": "interrupted", "summary": "proofbot stopped while this ran",
-                                    "last_event": {"kind": last.kind, "at": last.at, "step": record.last_step}})
+        await store.write(functools.partial(_interrupt, record=record))
         interrupted.append(record)
-        holder = await locks.holder_of(store, host)
-        if holder is not None and holder.operation_id == operation_id:
-            await locks.release(store, holder)
-            await store.append("lock-released-stale", operation_id=operation_id, operation=operation, host=host,
-                               actor="proofbot", details={"reason": "operation interrupted by a bot restart",
-                                                          "holder": asdict(holder)})
-    pending = await store.read(lambda conn: [row[0] for row in conn.execute(
-        "SELECT id FROM plans WHERE state = 'pending' ORDER BY created_at")])
-    plans = [await approvals.get(store, plan_id) for plan_id in pending]
+    plans = await store.snapshot(lambda db: [approvals.plan_of(row) for row in db.query(
+        "SELECT * FROM plans WHERE state = 'pending' ORDER BY created_at")])
     for plan in plans:
         await locks.adopt(store, plan.host, plan.id)
     return interrupted, plans
+
+
+def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> None:
+    """Finish the operation as interrupted and free its host, in one transaction."""
+    where = {"operation_id": record.operation_id, "operation": record.operation, "host": record.host}
+    append_event(db, "finished", **where, actor="proofbot",
+                 details={"verdict": "interrupted", "summary": "proofbot stopped while this ran",
+                          "last_event": {"kind": record.last_kind, "at": record.last_at, "step": record.last_step}})
+    holder = locks.holder_in(db, record.host)
+    if holder is not None and holder.operation_id == record.operation_id:
+        locks.free(db, record.host, record.operation_id)
+        append_event(db, "lock-released-stale", **where, actor="proofbot",
+                     details={"reason": "operation interrupted by a bot restart", "holder": asdict(holder)})

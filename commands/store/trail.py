@@ -14,10 +14,11 @@ covering index ``events_kind_host``), then the few events that decide those N op
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import sqlite_utils
 
 from commands.operation import Origin
 from commands.store.events import AuditStore
@@ -60,49 +61,47 @@ class OperationRecord:
 async def recent_operations(store: AuditStore, host: str | None = None,
                             limit: int = DEFAULT_LIMIT) -> list[OperationRecord]:
     """The last ``limit`` operations, newest first, on ``host`` or across hosts."""
-    return await store.read(lambda conn: query_operations(conn, host, limit))
+    return await store.snapshot(lambda db: query_operations(db, host, limit))
 
 
-def query_operations(conn: sqlite3.Connection, host: str | None, limit: int) -> list[OperationRecord]:
+def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) -> list[OperationRecord]:
     limit = max(1, min(limit, MAX_LIMIT))
     # The ids come from the covering index alone; only the N rows chosen are read from the table.
     if host is None:
         newest = "SELECT id FROM events WHERE kind = 'requested' ORDER BY id DESC LIMIT ?"
-        arguments: tuple[Any, ...] = (limit,)
+        arguments: list[Any] = [limit]
     else:
         newest = "SELECT id FROM events WHERE kind = 'requested' AND host = ? ORDER BY id DESC LIMIT ?"
-        arguments = (host, limit)
-    requested = conn.execute(
+        arguments = [host, limit]
+    requested = list(db.query(
         f"SELECT operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
-        "AND operation_id IS NOT NULL ORDER BY id DESC", arguments).fetchall()
-    ids = [str(row[0]) for row in requested]
-    outcomes: dict[str, list[tuple[str, str | None, str, str]]] = {op_id: [] for op_id in ids}
-    if ids:
+        "AND operation_id IS NOT NULL ORDER BY id DESC", arguments))
+    outcomes: dict[str, list[dict[str, Any]]] = {str(row["operation_id"]): [] for row in requested}
+    if outcomes:
         kinds = ("finished", *DECISIONS, *ENDINGS)
-        marks = ", ".join("?" for _ in ids)
-        for op_id, kind, actor, at, details in conn.execute(
-                f"SELECT operation_id, kind, actor, at, details FROM events "
-                f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) ORDER BY id",
-                (*ids, *kinds)):
-            outcomes[op_id].append((kind, actor, at, details))
-    return [_record(row, outcomes[str(row[0])]) for row in requested]
+        marks = ", ".join("?" for _ in outcomes)
+        for row in db.query(f"SELECT operation_id, kind, actor, at, details FROM events "
+                            f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) "
+                            f"ORDER BY id", [*outcomes, *kinds]):
+            outcomes[row["operation_id"]].append(row)
+    return [_record(row, outcomes[str(row["operation_id"])]) for row in requested]
 
 
-def _record(requested: tuple[Any, ...], outcomes: list[tuple[str, str | None, str, str]]) -> OperationRecord:
-    operation_id, operation, host, at, actor, details = requested
-    origin = _json(details).get("origin") or {}
+def _record(requested: dict[str, Any], outcomes: list[dict[str, Any]]) -> OperationRecord:
+    origin = _json(requested["details"]).get("origin") or {}
     decision = decided_by = finished_at = None
     verdict = IN_PROGRESS
-    for kind, who, when, raw in outcomes:
+    for outcome in outcomes:
+        kind = outcome["kind"]
         if kind in DECISIONS and decision is None:  # the first decision is the one that counted
-            decision, decided_by = kind, who
+            decision, decided_by = kind, outcome["actor"]
         if kind == "finished":
-            verdict, finished_at = str(_json(raw).get("verdict") or "unknown"), when
+            verdict, finished_at = str(_json(outcome["details"]).get("verdict") or "unknown"), outcome["at"]
         elif kind in ("rejected", "expired", *ENDINGS) and verdict == IN_PROGRESS:
-            verdict, finished_at = kind, when
-    return OperationRecord(str(operation_id), operation, host, at, actor, _str(origin.get("via")),
-                           _str(origin.get("channel")), _str(origin.get("thread_ts")), decision, decided_by,
-                           verdict, finished_at)
+            verdict, finished_at = kind, outcome["at"]
+    return OperationRecord(str(requested["operation_id"]), requested["operation"], requested["host"],
+                           requested["at"], requested["actor"], _str(origin.get("via")), _str(origin.get("channel")),
+                           _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at)
 
 
 def _json(text: str) -> dict[str, Any]:
