@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from commands.findings import Finding, Verdict, verdict_of
+from commands.holder import Holder
 
 OnFinding = Callable[[Finding], Awaitable[None]]
 
@@ -29,7 +30,10 @@ class Origin:
         return cls(actor=f"{getpass.getuser()}@{socket.gethostname()}", via=via)
 
     def to_json(self) -> dict[str, Any]:
-        return {"actor": self.actor, "via": self.via, "channel": self.channel, "thread_ts": self.thread_ts}
+        """As recorded with a request, with the process that runs it (so a restarted bot can tell
+        an operation still running elsewhere from one whose process died)."""
+        return {"actor": self.actor, "via": self.via, "channel": self.channel, "thread_ts": self.thread_ts,
+                "process": Holder.current().to_json()}
 
 
 def new_operation_id() -> str:

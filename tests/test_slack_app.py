@@ -4,6 +4,8 @@ talking to the recording fake of the Slack Web API."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -102,8 +104,10 @@ async def test_verify_posts_parent_threads_evidence_and_ends_with_verdict(rig: S
     assert "3 fail" in final.text
     assert slack.warnings == []
     requested = next(details for kind, details in rig.events() if kind == "requested")
+    process = requested["origin"].pop("process")
     assert requested["origin"] == {"actor": "slack:U0ALICE", "via": "slack", "channel": CHANNEL,
                                    "thread_ts": parent.ts}
+    assert process["pid"] == os.getpid() and process["machine"] == socket.gethostname()
     assert [kind for kind, _ in rig.events()].count("check") == 8
 
 

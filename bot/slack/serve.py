@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from aiohttp import web
@@ -14,11 +18,34 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from bot.slack.app import build_app
 from bot.slack.context import BotContext
 from bot.slack.recovery import recover_in_slack
-from commands.errors import UsageError
+from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
 from commands.store.events import AuditStore
 
 API_URL_ENV = "PROOFBOT_SLACK_API_URL"
+
+
+@contextmanager
+def only_serve_of(db: Path) -> Iterator[None]:
+    """One ``serve`` per audit database: an OS lock on ``<db>.serve.lock``, freed by the kernel when
+    the process ends however it ends, so a SIGKILLed bot never blocks the next one."""
+    path = db.with_name(db.name + ".serve.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise UsageError(f"cannot open {path}: {exc.strerror}", hint="pass --db PATH") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+            raise Refused(f"another proofbot serve already uses {db}: {holder}",
+                          hint="one serve per audit database; stop that one first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _require(name: str, why: str) -> str:
@@ -32,6 +59,12 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
     api_url = os.environ.get(API_URL_ENV) or None
+    with only_serve_of(db):
+        return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind)
+
+
+async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
+                 bind: str) -> int:
     audit = AuditStore.open(db)
     context = BotContext(inventory, audit)
     await audit.append("bot-started", actor="proofbot",

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import sqlite_utils
 
 from commands.errors import Locked
+from commands.holder import pid_alive
 from commands.operation import utc_now
 from commands.store.events import AuditStore, first_row, from_row
 
@@ -31,15 +32,7 @@ class LockHolder:
 
     def is_stale(self) -> bool:
         """True only when we can tell for sure: same machine and the PID is gone."""
-        if self.machine != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return self.machine == socket.gethostname() and not pid_alive(self.pid)
 
 
 async def acquire(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,

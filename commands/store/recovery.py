@@ -1,7 +1,10 @@
-"""After a bot restart: operations left running are marked interrupted, dead locks released.
+"""After a bot restart: operations whose process died are marked interrupted, their locks released.
 
 An operation is "left running" when it has a ``requested`` event and no ``finished``
 one, and is not a plan still waiting for a decision (those stay valid until they expire).
+It is recovered only when its process is provably gone (``commands.holder``): a CLI
+restore still running while ``serve`` starts keeps its lock and finishes normally. A
+request recorded before processes were recorded falls back to its lock's holder.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import sqlite_utils
 
+from commands.holder import Holder
 from commands.store import approvals, locks
 from commands.store.events import AuditStore, append_event
 
@@ -38,11 +42,14 @@ class Interrupted:
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
-    """Mark every operation left running as interrupted; return them and the plans still pending."""
+    """Mark every operation whose process died as interrupted; return them, and the pending plans
+    this process now owns (their locks adopted; plans a live process still owns are left to it)."""
     interrupted = []
     for row in await store.snapshot(lambda db: list(db.query(UNFINISHED))):
         operation_id, operation, host = row["operation_id"], row["operation"], row["host"]
         origin = json.loads(row["details"]).get("origin") or {}
+        if not await _holder_gone(store, operation_id, host, Holder.from_json(origin.get("process"))):
+            continue
         events = await store.events_of(operation_id)
         last = events[-1]
         step = last.details.get("name") if isinstance(last.details, dict) else None
@@ -53,9 +60,22 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
         interrupted.append(record)
     plans = await store.snapshot(lambda db: [approvals.plan_of(row) for row in db.query(
         "SELECT * FROM plans WHERE state = 'pending' ORDER BY created_at")])
+    ours = []
     for plan in plans:
-        await locks.adopt(store, plan.host, plan.id)
-    return interrupted, plans
+        lock = await locks.holder_of(store, plan.host)
+        if lock is not None and lock.operation_id == plan.id and not lock.is_stale():
+            continue  # a live process (a CLI asking at its prompt) still owns this plan
+        if lock is not None and lock.operation_id == plan.id:
+            await locks.adopt(store, plan.host, plan.id)
+        ours.append(plan)
+    return interrupted, ours
+
+
+async def _holder_gone(store: AuditStore, operation_id: str, host: str, holder: Holder | None) -> bool:
+    if holder is not None:
+        return holder.is_gone()
+    lock = await locks.holder_of(store, host)
+    return lock is None or lock.operation_id != operation_id or lock.is_stale()
 
 
 def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> None:
