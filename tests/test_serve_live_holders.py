@@ -31,7 +31,10 @@ async def start_serve(slack: FakeSlack, inventory: Path, db: Path, port: int) ->
 
 
 def kinds(db: Path, operation_id: str | None = None) -> list[str]:
-    rows = sqlite3.connect(db).execute("SELECT kind, operation_id FROM events ORDER BY id").fetchall()
+    try:
+        rows = sqlite3.connect(db).execute("SELECT kind, operation_id FROM events ORDER BY id").fetchall()
+    except sqlite3.OperationalError:  # the CLI is still creating the database
+        return []
     return [kind for kind, op in rows if operation_id is None or op == operation_id]
 
 

@@ -3,7 +3,9 @@ one reply per signal, the verdict — against a loopback host under a real super
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -69,3 +71,25 @@ async def test_restore_that_leaves_a_stale_process_offers_restart_now(rig: Rig) 
                                            for block in m.blocks or [] if block["type"] == "actions"
                                            for b in block["elements"]),
                                timeout=30, what="a restart plan awaiting approval")
+
+
+async def test_a_click_only_counts_on_its_own_plan_message_and_kind(rig: Rig) -> None:
+    """A correctly signed button of another kind, or from another message, decides nothing."""
+    assert (await rig.command("/restart", "ct129")).status_code == 200
+    plan = await rig.restore_plan_message()
+    plan_id = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]["value"]
+    forged = [{"type": "actions", "elements": [{"action_id": "restore_approve", "value": plan_id}]}]
+    wrong_kind, wrong_kind_url = await rig.click(plan, "restore_approve", APPROVER, shown=forged)
+    elsewhere = dataclasses.replace(plan, ts="1700000099.000100")
+    wrong_message, wrong_message_url = await rig.click(elsewhere, "restart_approve", APPROVER)
+    assert wrong_kind.status_code == 200 and wrong_message.status_code == 200
+    for url, why in ((wrong_kind_url, "a restore button cannot decide a restart plan"),
+                     (wrong_message_url, "not on the plan's own message")):
+        await rig.slack.wait_until(lambda url=url: bool(rig.slack.responses_to(url)), what="an ephemeral refusal")
+        assert why in rig.slack.responses_to(url)[0].body["text"]
+    assert rig.events("approved") == [] and len(rig.events("refused")) == 2
+    response, _ = await rig.click(plan, "restart_reject", APPROVER)  # the real button still works
+    assert response.status_code == 200
+    await rig.slack.wait_until(lambda: "rejected by" in rig.slack.message(CHANNEL, plan.ts).text, timeout=20,
+                               what="the rejection on the plan")
+    assert sqlite3.connect(rig.db).execute("SELECT COUNT(*) FROM locks").fetchone()[0] == 0

@@ -22,9 +22,14 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
                       client: AsyncWebClient) -> None:
     """Approve or Reject on a plan: record the decision (or raise Refused), then apply or close it."""
     action, user = body["actions"][0], body["user"]["id"]
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+    context.check_channel(str(channel))
     decision: approvals.Decision = "rejected" if action["action_id"] == approvable.reject_action else "approved"
+    clicked_on = approvals.ClickedOn(approvable.plan_type.operation, channel,
+                                     (body.get("container") or {}).get("message_ts")
+                                     or (body.get("message") or {}).get("ts"))
     decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", decision,
-                                     context.inventory.approvals, user_id=str(user))
+                                     context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
     await ack()
     click = Click.of(body, decided)
     try:

@@ -8,6 +8,7 @@ shared lifecycle of ``commands.plans`` (README "Restore").
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from commands.checks.files import file_hash_argv, parse_file_hash
@@ -60,26 +61,33 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
 
     outcome = ApplyOutcome(snapshot_dir_for(plan))
     try:
-        async with connect(plan.host) as conn:
-            await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
-    except PlanVoid:
-        await approvals.close(audit, plan.operation_id, "void")
-        await finish(audit, plan, actor, "void", "changed since the plan")
-        await locks.release(audit, lock)
+        try:
+            async with connect(plan.host) as conn:
+                await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
+        except PlanVoid:
+            await approvals.close(audit, plan.operation_id, "void")
+            await finish(audit, plan, actor, "void", "changed since the plan")
+            raise
+        except CouldNotCheck as exc:
+            await record(could_not_check("apply", f"link lost during the restore: {exc}; each live file is either "
+                                         "as it was or fully restored (temp file + rename): see the re-read below"))
+            await _reread_after_loss(plan, outcome, record)
+        snapshot_dir = outcome.snapshot_dir if any(f.name == "snapshot" for f in findings) else ""
+        await approvals.close(audit, plan.operation_id, "applied")
+        result = OperationResult(plan.operation_id, plan.operation, plan.host.name, started_at,
+                                 time.monotonic() - started, findings,
+                                 extra={"snapshot_dir": snapshot_dir, "restored": outcome.restored})
+        await finish(audit, plan, actor, result.verdict, f"restored {len(outcome.restored)} file(s)",
+                     {"snapshot_dir": snapshot_dir, "restored": outcome.restored})
+        return result
+    except (PlanVoid, asyncio.CancelledError):
         raise
-    except CouldNotCheck as exc:
-        await record(could_not_check("apply", f"link lost during the restore: {exc}; each live file is either "
-                                     "as it was or fully restored (temp file + rename): see the re-read below"))
-        await _reread_after_loss(plan, outcome, record)
-    snapshot_dir = outcome.snapshot_dir if any(f.name == "snapshot" for f in findings) else ""
-    await approvals.close(audit, plan.operation_id, "applied")
-    result = OperationResult(plan.operation_id, plan.operation, plan.host.name, started_at,
-                             time.monotonic() - started, findings,
-                             extra={"snapshot_dir": snapshot_dir, "restored": outcome.restored})
-    await finish(audit, plan, actor, result.verdict, f"restored {len(outcome.restored)} file(s)",
-                 {"snapshot_dir": snapshot_dir, "restored": outcome.restored})
-    await locks.release(audit, lock)
-    return result
+    except Exception as exc:  # a bug must not leave the plan open: it is finished, and the host freed below
+        await asyncio.shield(finish(audit, plan, actor, "error", f"the restore stopped on an internal error: "
+                                    f"{type(exc).__name__}; run proofbot verify {plan.host.name}"))
+        raise
+    finally:
+        await asyncio.shield(locks.release(audit, lock))
 
 
 async def _reread_after_loss(plan: RestorePlan, outcome: ApplyOutcome, record: OnFinding) -> None:

@@ -24,7 +24,29 @@ from commands.store import locks
 from commands.store.events import AuditStore, append_event, first_row, from_row
 
 Decision = Literal["approved", "rejected"]
-Outcome = Literal["ok", "decided", "expired", "self", "not-approver"]
+Outcome = Literal["ok", "decided", "expired", "self", "not-approver", "elsewhere"]
+
+
+@dataclass(frozen=True)
+class ClickedOn:
+    """Where a decision was made: the button's operation family and the message it sat on.
+
+    A click is honoured only on the message the plan was posted as, in its channel, with a
+    button of the plan's own kind (a correctly signed ``restore_approve`` carrying a restart
+    plan's id is refused)."""
+
+    operation: str
+    channel: str | None
+    message_ts: str | None
+
+    def mismatch(self, plan: PendingPlan) -> str:
+        if self.operation != plan.operation:
+            return f"a {self.operation} button cannot decide a {plan.operation} plan"
+        if plan.channel and self.channel != plan.channel:
+            return "this plan was posted in another channel"
+        if plan.message_ts and self.message_ts != plan.message_ts:
+            return "this button is not on the plan's own message"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -107,21 +129,26 @@ def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approva
 
 
 async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
-                 *, user_id: str | None = None) -> PendingPlan:
+                 *, user_id: str | None = None, clicked_on: ClickedOn | None = None) -> PendingPlan:
     """Record the first valid decision on a plan and return the plan as decided, or raise Refused
     saying exactly why not.
 
     ``actor`` is what the audit log records; ``user_id`` is the Slack id checked against the
-    approver list (None: a local CLI user, who already has the host's keys). The plan is read
-    once, in the decision's transaction, which also appends the decision's event.
+    approver list (None: a local CLI user, who already has the host's keys). ``clicked_on``: the
+    button and message of a Slack click, which must be the plan's own. The plan is read once, in
+    the decision's transaction, which also appends the decision's event.
     """
     now = time.time()
+    refusal: list[str] = []
 
     def attempt(db: sqlite_utils.Database) -> tuple[Outcome, PendingPlan]:
         row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
         plan = plan_of(row)
+        if clicked_on is not None and (why := clicked_on.mismatch(plan)):
+            refusal.append(why)
+            return "elsewhere", plan
         outcome = _judge(plan, actor, decision, approvals, user_id, now)
         if outcome == "expired":
             plan = _settle(db, plan_id, "expired", None) or plan
@@ -144,6 +171,8 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
                           f"at {plan.decided_at}", hint="nothing more was done")
         case "expired":
             raise Refused(f"this plan expired at {plan.expires_at_utc()}", hint=f"run /{plan.operation} again")
+        case "elsewhere":
+            raise Refused(f"not decided: {refusal[0]} (plan {plan.id})", hint="use the buttons on the plan's message")
         case "self":
             raise Refused("you requested this plan; another approver must approve it",
                           hint="allow_self_approval is false in the inventory")
