@@ -28,4 +28,8 @@ class VerifyPlan:
             names += ["main-pid", "health", "cmdline"]
             if self.backup:
                 names.append("stale-process")
-        return names
+        return names + self.package_checks()
+
+    def package_checks(self) -> list[str]:
+        packages = self.host.packages
+        return [f"package:{dist}" for dist in packages.dists] if packages else []
