@@ -30,7 +30,8 @@ def test_seeded_patch_fails_naming_the_edited_and_the_added_file_with_the_fix() 
     assert "sgl_kernel/speculative.py differs from RECORD: size 75 B (recorded 26 B)" in finding.summary
     assert "sha256 a97a50d12fd4 (recorded b3912e6b4012)" in finding.summary
     assert "sgl_kernel/ddtree_kernels.py is not listed in RECORD (40 B, sha256" in finding.summary
-    assert f"{PYTHON} -m pip install --force-reinstall --no-deps sgl-kernel==0.1.4" in finding.summary
+    assert ("To make it pristine: move aside the unlisted file(s) (a reinstall leaves them), then "
+            f"{PYTHON} -m pip install --force-reinstall --no-deps sgl-kernel==0.1.4") in finding.summary
     assert [item["path"] for item in finding.details["unlisted"]] == ["sgl_kernel/ddtree_kernels.py"]
     assert finding.evidence is not None and "ddtree_kernels.py" in finding.evidence.output
 

@@ -252,6 +252,9 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
     pycs = f"{ignored} __pycache__ .pyc ignored (never proof either way)"
     problems = tally.problems()
     if problems:
+        if tally.unlisted:
+            # pip removes only what RECORD lists: a reinstall alone would leave the unlisted files in place.
+            fix = f"move aside the unlisted file(s) (a reinstall leaves them), then {fix}"
         details["fix"] = fix
         shown = "; ".join(problems[:SHOWN]) + (f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
         return Finding(check, "fail", f"{who}: {len(problems)} problem(s): {shown}. To make it pristine: {fix}",
