@@ -69,9 +69,9 @@ def write_source(root: Path, name: str, version: str, modules: dict[str, str]) -
     return source
 
 
-async def make_env(path: Path) -> Path:
-    """A venv (no pip of its own: the lab's pip installs into it with ``--python``); returns its python."""
-    await _run(sys.executable, "-m", "venv", "--without-pip", str(path))
+async def make_env(path: Path, base: str = sys.executable) -> Path:
+    """A venv of ``base`` (no pip of its own: the lab's pip installs into it with ``--python``); returns its python."""
+    await _run(base, "-m", "venv", "--without-pip", str(path))
     return path / "bin" / "python"
 
 

@@ -50,6 +50,9 @@ def site_dirs() -> tuple[str, list[str]]:
     for cfg in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
         if os.path.isfile(cfg):
             prefixes = [os.path.dirname(exe_dir)]
+            # As site.venv() does; Debian's getsitepackages() only gives a venv's site-packages
+            # when sys.prefix differs from sys.base_prefix.
+            sys.prefix = sys.exec_prefix = prefixes[0]
             if _config_value(cfg, "include-system-site-packages") == "true":
                 prefixes += [sys.base_prefix, sys.base_exec_prefix]
             break
