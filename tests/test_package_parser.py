@@ -21,7 +21,7 @@ def test_pristine_install_passes_naming_version_installer_and_count() -> None:
     assert finding.status == "pass", finding.summary
     assert "sgl-kernel 0.1.4 (installer pip)" in finding.summary
     assert "7 file(s) proven" in finding.summary and "2 __pycache__ .pyc ignored" in finding.summary
-    assert finding.evidence is not None and "matching row(s) not shown" in finding.evidence.output
+    assert finding.evidence is not None and "row(s) not shown: each matched RECORD" in finding.evidence.output
 
 
 def test_seeded_patch_fails_naming_the_edited_and_the_added_file_with_the_fix() -> None:

@@ -95,7 +95,7 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
             tally.shown_lines.append(_line(record))
     # Only the rows that matter are shown; the matching ones are counted, so evidence stays readable.
     hidden = tally.rows - tally.shown_rows
-    note = [f"({hidden} matching row(s) not shown)"] if hidden else []
+    note = [f"({hidden} row(s) not shown: each matched RECORD or is never proof)"] if hidden else []
     shown = "\n".join(head + tally.shown_lines + stray[:20] + note)
     evidence = Evidence.of(shown_command(python, dist), result.exit_status, shown, result.duration_s)
     if env is None:
