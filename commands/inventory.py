@@ -145,6 +145,34 @@ class Backup(_Strict):
         return f"{self.dir}/{name}"
 
 
+DIST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+
+
+class Packages(_Strict):
+    """Installed Python distributions to prove by their own RECORD (``package:<dist>``)."""
+
+    python: str
+    dists: list[str] = Field(default_factory=list)
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, value: str) -> str:
+        return _absolute_path(value)
+
+    @field_validator("dists")
+    @classmethod
+    def _dists(cls, value: list[str]) -> list[str]:
+        """PEP 503 normalised (``Sgl_Kernel`` is ``sgl-kernel``), so a name reads the same everywhere."""
+        names: list[str] = []
+        for name in value:
+            if not DIST_PATTERN.fullmatch(name):
+                raise ValueError(f"not a distribution name: {name!r}")
+            normalised = re.sub(r"[-_.]+", "-", name).lower()
+            if normalised not in names:
+                names.append(normalised)
+        return names
+
+
 class Host(_Strict):
     name: str
     address: str
@@ -152,6 +180,7 @@ class Host(_Strict):
     ssh: SshSettings
     service: Service | None = None
     backups: dict[str, Backup] = Field(default_factory=dict)
+    packages: Packages | None = None
 
     @field_validator("address")
     @classmethod
@@ -194,6 +223,7 @@ class _InventoryFile(_Strict):
     ssh: dict[str, Any] = Field(default_factory=dict)
     approvals: Approvals = Field(default_factory=Approvals)
     channels: list[str] | None = None
+    packages: dict[str, Any] = Field(default_factory=dict)
     hosts: dict[str, dict[str, Any]]
 
 
@@ -234,8 +264,13 @@ def parse_inventory(text: str, source: str) -> Inventory:
         if not isinstance(entry, dict):
             raise InventoryError(f"{source}: hosts.{name}: must be a mapping")
         merged_ssh = {**document.ssh, **(entry.get("ssh") or {})}
+        merged = {**entry, "name": str(name), "ssh": merged_ssh}
+        # packages merge key by key like ssh: a host may name its own python or dists.
+        own = entry.get("packages")
+        if isinstance(own, dict) or (own is None and document.packages):
+            merged["packages"] = {**document.packages, **(own or {})}
         try:
-            hosts[str(name)] = Host.model_validate({**entry, "name": str(name), "ssh": merged_ssh})
+            hosts[str(name)] = Host.model_validate(merged)
         except ValidationError as exc:
             raise InventoryError(_describe(source, exc, prefix=f"hosts.{name}.")) from None
         for backup_name in hosts[str(name)].backups:

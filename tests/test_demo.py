@@ -17,6 +17,9 @@ async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> N
     assert "✗ *cmdline* — PID" in run.stdout and "forbidden --enable-ddtree present" in run.stdout
     assert "[ Approve ]  [ Approve + move extras ]  [ Reject ]" in run.stdout
     assert "ct129 restore: PASS" in run.stdout
+    # No backup knows sgl-kernel: its own RECORD names the edited and the added module.
+    assert "✗ *package:sgl-kernel* — sgl-kernel 0.1.4 (installer pip): 2 problem(s): sgl_kernel/speculative.py " \
+           "differs from RECORD" in run.stdout and "sgl_kernel/ddtree_kernels.py is not listed in RECORD" in run.stdout
     lab_root = next(line.split("files under ")[1] for line in run.stdout.splitlines() if "files under" in line)
     assert not await asyncio.to_thread(os.path.exists, lab_root), "the lab host is removed"
     kinds = [row[0] for row in sqlite3.connect(db).execute("SELECT kind FROM events ORDER BY id")]

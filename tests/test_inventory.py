@@ -113,3 +113,45 @@ def test_backup_choice() -> None:
         inventory.host("ct130").backup(None)
     with pytest.raises(UnknownBackup, match="unknown backup"):
         inventory.host("ct129").backup("nope")
+
+
+PACKAGES_EXAMPLE = """
+packages:
+  python: /root/ml-env/bin/python
+  dists: [sglang, Sgl_Kernel]
+hosts:
+  ct129:
+    address: 10.1.230.172
+  ct130:
+    address: 10.1.230.173
+    packages: {python: /opt/env/bin/python3}
+  ct131:
+    address: 10.1.230.174
+    packages: {dists: [flash.attn, flash-attn]}
+"""
+
+
+def test_packages_defaults_merge_per_host_key_by_key_and_names_are_normalised() -> None:
+    inventory = parse_inventory(PACKAGES_EXAMPLE, "inventory.yml")
+    ct129, ct130, ct131 = (inventory.host(name).packages for name in ("ct129", "ct130", "ct131"))
+    assert ct129 is not None and ct129.python == "/root/ml-env/bin/python"
+    assert ct129.dists == ["sglang", "sgl-kernel"]
+    assert ct130 is not None and ct130.python == "/opt/env/bin/python3" and ct130.dists == ["sglang", "sgl-kernel"]
+    assert ct131 is not None and ct131.python == "/root/ml-env/bin/python" and ct131.dists == ["flash-attn"]
+    assert parse_inventory(SPEC_EXAMPLE, "inventory.yml").host("ct129").packages is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [(("python: /root/ml-env/bin/python", "python: ml-env/bin/python"), "hosts.ct129.packages.python", "absolute"),
+     (("dists: [sglang, Sgl_Kernel]", "dists: ['sglang; id']"), "hosts.ct129.packages.dists", "distribution name"),
+     (("  python: /root/ml-env/bin/python\n", ""), "hosts.ct129.packages.python", "Field required"),
+     (("packages: {dists: [flash.attn, flash-attn]}", "packages: [flash-attn]"), "hosts.ct131.packages",
+      "valid dictionary"),
+     (("  dists:", "  dist:"), "hosts.ct129.packages.dist", "Extra inputs")],
+)
+def test_bad_packages_name_file_key_and_problem(edit: tuple[str, str], key: str, words: str) -> None:
+    with pytest.raises(InventoryError) as raised:
+        parse_inventory(PACKAGES_EXAMPLE.replace(*edit, 1), "inventory.yml")
+    assert str(raised.value).startswith("inventory.yml: ") and key in str(raised.value)
+    assert words in str(raised.value)

@@ -25,12 +25,21 @@ from typing import Any
 import asyncssh
 import httpx
 
+from bot.demo.wheel import make_env, pip_install, site_packages, write_source
+
 SERVICE_SCRIPT = Path(__file__).with_name("service.py")
 SITE = "ml-env/lib/python3.12/site-packages/sglang/srt"
 ORIGINAL_FILES = {
     "spec_info.py": 'SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN")\n',
     "eagle_info.py": "class EagleDraftInput:\n    topk = 1\n",
 }
+# A small real distribution beside the hand-laid sglang files, with NO backup in the inventory:
+# only its own RECORD can tell that the seed's kind of patch (one module edited, one added) happened.
+DIST = "sgl-kernel"
+DIST_VERSION = "0.1.4"
+DIST_MODULES = {"__init__.py": "from .speculative import ALGORITHMS\n",
+                "speculative.py": 'ALGORITHMS = ("EAGLE", "NEXTN")\n'}
+PATCHED_DIST_MODULE = 'ALGORITHMS = ("EAGLE", "NEXTN", "DDTREE")\nfrom .ddtree_kernels import build_tree\n'
 PATCHED_SPEC_INFO = 'SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN", "DDTREE")\nfrom .ddtree_utils import build_tree\n'
 
 
@@ -90,6 +99,23 @@ class DemoHost:
     known_hosts: Path
     client_key: Path
     supervisor_config: Path
+    python: Path | None = None
+
+    @property
+    def dist_dir(self) -> Path:
+        """The installed package dir of DIST (only when the host was started with ``packages=True``)."""
+        assert self.python is not None, "demo host started without packages"
+        return site_packages(self.python) / DIST.replace("-", "_")
+
+    async def reinstall_dist(self) -> str:
+        """What ``package:`` says to do, offline: move the unlisted module aside, then force-reinstall."""
+        aside = self.root / "moved-aside"
+        aside.mkdir(exist_ok=True)
+        for extra in self.dist_dir.glob("ddtree_*.py"):
+            extra.rename(aside / extra.name)
+        assert self.python is not None
+        source = self.root / "src" / f"{DIST.replace('-', '_')}-src"
+        return await pip_install(self.python, "--force-reinstall", str(source))
 
     @property
     def live_dir(self) -> Path:
@@ -126,6 +152,7 @@ class DemoHost:
                     "files": {name: str(self.live_dir / name) for name in ORIGINAL_FILES},
                     "watch": [str(self.live_dir)],
                 }},
+                **({"packages": {"python": str(self.python), "dists": [DIST]}} if self.python else {}),
             }},
         }
 
@@ -176,6 +203,17 @@ def _lay_out_files(root: Path, *, patched: bool, extra_file: bool) -> None:
         (live / "spec_info.py").write_text(PATCHED_SPEC_INFO)
     if extra_file:
         (live / "ddtree_utils.py").write_text("def build_tree():\n    return '!!!!!!!!'\n")
+
+
+async def _install_dist(root: Path, *, patched: bool) -> Path:
+    """DIST built and installed by pip into ``<root>/ml-env``; then patched as the seed's sglang was."""
+    python = await make_env(root / "ml-env")
+    await pip_install(python, str(write_source(root / "src", DIST, DIST_VERSION, DIST_MODULES)))
+    if patched:
+        package = site_packages(python) / DIST.replace("-", "_")
+        (package / "speculative.py").write_text(PATCHED_DIST_MODULE)
+        (package / "ddtree_kernels.py").write_text("def build_tree():\n    return '!!!!!!!!'\n")
+    return python
 
 
 def _service_command(http_port: int, flags: list[str]) -> str:
@@ -239,7 +277,8 @@ async def _wait_running(host: DemoHost, deadline_s: float) -> None:
 
 @asynccontextmanager
 async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bool = True,
-                    flags: list[str] | None = None, wait_ready: bool = True) -> AsyncIterator[DemoHost]:
+                    flags: list[str] | None = None, wait_ready: bool = True,
+                    packages: bool = False) -> AsyncIterator[DemoHost]:
     """Start the loopback lab host; everything it started is stopped and removed on exit."""
     root = Path(tempfile.mkdtemp(prefix="proofbot-demo-"))
     server: asyncssh.SSHAcceptor | None = None
@@ -252,6 +291,7 @@ async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bo
         client_key.write_private_key(str(keys / "id_ed25519"))
         client_key.write_public_key(str(keys / "authorized_keys"))
         _lay_out_files(root, patched=patched, extra_file=extra_file)
+        python = await _install_dist(root, patched=patched) if packages else None
         http_port = _free_port()
         service_flags = flags if flags is not None else ["--speculative-algorithm", "NEXTN", "--enable-ddtree"]
         config = _supervisor_config(root, http_port, service_flags)
@@ -265,7 +305,7 @@ async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bo
         ssh_port = int(server.sockets[0].getsockname()[1])
         known_hosts = keys / "known_hosts"
         known_hosts.write_text(f"[127.0.0.1]:{ssh_port} {host_key.export_public_key().decode().strip()}\n")
-        host = DemoHost(name, root, ssh_port, http_port, known_hosts, keys / "id_ed25519", config)
+        host = DemoHost(name, root, ssh_port, http_port, known_hosts, keys / "id_ed25519", config, python)
         if wait_ready:
             await _wait_healthy(http_port, 20)
             await _wait_running(host, 20)

@@ -2,8 +2,10 @@
 
 No root, no Slack account: an in-process SSH server, a real supervisord and a demo
 service laid out as ct129 was after the failed rollback (one file patched, one extra
-file, a forbidden flag on the command line). Act 1: verify finds all three. Act 2: a
-restore is planned, approved and proved. Act 3: verify again shows what is left. Act 4:
+file, a forbidden flag on the command line), and an installed distribution (sgl-kernel)
+patched the same way with no backup at all. Act 1: verify finds all four. Act 2: a
+restore is planned, approved and proved. Act 3: verify again shows what is left; the
+operator follows what ``package:sgl-kernel`` said to make it pristine. Act 4:
 a restart proves the flag is still there; the launch config is fixed; a restart and a
 final verify prove every signal green.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from bot.demo.host import demo_host
+from bot.demo.host import DIST, demo_host
 from bot.plain_text import progress_line
 from bot.slack.blocks import (
     Message,
@@ -42,8 +44,8 @@ REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
 REQUESTED = Origin(actor=f"slack:{REQUESTER}", via="demo")
 GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]
-FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline"}
-AFTER_RESTORE_FAILURES = {"cmdline"}
+FIRST_FAILURES = {"file:spec_info.py", "extra-files", "cmdline", f"package:{DIST}"}
+AFTER_RESTORE_FAILURES = {"cmdline", f"package:{DIST}"}
 
 
 def _say(text: str = "") -> None:
@@ -139,18 +141,23 @@ def _failures(result: OperationResult) -> set[str]:
 
 async def run_demo(db: str | None = None) -> int:
     _say("proofbot demo: starting a lab host on loopback (in-process SSH server, real supervisord)…")
-    async with demo_host() as lab:
+    async with demo_host(packages=True) as lab:
         document = lab.inventory()
         document["approvals"]["approvers"] = [APPROVER]
         inventory = _load_through_file(document)
         _say(f"  host ct129 = 127.0.0.1:{lab.ssh_port}, files under {lab.root}")
-        _say("  state left by the seed: spec_info.py patched, ddtree_utils.py added, --enable-ddtree on the cmdline")
+        _say("  state left by the seed: spec_info.py patched, ddtree_utils.py added, --enable-ddtree on the cmdline;")
+        _say(f"  and the installed {DIST} (pip, RECORD intact) patched the same way, with no backup configured")
         _say()
         audit = AuditStore.open(db_path(db))
         try:
             first = await _verify_act(inventory, audit)
             restored = await _restore_act(inventory, audit)
             again = await _verify_act(inventory, audit)
+            _say(f"The operator does what package:{DIST} said: moves the unlisted module aside and force-reinstalls")
+            _say(f"{DIST} (offline here: from its source tree, where the finding's command would use the index):")
+            _say("  " + (await lab.reinstall_dist()).strip().splitlines()[-1])
+            _say()
             still_flagged = await _restart_act(inventory, audit)
             _say("The operator removes --enable-ddtree from the launch config (supervisord.conf), then runs")
             _say("`supervisorctl reread && supervisorctl update sglang`:")
@@ -165,12 +172,16 @@ async def run_demo(db: str | None = None) -> int:
          f"{', '.join(op.operation_id for op in operations)}; each verify used "
          f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
          "connection; `proofbot audit ct129 --db …` lists them)")
+    package = next(f for f in first.checks if f.name == f"package:{DIST}")
     story = [("verify found the patched file, the extra file and the forbidden flag",
               _failures(first) == FIRST_FAILURES),
+             (f"with no backup, package:{DIST} named its edited and its added module from RECORD alone",
+              {item["path"] for item in package.details["changed"] + package.details["unlisted"]}
+              == {"sgl_kernel/speculative.py", "sgl_kernel/ddtree_kernels.py"}),
              ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
               restored.verdict == "pass" and restored.extra["restored"] == ["spec_info.py"]),
-             ("verify again: files match the backup; the running process still has --enable-ddtree",
-              _failures(again) == AFTER_RESTORE_FAILURES),
+             (f"verify again: files match the backup; the running process still has --enable-ddtree; {DIST} "
+              "still patched (no backup knew it)", _failures(again) == AFTER_RESTORE_FAILURES),
              ("restart: new PID and health 200, but the forbidden flag came back: FAIL, said plainly",
               still_flagged.verdict == "fail" and _failures(still_flagged) >= {"cmdline"}
               and still_flagged.extra["new_pid"] != still_flagged.extra["old_pid"]),

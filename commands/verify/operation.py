@@ -13,6 +13,7 @@ from commands.checks.cmdline import cmdline_argv, cmdline_finding
 from commands.checks.files import file_hash_argv, parse_file_hash
 from commands.checks.health import HttpOutcome, health_finding
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
+from commands.checks.package import package_argv, parse_package
 from commands.checks.service import ServiceState, main_pid_finding, service_state_argv
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
 from commands.errors import CouldNotCheck
@@ -94,6 +95,10 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
         if backup:
             first_round += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
             first_round.append(listing_argv(listing_paths(backup)))
+        packages = plan.host.packages
+        dists = packages.dists if packages else []
+        # The package probes ride in the first round trip: they need nothing from the others.
+        first_round += [package_argv(packages.python, dist) for dist in dists] if packages else []
         results = await conn.run_batch(first_round)
     except BaseException:
         if health_task:
@@ -113,6 +118,9 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
         listing = parse_listing(results[position])
         if backup.watch:
             await found(extra_files_finding(plan.backup_name, backup, listing))
+    if packages:
+        for dist, result in zip(dists, results[len(results) - len(dists):], strict=True):
+            await found(parse_package(packages.python, dist, result))
     if not service or not health_task:
         return
     await found(main_pid)

@@ -25,6 +25,7 @@ class VerifyPlan:
         names = [f"file:{name}" for name in self.backup.files] if self.backup else []
         if self.backup and self.backup.watch:
             names.append("extra-files")
+        names += self.package_checks()  # in the order the findings come
         if self.host.service:
             names += ["main-pid", "health", "cmdline"]
             if self.backup:
@@ -32,3 +33,7 @@ class VerifyPlan:
             if self.host.service.probe:
                 names.append("probe")
         return names
+
+    def package_checks(self) -> list[str]:
+        packages = self.host.packages
+        return [f"package:{dist}" for dist in packages.dists] if packages else []
