@@ -8,6 +8,8 @@ result.
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import secrets
 import shlex
 import time
@@ -22,14 +24,20 @@ from commands.errors import (
     AuthenticationFailed,
     CommandTimedOut,
     ConnectionLost,
+    CouldNotCheck,
     HostKeyNotVerified,
     HostUnreachable,
+    MissingOutput,
     ProofbotError,
 )
 from commands.inventory import Host
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
+MIB = 1024 * 1024
+MAX_OUTPUT_BYTES = 16 * MIB  # per exec channel: far above any batch proofbot sends, far below the bot's memory
+READ_CHUNK = 65536
+EXIT_STATUS = re.compile(rb"[0-9]{1,3}")  # what sh's $? prints: 0..255
 
 
 class HostConnection:
@@ -70,7 +78,10 @@ class HostConnection:
         script = _batch_script(nonce, [shlex.join(argv) for argv in commands], stop_on_failure, cleanup)
         shown = "; ".join(shlex.join(argv) for argv in commands)
         output, exit_status = await self._exec("sh -s", script.encode(), shown=shown)
-        results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
+        try:
+            results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
+        except MissingOutput as exc:
+            raise MissingOutput(f"{self.host.name}: {exc.message}", hint=exc.hint) from None
         if stop_on_failure and results and results[-1].exit_status != 0:
             return results
         if len(results) < len(commands):
@@ -96,28 +107,61 @@ class HostConnection:
 
     async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None, *,
                     shown: str | None = None) -> tuple[bytes, int]:
-        """Run command; ``shown`` is what errors name (a batch's commands, not ``sh -s``)."""
+        """Run command; ``shown`` is what errors name (a batch's commands, not ``sh -s``).
+
+        The output is read as it comes, at most ``MAX_OUTPUT_BYTES``: a host that prints
+        without end cannot exhaust the bot's memory; past the cap the channel is closed and
+        the command is an error saying so.
+        """
         self.exec_round_trips += 1
         shown = shown or command
         timeout = timeout_s if timeout_s is not None else self.host.ssh.command_timeout_s
+        process: asyncssh.SSHClientProcess[bytes] | None = None
         try:
-            completed = await self._conn.run(
-                command, input=stdin, encoding=None, stderr=asyncssh.STDOUT, timeout=timeout
-            )
-        except asyncssh.TimeoutError:
+            async with asyncio.timeout(timeout):
+                process = await self._conn.create_process(command, encoding=None, stderr=asyncssh.STDOUT)
+                if stdin:
+                    process.stdin.write(stdin)
+                process.stdin.write_eof()
+                output = await _read_capped(process.stdout, MAX_OUTPUT_BYTES)
+                if output is None:
+                    raise CouldNotCheck(
+                        f"{self.host.name}: output passed {MAX_OUTPUT_BYTES // MIB} MiB, stopped reading: "
+                        f"{shown[:200]}",
+                        hint="nothing was judged from it; a command proofbot runs prints far less",
+                    )
+                completed = await process.wait()
+        except TimeoutError:
             raise CommandTimedOut(
                 f"{self.host.name}: command did not finish within {timeout:g} s: {shown[:200]}",
                 hint="raise ssh.command_timeout_s in the inventory if this is expected",
             ) from None
         except (OSError, asyncssh.Error) as exc:
-            raise _map_error(self.host, exc) from exc
+            raise self._lost(_map_error(self.host, exc)) from exc
+        finally:
+            if process is not None and process.exit_status is None:
+                process.close()
         if completed.exit_status is None:
-            raise ConnectionLost(
+            raise self._lost(ConnectionLost(
                 f"{self.host.name}: connection lost, no exit status for: {shown[:200]}",
                 hint="nothing is known about that command's effect; check the host and retry",
-            )
-        output = completed.stdout if isinstance(completed.stdout, bytes) else b""
+            ))
         return output, int(completed.exit_status)
+
+    def _lost(self, error: ProofbotError) -> ProofbotError:
+        return error
+
+
+async def _read_capped(stream: asyncssh.SSHReader[bytes], cap: int) -> bytes | None:
+    """Everything stream sends until EOF, or None as soon as it passes cap bytes."""
+    chunks: list[bytes] = []
+    total = 0
+    while data := await stream.read(READ_CHUNK):
+        total += len(data)
+        if total > cap:
+            return None
+        chunks.append(data)
+    return b"".join(chunks)
 
 
 @asynccontextmanager
@@ -208,12 +252,19 @@ def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False
 
 
 def _split_batch(nonce: str, commands: list[str], output: bytes) -> list[CommandResult]:
-    """Cut a batch's output back into one result per command, in order."""
+    """Cut a batch's output back into one result per command, in order.
+
+    A command gets a result only when its own end marker (with the nonce, its index, an
+    exit status and a time) is there in full; output cut short yields fewer results. A
+    marker that is there but malformed raises ``MissingOutput``: never a guessed status.
+    """
     marker = nonce.encode()
     start_tag = marker + b" start "
     if not output.startswith(start_tag):
         return []
-    first_line_end = output.index(b"\n") if b"\n" in output else len(output)
+    first_line_end = output.find(b"\n")
+    if first_line_end < 0:
+        return []
     previous_time = _as_float(output[len(start_tag) : first_line_end])
     rest = output[first_line_end + 1 :]
     results: list[CommandResult] = []
@@ -227,8 +278,10 @@ def _split_batch(nonce: str, commands: list[str], output: bytes) -> list[Command
         if line_end < 0:
             break
         fields = rest[cut + len(end_tag) : line_end].split()
-        if len(fields) != 2:
-            break
+        if len(fields) != 2 or not EXIT_STATUS.fullmatch(fields[0]):
+            shown = rest[cut + 1 : line_end][:80].decode("utf-8", "replace")
+            raise MissingOutput(f"malformed end marker after `{command[:200]}`: {shown!r}",
+                                hint="the batch output is not what proofbot's script prints; nothing is judged")
         exit_status, finished = int(fields[0]), _as_float(fields[1])
         duration = max(0.0, finished - previous_time) if finished and previous_time else 0.0
         results.append(CommandResult(command, exit_status, body, duration))
@@ -239,6 +292,7 @@ def _split_batch(nonce: str, commands: list[str], output: bytes) -> list[Command
 
 def _as_float(raw: bytes) -> float:
     try:
-        return float(raw.strip())
+        value = float(raw.strip())
     except ValueError:
         return 0.0
+    return value if math.isfinite(value) else 0.0
