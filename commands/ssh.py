@@ -92,18 +92,17 @@ class HostConnection:
             )
         return results
 
-    @asynccontextmanager
-    async def forward(self, dest_host: str, dest_port: int) -> AsyncIterator[int]:
-        """Forward a loopback port here to dest_host:dest_port as seen FROM the host."""
+    async def open_tcp(self, dest_host: str, dest_port: int) -> TcpChannel:
+        """A direct-tcpip channel to dest_host:dest_port as seen FROM the host.
+
+        Nothing listens on the bot's machine: the stream exists only inside this SSH
+        connection, so no local user can ride it to the host's loopback.
+        """
         try:
-            listener = await self._conn.forward_local_port("127.0.0.1", 0, dest_host, dest_port)
+            reader, writer = await self._conn.open_connection(dest_host, dest_port, encoding=None)
         except (OSError, asyncssh.Error) as exc:
-            raise _map_error(self.host, exc) from exc
-        try:
-            yield int(listener.get_port())
-        finally:
-            listener.close()
-            await listener.wait_closed()
+            raise self._lost(_map_error(self.host, exc)) from exc
+        return TcpChannel(self, reader, writer)
 
     async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None, *,
                     shown: str | None = None) -> tuple[bytes, int]:
@@ -150,6 +149,39 @@ class HostConnection:
 
     def _lost(self, error: ProofbotError) -> ProofbotError:
         return error
+
+
+class TcpChannel:
+    """One direct-tcpip channel: bytes in and out, every failure mapped into ``commands.errors``."""
+
+    def __init__(self, owner: HostConnection, reader: asyncssh.SSHReader[bytes],
+                 writer: asyncssh.SSHWriter[bytes]) -> None:
+        self._owner = owner
+        self._reader = reader
+        self._writer = writer
+
+    async def read(self, max_bytes: int) -> bytes:
+        """Up to max_bytes; b"" once the far end has closed."""
+        try:
+            return await self._reader.read(max_bytes)
+        except (OSError, asyncssh.Error) as exc:
+            raise self._owner._lost(_map_error(self._owner.host, exc)) from exc
+
+    async def write(self, data: bytes) -> None:
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except (OSError, asyncssh.Error) as exc:
+            raise self._owner._lost(_map_error(self._owner.host, exc)) from exc
+
+    def write_eof(self) -> None:
+        try:
+            self._writer.write_eof()
+        except (OSError, asyncssh.Error):
+            pass  # already closed: the far end has what it will get
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 async def _read_capped(stream: asyncssh.SSHReader[bytes], cap: int) -> bytes | None:

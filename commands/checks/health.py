@@ -6,12 +6,17 @@ from dataclasses import dataclass
 
 from commands.findings import Evidence, Finding
 
-HEALTH_TIMEOUT_S = 5.0
+HEALTH_TIMEOUT_S = 5.0  # the whole request, body included, not each read
+BODY_CAP_BYTES = 64 * 1024  # plenty to judge health or a probe; past it nothing is read or judged
 
 
 @dataclass(frozen=True)
 class HttpOutcome:
-    """What an HTTP request through the forward came back with (status None: no response)."""
+    """What one HTTP request from the host came back with.
+
+    ``status`` is None unless the whole response arrived within the deadline and the body
+    cap; ``problem`` then says why (no answer, slow drip, body too large, unreachable).
+    """
 
     request: str
     status: int | None

@@ -1,6 +1,6 @@
 """``probe``: one real request (the inventory's ``service.probe``), not just a health ping.
 
-Sent through the SSH forward, so it is what the host sees, once health answers 200. It
+Sent over an SSH channel (commands.host_http), so it is what the host sees, once health answers 200. It
 fails on a timeout, a non-2xx status, or a degenerate reply: empty, one character
 repeated ("!!!!!!!!"), very few distinct characters, or one word over and over; and,
 when ``expect`` is given, a reply without that substring. The reply is read from an

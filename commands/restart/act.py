@@ -5,7 +5,7 @@ tests and benchmarks) takes the host's lock, re-reads the host and refuses if th
 planned one, records the before-state, sends ``systemctl restart UNIT`` /
 ``supervisorctl restart NAME`` and, while that command runs and after it returns, polls
 every ``poll_interval_s`` (one exec round trip for the manager's state and a new
-process's cmdline, one health request through the SSH forward) until ALL signals are
+process's cmdline, one health request over an SSH channel) until ALL signals are
 green: the restart command exited 0, a NEW main PID (and on systemd a new InvocationID),
 the unit active, health 200, every expected flag present and no forbidden one.
 

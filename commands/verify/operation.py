@@ -1,7 +1,7 @@
 """The verify operation: every check of README "Checks" against one host, over one SSH connection.
 
 Host-side facts are gathered in two exec round trips (service state, hashes and the file
-listing; then what needs the main PID), with health fetched through a forward meanwhile.
+listing; then what needs the main PID), with health fetched over an SSH channel meanwhile.
 """
 
 from __future__ import annotations

@@ -1,0 +1,197 @@
+"""Tier 1: health and probe over an SSH direct-tcpip channel: bounded as a whole, body capped, nothing listening.
+
+The hostile endpoints are real servers (tests/drip_server.py) reached FROM the loopback
+host through its in-process SSH server, as a service on a host would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import os
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from bot.demo.host import DemoHost, demo_host
+from commands.checks.health import HttpOutcome, health_finding
+from commands.host_http import fetch_via_host, run_probe
+from commands.operation import Origin
+from commands.restart import plan_restart, restart
+from commands.ssh import connect
+from commands.store.events import AuditStore
+from commands.verify import VerifyPlan, verify
+from tests.drip_server import port_of, serve
+from tests.lab.waits import until
+from tests.test_restart_loopback import GOOD_FLAGS, inventory_host
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def lab() -> AsyncIterator[DemoHost]:
+    async with demo_host("ct160", patched=False, extra_file=False, flags=GOOD_FLAGS) as host:
+        yield host
+
+
+async def fetch(lab: DemoHost, url: str, **options: Any) -> HttpOutcome:
+    async with connect(inventory_host(lab)) as conn:
+        return await fetch_via_host(conn, url, **options)
+
+
+def listening_sockets() -> dict[str, str]:
+    """This process's listening TCP sockets: inode -> local address (from /proc, no psutil)."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:[") : -1])
+    found = {}
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in ours:  # 0A: TCP_LISTEN
+                found[fields[9]] = fields[1]
+    return found
+
+
+async def test_a_slow_drip_body_fails_health_by_its_deadline_saying_so(lab: DemoHost, tmp_path: Path) -> None:
+    server, stats = await serve("drip-body")
+    async with server:
+        host = inventory_host(lab, health_url=f"http://127.0.0.1:{port_of(server)}/health", probe=None)
+        audit = AuditStore.open(tmp_path / "a.db")
+        try:
+            result = await verify(VerifyPlan.for_host(host, None), origin=Origin.local_user(), audit=audit)
+        finally:
+            audit.close()
+    health = next(f for f in result.checks if f.name == "health")
+    assert health.status == "fail"
+    assert "HTTP 200 came, then the endpoint sent" in health.summary
+    assert "bytes in 5 s and never finished: slow drip" in health.summary
+    assert health.evidence is not None and "slow drip" in health.evidence.output
+    assert {f.name: f.status for f in result.checks}["main-pid"] == "pass"
+    assert stats.accepted == 1
+
+
+async def test_a_status_line_dripped_byte_by_byte_is_a_slow_drip(lab: DemoHost) -> None:
+    server, stats = await serve("drip-head")
+    async with server:
+        outcome = await fetch(lab, f"http://127.0.0.1:{port_of(server)}/health", timeout_s=2)
+    assert outcome.status is None
+    assert outcome.problem.startswith("the endpoint sent ")
+    assert outcome.problem.endswith("bytes in 2 s and never finished: slow drip")
+    assert 0 < int(outcome.problem.split()[3]) <= stats.sent
+    assert health_finding(outcome).status == "fail"
+
+
+async def test_an_endpoint_that_never_writes_is_no_answer(lab: DemoHost) -> None:
+    server, _ = await serve("silent")
+    async with server:
+        outcome = await fetch(lab, f"http://127.0.0.1:{port_of(server)}/health", timeout_s=1)
+    assert (outcome.status, outcome.problem) == (None, "no answer within 1 s")
+
+
+async def test_an_endless_body_is_cut_at_the_cap_and_the_channel_hung_up(lab: DemoHost) -> None:
+    server, stats = await serve("endless")
+    async with server:
+        host = inventory_host(lab, probe={"url": f"http://127.0.0.1:{port_of(server)}/v1/chat/completions",
+                                          "json": {"model": "default"}, "timeout_s": 30})
+        assert host.service is not None and host.service.probe is not None
+        async with connect(host) as conn:
+            finding = await run_probe(conn, host.service.probe)
+        # proofbot stopped reading and closed the channel: the host side of it hangs up on the server.
+        await until("the endless server's connection ended", lambda: stats.ended == 1)
+    assert finding.status == "fail"
+    assert "HTTP 200, then the body passed 64 KiB: not read further, not judged" in finding.summary
+
+
+async def test_nothing_listens_in_the_bot_during_a_verify_and_a_restart_poll(lab: DemoHost, tmp_path: Path) -> None:
+    before = listening_sockets()
+    seen: dict[str, str] = {}
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        while not stop.is_set():
+            seen.update(listening_sockets())
+            await asyncio.sleep(0.005)
+
+    sampler = asyncio.create_task(sample())
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        host = inventory_host(lab)
+        verified = await verify(VerifyPlan.for_host(host, None), origin=Origin.local_user(), audit=audit)
+        restarted = await restart(await plan_restart(host), origin=Origin.local_user(), audit=audit, settle_s=1.0)
+    finally:
+        stop.set()
+        await sampler
+        audit.close()
+    statuses = {f.name: f.status for f in verified.checks}
+    assert statuses["health"] == "pass" and statuses["probe"] == "pass", statuses
+    assert restarted.verdict == "pass", [f.to_json() for f in restarted.checks if f.status != "pass"]
+    assert restarted.stats["polls"] >= 2
+    assert set(seen) - set(before) == set(), f"listening sockets opened meanwhile: {seen}"
+
+
+def _tls_pair(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A throwaway CA and a server certificate for 127.0.0.1: (server context, client context trusting the CA)."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec.EllipticCurvePrivateKey,
+             ca: bool) -> x509.Certificate:
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(hours=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_cert = cert("proofbot test CA", ca_key, "proofbot test CA", ca_key, True)
+    leaf = cert("127.0.0.1", leaf_key, "proofbot test CA", ca_key, False)
+    (tmp_path / "leaf.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "leaf.key").write_bytes(leaf_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(tmp_path / "leaf.pem", tmp_path / "leaf.key")
+    client = ssl.create_default_context(cadata=ca_cert.public_bytes(serialization.Encoding.PEM).decode())
+    return server, client
+
+
+async def test_https_runs_tls_over_the_channel_and_still_verifies_the_certificate(lab: DemoHost,
+                                                                                   tmp_path: Path) -> None:
+    server_tls, client_tls = _tls_pair(tmp_path)
+    server, stats = await serve("ok", ssl_context=server_tls)
+    port = port_of(server)
+    async with server:
+        url = f"https://127.0.0.1:{port}/health"
+        trusted = await fetch(lab, url, ssl_context=client_tls)
+        untrusted = await fetch(lab, url)  # certifi's CAs, as before: this CA is not among them
+    assert (trusted.status, trusted.body) == (200, "ok"), trusted.problem
+    assert stats.requests[0].startswith(b"GET /health HTTP/1.1\r\n")
+    assert f"host: 127.0.0.1:{port}".encode() in stats.requests[0].lower()
+    assert untrusted.status is None and "CERTIFICATE_VERIFY_FAILED" in untrusted.problem
+
+
+@pytest.mark.parametrize("userinfo", ["alice:s3cret@"])
+async def test_url_userinfo_is_neither_sent_nor_in_the_host_header(lab: DemoHost, userinfo: str) -> None:
+    server, stats = await serve("ok")
+    async with server:
+        outcome = await fetch(lab, f"http://{userinfo}127.0.0.1:{port_of(server)}/health")
+    assert outcome.status == 200
+    assert b"s3cret" not in stats.requests[0] and b"alice" not in stats.requests[0]
+    assert b"authorization" not in stats.requests[0].lower()
