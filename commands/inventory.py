@@ -41,6 +41,8 @@ class SshSettings(_Strict):
     client_keys: list[str] = Field(default_factory=lambda: ["~/.ssh/id_ed25519"])
     connect_timeout_s: float = Field(default=10, gt=0)
     command_timeout_s: float = Field(default=60, gt=0)
+    # SSH connections open at once across all hosts (one per host however many operations overlap).
+    max_connections: int = Field(default=32, ge=1, le=4096)
 
     @field_validator("user")
     @classmethod
@@ -254,16 +256,23 @@ def parse_inventory(text: str, source: str) -> Inventory:
         raise InventoryError(f"{source}: top level must be a mapping with a 'hosts' key")
     try:
         document = _InventoryFile.model_validate(raw)
-        SshSettings.model_validate(document.ssh)
     except ValidationError as exc:
         raise InventoryError(_describe(source, exc, prefix="")) from None
+    try:
+        SshSettings.model_validate(document.ssh)
+    except ValidationError as exc:
+        raise InventoryError(_describe(source, exc, prefix="ssh.")) from None
     hosts: dict[str, Host] = {}
     for name, entry in document.hosts.items():
         if not NAME_PATTERN.fullmatch(str(name)):
             raise InventoryError(f"{source}: hosts.{name}: host names are letters, digits, '.', '_', '-'")
         if not isinstance(entry, dict):
             raise InventoryError(f"{source}: hosts.{name}: must be a mapping")
-        merged_ssh = {**document.ssh, **(entry.get("ssh") or {})}
+        own_ssh = entry.get("ssh") or {}
+        if isinstance(own_ssh, dict) and "max_connections" in own_ssh:
+            raise InventoryError(f"{source}: hosts.{name}.ssh.max_connections: a bound on the whole bot, "
+                                 "set it in the top-level ssh section only")
+        merged_ssh = {**document.ssh, **own_ssh}
         merged = {**entry, "name": str(name), "ssh": merged_ssh}
         # packages merge key by key like ssh: a host may name its own python or dists.
         own = entry.get("packages")

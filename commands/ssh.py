@@ -1,4 +1,4 @@
-"""The SSH boundary: one verified connection per host, commands batched into few round trips.
+"""The SSH boundary: one verified connection per host, shared and bounded; commands batched into few round trips.
 
 Every asyncssh and socket failure is mapped here, once, into ``commands.errors``. A
 command that comes back without an exit status (the link dropped) is an error, never a
@@ -13,6 +13,7 @@ import re
 import secrets
 import shlex
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -41,12 +42,13 @@ EXIT_STATUS = re.compile(rb"[0-9]{1,3}")  # what sh's $? prints: 0..255
 
 
 class HostConnection:
-    """An open, host-key-verified SSH connection to one inventory host."""
+    """One operation's use of an open, host-key-verified SSH connection to one inventory host."""
 
-    def __init__(self, host: Host, conn: asyncssh.SSHClientConnection) -> None:
+    def __init__(self, host: Host, shared: _Shared) -> None:
         self.host = host
-        self._conn = conn
-        self.exec_round_trips = 0
+        self._shared = shared
+        self._conn = shared.conn
+        self.exec_round_trips = 0  # this operation's own, even on a shared connection
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
@@ -148,6 +150,13 @@ class HostConnection:
         return output, int(completed.exit_status)
 
     def _lost(self, error: ProofbotError) -> ProofbotError:
+        """Pass error on; a connection that dropped is never handed to another operation."""
+        if self._conn.is_closed() and not isinstance(error, ConnectionLost):
+            # asyncssh says "channel refused" on a closed connection: the link is what failed.
+            where = f"{self.host.name} ({self.host.address}:{self.host.port})"
+            error = ConnectionLost(f"{where}: connection lost ({error.message.removeprefix(where + ': ')})")
+        if isinstance(error, ConnectionLost):
+            self._shared.usable = False
         return error
 
 
@@ -196,8 +205,98 @@ async def _read_capped(stream: asyncssh.SSHReader[bytes], cap: int) -> bytes | N
     return b"".join(chunks)
 
 
+class _Shared:
+    """One SSH connection and how many operations use it; ``usable`` goes False once it dropped."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+        self.users = 0
+        self.usable = True
+
+    def reusable(self) -> bool:
+        return self.usable and not self.conn.is_closed()
+
+
+class _Registry:
+    """Per event loop: the connection each host shares, and how many connections are open in all."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, _Shared] = {}
+        self.opening: dict[str, asyncio.Lock] = {}
+        self.failed: dict[str, tuple[int, ProofbotError]] = {}
+        self.attempts: dict[str, int] = {}
+        self.open = 0
+        self.slots = asyncio.Condition()
+
+
+_registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
+
+
+def open_connections() -> int:
+    """SSH connections open now in this event loop (all hosts)."""
+    registry = _registries.get(asyncio.get_running_loop())
+    return registry.open if registry else 0
+
+
 @asynccontextmanager
 async def connect(host: Host) -> AsyncIterator[HostConnection]:
+    """A host-key-verified SSH connection to host, shared with every operation on it that overlaps.
+
+    Operations on one host at the same time share one connection (one login); it is closed
+    when the last of them leaves, and one that dropped is never handed out again. Opening a
+    connection waits while ``ssh.max_connections`` are open in all.
+    """
+    registry = _registries.setdefault(asyncio.get_running_loop(), _Registry())
+    key = host.model_dump_json(include={"name", "address", "port", "ssh"})
+    shared = await _acquire(registry, key, host)
+    try:
+        yield HostConnection(host, shared)
+    finally:
+        shared.users -= 1
+        if shared.users == 0:
+            if registry.current.get(key) is shared:
+                del registry.current[key]
+            await _close(shared.conn)
+            async with registry.slots:
+                registry.open -= 1
+                registry.slots.notify_all()
+
+
+async def _acquire(registry: _Registry, key: str, host: Host) -> _Shared:
+    seen_attempts = registry.attempts.get(key, 0)
+    # One open per host at a time: whoever waited here shares what the first opened, or its failure.
+    async with registry.opening.setdefault(key, asyncio.Lock()):
+        shared = registry.current.get(key)
+        if shared is None or not shared.reusable():
+            failed = registry.failed.get(key)
+            if failed and failed[0] > seen_attempts:
+                raise type(failed[1])(failed[1].message, hint=failed[1].hint)
+            registry.attempts[key] = attempt = registry.attempts.get(key, 0) + 1
+            try:
+                shared = _Shared(await _open_counted(registry, host))
+            except ProofbotError as exc:
+                registry.failed[key] = (attempt, exc)
+                raise
+            registry.failed.pop(key, None)
+            registry.current[key] = shared
+        shared.users += 1
+        return shared
+
+
+async def _open_counted(registry: _Registry, host: Host) -> asyncssh.SSHClientConnection:
+    async with registry.slots:
+        await registry.slots.wait_for(lambda: registry.open < host.ssh.max_connections)
+        registry.open += 1
+    try:
+        return await _open(host)
+    except BaseException:
+        async with registry.slots:
+            registry.open -= 1
+            registry.slots.notify_all()
+        raise
+
+
+async def _open(host: Host) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host with its key checked against known_hosts."""
     settings = host.ssh
     known_hosts = settings.known_hosts_path()
@@ -219,7 +318,7 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
         "kbdint_auth": False,
     }
     try:
-        conn = await asyncio.wait_for(
+        return await asyncio.wait_for(
             asyncssh.connect(host.address, host.port, **options),
             timeout=settings.connect_timeout_s + 1,
         )
@@ -231,14 +330,14 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
         ) from None
     except (OSError, asyncssh.Error, ValueError) as exc:
         raise _map_error(host, exc) from exc
+
+
+async def _close(conn: asyncssh.SSHClientConnection) -> None:
+    conn.close()
     try:
-        yield HostConnection(host, conn)
-    finally:
-        conn.close()
-        try:
-            await asyncio.wait_for(conn.wait_closed(), timeout=2)
-        except (TimeoutError, OSError, asyncssh.Error):
-            pass
+        await asyncio.wait_for(conn.wait_closed(), timeout=2)
+    except (TimeoutError, OSError, asyncssh.Error):
+        pass
 
 
 def _map_error(host: Host, exc: BaseException) -> ProofbotError:

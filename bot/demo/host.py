@@ -8,6 +8,7 @@ sit under a temporary root laid out like ct129 after the seed's failed rollback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,30 @@ PATCHED_DIST_MODULE = 'ALGORITHMS = ("EAGLE", "NEXTN", "DDTREE")\nfrom .ddtree_k
 PATCHED_SPEC_INFO = 'SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN", "DDTREE")\nfrom .ddtree_utils import build_tree\n'
 
 
+@dataclass
+class Logins:
+    """Logins the lab host's SSH server has seen: in all, open now, and the most open at once."""
+
+    total: int = 0
+    open: int = 0
+    peak: int = 0
+
+
 class _CommandServer(asyncssh.SSHServer):
+    def __init__(self, logins: Logins) -> None:
+        self._logins = logins
+        self._counted = False
+
+    def auth_completed(self) -> None:
+        self._counted = True
+        self._logins.total += 1
+        self._logins.open += 1
+        self._logins.peak = max(self._logins.peak, self._logins.open)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted:
+            self._logins.open -= 1
+
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
         # Forwarding is what the health check rides on; only loopback targets are allowed.
         return dest_host in ("127.0.0.1", "localhost", "::1")
@@ -56,13 +80,23 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes]) -> None:
     child = await asyncio.create_subprocess_exec(
         "/bin/sh", "-c", command, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
     # Pumped by hand, not with process.redirect(): exit() must come after every byte of
     # output was written, and the stdin redirect leaves an un-awaited coroutine behind.
     stdin_task = asyncio.create_task(_pump_stdin(process, child))
     assert child.stdout is not None and child.stderr is not None
-    await asyncio.gather(_pump_out(child.stdout, process.stdout), _pump_out(child.stderr, process.stderr))
+    pumps: asyncio.Future[Any] = asyncio.gather(_pump_out(child.stdout, process.stdout),
+                                                       _pump_out(child.stderr, process.stderr))
+    hung_up: asyncio.Future[Any] = asyncio.ensure_future(process.channel.wait_closed())
+    await asyncio.wait([pumps, hung_up], return_when=asyncio.FIRST_COMPLETED)
+    if not pumps.done():
+        # The client hung up (a timeout, a dropped link): nobody waits for this command, nor its children.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+    await pumps
     status = await child.wait()
+    hung_up.cancel()
     stdin_task.cancel()
     process.exit(status)
 
@@ -100,6 +134,7 @@ class DemoHost:
     client_key: Path
     supervisor_config: Path
     python: Path | None = None
+    logins: Logins = field(default_factory=Logins)
 
     @property
     def dist_dir(self) -> Path:
@@ -297,15 +332,16 @@ async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bo
         config = _supervisor_config(root, http_port, service_flags)
         supervisord = await asyncio.create_subprocess_exec(*_supervisor_bin("supervisord"), "-c", str(config))
         await supervisord.wait()
+        logins = Logins()
         server = await asyncssh.listen(
-            "127.0.0.1", 0, server_factory=_CommandServer, server_host_keys=[host_key],
+            "127.0.0.1", 0, server_factory=lambda: _CommandServer(logins), server_host_keys=[host_key],
             authorized_client_keys=str(keys / "authorized_keys"), process_factory=_run_command,
             encoding=None, allow_scp=False,
         )
         ssh_port = int(server.sockets[0].getsockname()[1])
         known_hosts = keys / "known_hosts"
         known_hosts.write_text(f"[127.0.0.1]:{ssh_port} {host_key.export_public_key().decode().strip()}\n")
-        host = DemoHost(name, root, ssh_port, http_port, known_hosts, keys / "id_ed25519", config, python)
+        host = DemoHost(name, root, ssh_port, http_port, known_hosts, keys / "id_ed25519", config, python, logins)
         if wait_ready:
             await _wait_healthy(http_port, 20)
             await _wait_running(host, 20)
