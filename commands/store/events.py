@@ -300,9 +300,13 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
                               "kind": kind, "actor": actor, "details": payload,
                               "prev_hash": head["hash"] if head else GENESIS_HASH}
     digest = event_hash(fields)
-    table = db.table("events").insert({**fields, "details": json.dumps(payload, sort_keys=True, ensure_ascii=False),
-                                       "hash": digest})
+    table = db.table("events").insert({**fields, "details": stored_details(payload), "hash": digest})
     return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+
+
+def stored_details(details: Any) -> str:
+    """The exact text an event's details are stored as (the chain check demands exactly this)."""
+    return json.dumps(details, sort_keys=True, ensure_ascii=False)
 
 
 def _plain(details: dict[str, Any] | None) -> dict[str, Any]:
@@ -319,12 +323,12 @@ def _apply(db: sqlite_utils.Database, version: int, description: str, sql: str) 
     # Another process may have applied it since this one looked: only the check under the write lock counts.
     if first_row(db, "SELECT 1 AS done FROM schema_migrations WHERE version = ?", version):
         return
-    for statement in _statements(sql):
+    for statement in statements(sql):
         db.execute(statement)
     db.table("schema_migrations").insert({"version": version, "description": description, "applied_at": utc_now()})
 
 
-def _statements(sql: str) -> list[str]:
+def statements(sql: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
     statements, current = [], ""
     for line in sql.strip().splitlines():
