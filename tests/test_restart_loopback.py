@@ -20,7 +20,7 @@ from commands.operation import Origin
 from commands.restart import RestartProgress, plan_restart, restart
 from commands.store import locks
 from commands.store.events import AuditStore
-from tests.conftest import run_cli, write_inventory
+from tests.conftest import run_cli, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.lab.sysutil import pid_alive
 from tests.lab.waits import until
@@ -145,11 +145,7 @@ async def test_a_plan_is_void_when_the_process_changed_since(lab: DemoHost, tmp_
 async def test_link_blackholed_right_after_the_restart_command_is_an_error(lab: DemoHost, tmp_path: Path) -> None:
     old = await supervised_pid(lab)
     async with DelayProxy("127.0.0.1", lab.ssh_port) as proxy:
-        document = lab.inventory()
-        document["hosts"][lab.name]["port"] = proxy.port
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{proxy.port} {lab.known_hosts.read_text().split(' ', 1)[1]}")
-        document["ssh"]["known_hosts"] = str(known)
+        document = via_port(lab, proxy.port, tmp_path)
         plan = await plan_restart(parse_inventory(yaml.safe_dump(document), "t.yml").host(lab.name))
         audit = AuditStore.open(tmp_path / "a.db")
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from bot.demo.host import DemoHost, demo_host
-from tests.conftest import REPO, write_inventory
+from tests.conftest import REPO, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.signing import block_actions_body, slash_command_body
@@ -131,12 +131,7 @@ async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_ver
     good_flags = ["--speculative-algorithm", "NEXTN"]
     async with demo_host("ct129", patched=False, extra_file=False, flags=good_flags) as host, \
             DelayProxy("127.0.0.1", host.ssh_port, delay_s=0.4) as proxy:
-        document = host.inventory()
-        document["hosts"]["ct129"]["port"] = proxy.port
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{proxy.port} " + host.known_hosts.read_text().split(" ", 1)[1])
-        document["ssh"]["known_hosts"] = str(known)
-        async with running_bot(host, tmp_path, document) as bot:
+        async with running_bot(host, tmp_path, via_port(host, proxy.port, tmp_path)) as bot:
             await bot.command("/verify", "ct129")
             await bot.slack.wait_until(lambda: bool(bot.slack.messages_in(CHANNEL)), what="the parent message")
             parent = bot.slack.messages_in(CHANNEL)[0]
