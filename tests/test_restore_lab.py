@@ -133,9 +133,10 @@ async def test_file_changed_after_the_plan_voids_it_and_writes_nothing(netns_lab
     audit = AuditStore.open(tmp_path / "a.db")
     plan, decided = await plan_and_approve(inventory, "ct151", audit)
     host.local_path(LIVE_FILES["spec_info.py"]).write_text("# edited by someone else meanwhile\n")
-    with pytest.raises(PlanVoid, match=r"spec_info\.py"):
+    with pytest.raises(PlanVoid, match=r"spec_info\.py") as void:
         await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit, move_extras=False)
     audit.close()
+    assert void.value.exit_code == 4, "README: refused (plan void), exit 4"
     assert host.local_path(LIVE_FILES["spec_info.py"]).read_text() == "# edited by someone else meanwhile\n"
     assert not host.local_path(BACKUP_DIR + ".proofbot-snapshots").exists()
 
