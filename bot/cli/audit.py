@@ -33,7 +33,7 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
         raise argparse.ArgumentTypeError(f"N must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
 
