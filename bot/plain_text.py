@@ -74,7 +74,9 @@ def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
 OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
 
 
-def render_restart_plan(plan: RestartPlan) -> str:
+def render_restart_plan(plan: RestartPlan, *, title: bool = True) -> str:
+    """The plan a person approves; ``title=False`` leaves out the first line (host and ids) for a
+    message that says them once elsewhere (the Slack plan's header and footer)."""
     service, before = plan.service, plan.before
     running = (f"PID {before.main_pid}, {before.state}, started {before.started_at or 'at an unknown time'}"
                if before.main_pid else f"no main PID ({before.state})")
@@ -99,7 +101,7 @@ def render_restart_plan(plan: RestartPlan) -> str:
         "  then prove " + "\n             ".join(proof),
         f"  deadline   {service.ready_timeout_s:g} s{suspicious}",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines if title else lines[1:])
 
 
 def progress_line(progress: RestartProgress) -> str:

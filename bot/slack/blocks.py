@@ -270,7 +270,7 @@ def _head(plan: RestartPlan, requester: str) -> list[Block]:
     service = plan.service
     head = (f":arrows_counterclockwise: *Restart plan for {escape(plan.host.name)}* ({escape(service.unit)}, "
             f"{service.manager}), requested by <@{requester}>")
-    return [section_block(head), section_block(code_block(render_restart_plan(plan)))]
+    return [section_block(head), section_block(code_block(render_restart_plan(plan, title=False)))]
 
 
 def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
