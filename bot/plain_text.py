@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from commands.findings import Finding
+from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
 from commands.registry import OPERATIONS
 from commands.restart.plan import RestartPlan
@@ -26,11 +27,18 @@ def render_result(result: OperationResult, *, verbose: bool = False) -> str:
     width = max((len(finding.name) for finding in result.checks), default=0)
     for finding in result.checks:
         lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
+        if finding.next_step:
+            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
         if verbose or finding.status != "pass":
             lines.extend(_evidence_lines(finding))
     counts = {status: sum(1 for f in result.checks if f.status == status) for status in MARKS}
     lines.append("  " + " · ".join(f"{n} {status}" for status, n in counts.items() if n))
     return "\n".join(lines)
+
+
+def next_step_words(step: NextStep) -> str:
+    """The next step as a terminal user types it: ``proofbot restore ct129 pre-ddtree --move-extras``."""
+    return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
 
 
 def _evidence_lines(finding: Finding) -> list[str]:

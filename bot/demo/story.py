@@ -29,8 +29,10 @@ from bot.slack.blocks import (
     as_plain_text,
     finding_message,
     progress_message,
+    restart_now_message,
     restart_plan_message,
     restore_plan_message,
+    runs_old_code,
     verdict_message,
 )
 from commands.findings import Finding
@@ -90,6 +92,8 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
     result = await verify(plan, origin=REQUESTED, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
+    if runs_old_code(result):
+        _show(restart_now_message("ct129", result.operation_id), "  └─ ")
     _say()
     return result
 

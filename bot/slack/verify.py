@@ -9,7 +9,14 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import VERIFY_NOW, finding_message, progress_message, verdict_message
+from bot.slack.blocks import (
+    VERIFY_NOW,
+    finding_message,
+    progress_message,
+    restart_now_message,
+    runs_old_code,
+    verdict_message,
+)
 from bot.slack.context import Body, BotContext, SlackCommand
 from bot.slack.thread import OperationThread
 from commands.errors import UsageError
@@ -63,6 +70,9 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
         raise
     await thread.finish(verdict_message(result, user, plan.backup_name))
     await thread.post_summary(context.audit, result.operation_id)
+    if runs_old_code(result) and plan.host.service:
+        text, blocks = restart_now_message(plan.host.name, result.operation_id)
+        await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=text, blocks=blocks)
 
 
 COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now})
