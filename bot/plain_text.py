@@ -67,7 +67,9 @@ def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
             lines.append(f"  ? {f.name}: cannot plan: {f.problem}")
         else:
             lines.append(f"  ~ {f.name}: live {(f.live_sha or '')[:12]} ({f.live_size} B, mode {f.live_mode} "
-                         f"{f.live_owner}) → {(f.source_sha or '')[:12]} ({f.source_size} B) at {f.live_path}")
+                         f"{f.live_owner}) → {(f.source_sha or '')[:12]} ({f.source_size} B) at {f.live_path}"
+                         + (f" (symlink → {f.live_target}: the target is written, the link kept)"
+                            if f.live_target else ""))
             diff = f.diff.splitlines()
             lines += [f"      {line}" for line in diff[:diff_lines]]
             if len(diff) > diff_lines:

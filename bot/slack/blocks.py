@@ -203,7 +203,9 @@ def _file_line(f: FileState) -> str:
     if f.state == "unreadable":
         return f":grey_question: `{escape(f.name)}` cannot be planned: {escape(f.problem)}"
     return (f":pencil2: `{escape(f.name)}` live `{(f.live_sha or '')[:12]}` ({f.live_size} B, {f.live_mode} "
-            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)")
+            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)"
+            + (f", symlink → `{escape(f.live_target)}` (the target is written, the link kept)"
+               if f.live_target else ""))
 
 
 def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
