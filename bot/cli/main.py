@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--http", type=int, metavar="PORT", help="HTTP mode: receive events at /slack/events")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
+    serve.add_argument("--check", action="store_true",
+                       help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
     demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
                           description="Play the seed's story end to end and print it as the Slack threads read.",
                           epilog=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -112,7 +114,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
-        from bot.slack.serve import serve  # Slack's libraries are only loaded for serve
+        from bot.slack.serve import is_served, serve  # Slack's libraries are only loaded for serve
+
+        if args.check:
+            return 0 if is_served(db_path(getattr(args, "db", None))) else 1
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from bot.demo.host import DIST, demo_host
+from bot.demo.host import DIST, demo_host, supervisord_available
 from bot.plain_text import progress_line
 from bot.slack.blocks import (
     Message,
@@ -35,6 +35,7 @@ from bot.slack.blocks import (
     runs_old_code,
     verdict_message,
 )
+from commands.errors import UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
 from commands.operation import OperationResult, Origin
@@ -162,6 +163,9 @@ async def run_demo(db_file: Path, *, keep: bool = False) -> int:
     """The story; ``keep`` leaves the lab host up (until Ctrl-C) with its inventory beside ``db_file``
     (an absolute path: the commands printed at the end must work from any directory)."""
     inventory_file = db_file.with_name(db_file.stem + ".inventory.yml")
+    if not supervisord_available():
+        raise UsageError("the demo runs a real supervisord, and none is installed",
+                         hint="pip install 'proofbot[demo]' (scripts/setup does)")
     _say("proofbot demo: starting a lab host on loopback (in-process SSH server, real supervisord)…")
     async with demo_host(packages=True) as lab:
         document = lab.inventory()

@@ -30,6 +30,21 @@ API_URL_ENV = "PROOFBOT_SLACK_API_URL"
 T = TypeVar("T")
 
 
+def is_served(db: Path) -> bool:
+    """True while a ``serve`` holds ``db`` (its lock cannot be taken): the container health check."""
+    try:
+        fd = os.open(db.with_name(db.name + ".serve.lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 @contextmanager
 def only_serve_of(db: Path) -> Iterator[None]:
     """One ``serve`` per audit database: an OS lock on ``<db>.serve.lock``, freed by the kernel when
