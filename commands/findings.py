@@ -84,6 +84,26 @@ class Finding:
         return data
 
 
+def short_path(path: str, keep: int = 2) -> str:
+    """A long path as a message shows it: its last ``keep`` parts (the full path stays in the
+    evidence and the details)."""
+    parts = path.split("/")
+    return path if len(parts) <= keep + 2 else "…/" + "/".join(parts[-keep:])
+
+
+def age_words(seconds: float) -> str:
+    """How long ago, as people say it: '45 s', '3 h 12 min', '2 d 4 h'."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if days:
+        return f"{days} d {hours % 24} h"
+    if hours:
+        return f"{hours} h {minutes % 60} min"
+    return f"{minutes} min"
+
+
 def could_not_check(name: str, reason: str, evidence: Evidence | None = None) -> Finding:
     return Finding(name, "error", reason, evidence)
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding
+from commands.findings import Evidence, Finding, short_path
 from commands.inventory import Backup
 
 _RECORD = re.compile(r"([0-9]+(?:\.[0-9]+)?)\t(/.*)", re.DOTALL)
@@ -109,7 +109,7 @@ def extra_files_finding(backup_name: str, backup: Backup, listing: Listing) -> F
         and os.path.basename(path) not in held
     )
     if extras:
-        shown = ", ".join(_escaped(p) for p in extras[:10]) + (f" and {len(extras) - 10} more"
+        shown = ", ".join(short_path(_escaped(p)) for p in extras[:10]) + (f" and {len(extras) - 10} more"
                                                                if len(extras) > 10 else "")
         return Finding("extra-files", "fail",
                        f"{len(extras)} file(s) not in backup {backup_name}: {shown}",

@@ -150,8 +150,10 @@ class Applier:
                                     + (problems[0].text.strip()[:300] if problems else results[0].text.strip()),
                                     _evidence(results)))
             return
+        no_cache = any("No such file" in r.text for r in results[1:])
         summary = (f"moved {len(moved)} stale .pyc into {target}: {', '.join(os.path.basename(m) for m in moved)}"
-                   if moved else "no stale bytecode found")
+                   if moved else "no `__pycache__` beside the restored files: nothing to set aside (find's "
+                   "'No such file' below is that)" if no_cache else "no stale bytecode found")
         await self.step(Finding("bytecode", "pass", summary, _evidence(results)))
 
     async def reread(self) -> None:
