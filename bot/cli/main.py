@@ -19,6 +19,7 @@ from typing import NoReturn
 from bot.cli import audit, restart, restore, verify
 from bot.cli.command import CliCommand
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.cli.tools import add_inventory_arguments, add_ping_arguments, run_inventory, run_ping
 from commands.errors import ProofbotError, UsageError
 from commands.registry import OPERATIONS
 from commands.store.events import db_path
@@ -69,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
     serve.add_argument("--check", action="store_true",
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
+    ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
+    add_ping_arguments(ping)
+    inventory = sub.add_parser("inventory", parents=[shared], help="`inventory check`: validate, connect to nothing")
+    add_inventory_arguments(inventory)
     demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
                           description="Play the seed's story end to end and print it as the Slack threads read.",
                           epilog=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,6 +126,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
+    if args.command == "ping":
+        return await run_ping(args)
+    if args.command == "inventory":
+        return await run_inventory(args)
     return await COMMANDS[args.command].run(args)
 
 

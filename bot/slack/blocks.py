@@ -162,7 +162,7 @@ EMOJI_GLYPHS = {
     ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
-    ":receipt:": "≡", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "＝", ":pencil2:": "✏",
+    ":receipt:": "≡", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
     ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤",
 }
 
