@@ -34,7 +34,7 @@ def test_changed_binary_and_files_that_are_no_longer_regular_fail_with_the_reins
     assert finding.status == "fail"
     assert "/usr/bin/ssh-keygen: md5 differs" in finding.summary
     assert "/usr/bin/scp: not a regular file, md5 differs" in finding.summary
-    assert "3 file(s) differ from dpkg's record (md5-based" in finding.summary
+    assert "3 path(s) differ from dpkg's record (md5-based" in finding.summary
     fix = "apt-get install --reinstall openssh-client=1:9.2p1-2+deb12u10"
     assert finding.summary.endswith(f"To make it pristine: {fix}") and finding.details["fix"] == fix
 
@@ -106,7 +106,7 @@ def test_output_cut_short_proves_nothing() -> None:
 def test_more_lines_than_the_script_prints_are_counted_in_the_failure() -> None:
     head, _, tail = (RECORDED / "deb_changed.txt").read_text().rpartition("@rc 0\n")
     finding = parse_deb("openssh-client", recorded("", f"{head}@cut 1200\n@rc 0\n{tail}"))
-    assert finding.status == "fail" and "1203 file(s) differ" in finding.summary
+    assert finding.status == "fail" and "1203 path(s) differ" in finding.summary
 
 
 def test_the_real_script_on_a_host_without_dpkg_says_so(tmp_path: Path) -> None:

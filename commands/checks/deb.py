@@ -177,7 +177,7 @@ def _verdict(check: str, package: str, version: str, conffiles: list[str], found
         details["fix"] = fix
         more = len(problems) - SHOWN + found.cut
         shown = "; ".join(problems[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
-        return Finding(check, "fail", f"{who}: {len(problems) + found.cut} file(s) differ from dpkg's record "
+        return Finding(check, "fail", f"{who}: {len(problems) + found.cut} path(s) differ from dpkg's record "
                        f"({MD5_NOTE}): {shown}. To make it pristine: {fix}", evidence, details)
     if seen.dpkg_errors or found.rc["verify"] not in (0, 1) or found.cut:
         said = "; ".join(seen.dpkg_errors[:2]) or f"dpkg --verify exited {found.rc['verify']}"
