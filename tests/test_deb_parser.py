@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from commands.checks.deb import MD5_NOTE, deb_argv, parse_deb
+from commands.checks.deb import MD5_NOTE, SCRIPT_ID, deb_argv, parse_deb, shown_command
 from commands.command_result import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -46,6 +46,9 @@ def test_edited_and_deleted_conffiles_only_warn_saying_admins_edit_them() -> Non
                                                     "/etc/ssh/moduli: md5 differs"]
     assert "Admins edit conffiles on purpose" in finding.summary and MD5_NOTE in finding.summary
     assert "23 file(s) with a stored md5 (14 in md5sums, 9 conffiles)" in finding.summary
+    # Evidence leads with what dpkg --verify said; the conffiles' digests are counted, not pasted.
+    assert finding.evidence is not None and finding.evidence.output.startswith("@verify\n??5?????? c /etc/default/ssh")
+    assert "(9 conffile line(s) not shown)" in finding.evidence.output
 
 
 def test_names_with_spaces_and_parentheses_are_read_whole() -> None:
@@ -123,3 +126,5 @@ def test_the_package_name_is_an_argument_never_part_of_the_script() -> None:
     argv = deb_argv("openssh-server")
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["proofbot-deb", "openssh-server"]
     assert "openssh-server" not in argv[2] and '"$1"' in argv[2]
+    assert shown_command("openssh-server").startswith(f"sh -c '<proofbot dpkg script sha256:{SCRIPT_ID}>' "
+                                                      "proofbot-deb openssh-server  # runs: dpkg-query -W")

@@ -10,6 +10,7 @@ md5 digests only, so this check is md5-based, and the evidence says so.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -44,9 +45,20 @@ _KNOWN_FLAGS = {1: "M", 2: "5"}  # positions after the first; every other positi
 _MISSING_REASON = re.compile(r"^(.*) \(([A-Z][^()]*)\)$")
 
 
+SCRIPT_TEXT = SCRIPT.replace("LIMIT", str(VERIFY_LINES))
+SCRIPT_ID = hashlib.sha256(SCRIPT_TEXT.encode()).hexdigest()[:12]
+
+
 def deb_argv(name: str) -> list[str]:
-    script = SCRIPT.replace("LIMIT", str(VERIFY_LINES))
-    return ["sh", "-c", script, "proofbot-deb", name]
+    return ["sh", "-c", SCRIPT_TEXT, "proofbot-deb", name]
+
+
+def shown_command(name: str) -> str:
+    """The command as evidence shows it: the script named by its hash (its text is in this module), then
+    what it runs, since its quoting makes the whole argv unreadable in a thread."""
+    return (shlex.join(["sh", "-c", f"<proofbot dpkg script sha256:{SCRIPT_ID}>", "proofbot-deb", name])
+            + f"  # runs: dpkg-query -W {name}; dpkg-query --control-show {name} md5sums | count; "
+            f"dpkg --verify --verify-format rpm {name}")
 
 
 def fix_command(name: str, version: str) -> str:
@@ -95,8 +107,8 @@ def _sections(text: str) -> _Sections:
 def parse_deb(name: str, result: CommandResult) -> Finding:
     """The verdict on one Debian package from the script's three sections."""
     check = f"package:deb:{name}"
-    evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
     found = _sections(result.text)
+    evidence = Evidence.of(shown_command(name), result.exit_status, _shown(found, result.text), result.duration_s)
     if "status" not in found.lines:
         if result.exit_status == 127 or any("not found" in line or "no dpkg" in line for line in found.stray):
             return Finding(check, "error", "dpkg is not on the host: it is not a Debian system", evidence)
@@ -119,6 +131,19 @@ def parse_deb(name: str, result: CommandResult) -> Finding:
     conffiles = [line.strip().rsplit(" ", 1)[0] for line in status_lines[1:]
                  if line.strip() and not line.endswith(" obsolete")]
     return _verdict(check, package, version, conffiles, found, evidence)
+
+
+def _shown(found: _Sections, raw: str) -> str:
+    """dpkg --verify's lines first (they are the finding), the conffiles' digests counted, not listed."""
+    if any(section not in found.rc for section in ("status", "md5sums", "verify")):
+        return raw
+    status = found.lines["status"]
+    conffiles = sum(1 for line in status[1:] if line.strip())
+    lines = ["@verify", *found.lines["verify"], *([f"@cut {found.cut}"] if found.cut else []),
+             f"@rc {found.rc['verify']}", "@status", *status[:1],
+             *([f"({conffiles} conffile line(s) not shown)"] if conffiles else []), f"@rc {found.rc['status']}",
+             "@md5sums", *found.lines["md5sums"], f"@rc {found.rc['md5sums']}"]
+    return "\n".join(lines)
 
 
 def _not_installed(name: str, state: str) -> str:
