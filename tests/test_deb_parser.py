@@ -128,3 +128,9 @@ def test_the_package_name_is_an_argument_never_part_of_the_script() -> None:
     assert "openssh-server" not in argv[2] and '"$1"' in argv[2]
     assert shown_command("openssh-server").startswith(f"sh -c '<proofbot dpkg script sha256:{SCRIPT_ID}>' "
                                                       "proofbot-deb openssh-server  # runs: dpkg-query -W")
+
+
+def test_readme_example_names_the_current_script() -> None:
+    """README's example is copied from a tier-3 run: a changed script must be copied again."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"{shown_command('openssh-client')}\n" in readme
