@@ -62,11 +62,16 @@ def test_names_with_spaces_and_parentheses_are_read_whole() -> None:
 
 
 def test_an_unreadable_file_names_dpkgs_reason() -> None:
+    """Root reads every file, so these lines are the recorded one edited to what dpkg prints as a user."""
     text = (RECORDED / "deb_spaces.txt").read_text().replace(
         "missing     /usr/share/pb-spaces/odd (name).txt",
         "missing     /usr/share/pb-spaces/plain.txt (Permission denied)")
     finding = parse_deb("pb-spaces", recorded("", text))
     assert finding.details["missing"] == ["/usr/share/pb-spaces/plain.txt cannot be read (Permission denied)"]
+    # A name that itself ends in a parenthesis is still a name: strerror texts start with a capital.
+    named = text.replace("plain.txt (Permission denied)", "notes (draft)")
+    missing = parse_deb("pb-spaces", recorded("", named)).details["missing"]
+    assert missing == ["/usr/share/pb-spaces/notes (draft) is missing"]
 
 
 def test_unknown_check_letters_fail_a_file_and_an_unreadable_line_never_passes() -> None:
