@@ -39,12 +39,32 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class NextStep:
+    """What an operator would do next about a finding, in words and as a proofbot command.
+
+    Front-ends say the command their way (``/restore ct129 pre-ddtree`` in Slack,
+    ``proofbot restore ct129 pre-ddtree`` at a terminal); ``slack_choice`` and ``cli_flags``
+    are the same choice in each (the "Approve + move extras" button, ``--move-extras``).
+    """
+
+    advice: str
+    operation: str
+    args: tuple[str, ...]
+    slack_choice: str = ""
+    cli_flags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Finding:
     name: str
     status: Status
     summary: str
     evidence: Evidence | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    next_step: NextStep | None = None
 
     def __post_init__(self) -> None:
         if self.status == "pass" and self.evidence is None:
@@ -59,6 +79,8 @@ class Finding:
         }
         if self.details:
             data["details"] = self.details
+        if self.next_step:
+            data["next_step"] = self.next_step.to_json()
         return data
 
 

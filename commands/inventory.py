@@ -119,6 +119,9 @@ class Backup(_Strict):
     dir: str
     files: dict[str, str]
     watch: list[str] = Field(default_factory=list)
+    # A restore into a dir (or a parent) that a user other than root and the SSH user can
+    # write is refused at plan time; true accepts that risk for this backup only.
+    allow_untrusted_dirs: bool = Field(default=False, strict=True)
 
     @field_validator("dir")
     @classmethod

@@ -210,7 +210,7 @@ async def test_a_duplicate_key_that_sqlite_reads_differently_is_an_edit(db: Path
     assert json.loads(details)["verdict"] == "fail"
     forged = '{"verdict": "pass", ' + details[1:]  # the last "verdict" (fail) still wins in Python
     conn.execute("UPDATE events SET details = ? WHERE id = ?", (forged, event_id))
-    assert conn.execute("SELECT verdict FROM operations WHERE id = 'op-2'").fetchone()[0] == "pass"
+    assert conn.execute("SELECT verdict FROM operations WHERE operation_id = 'op-2'").fetchone()[0] == "pass"
     conn.execute("CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events "
                  "BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END")
     conn.execute("CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events\n"

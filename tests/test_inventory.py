@@ -61,6 +61,12 @@ def test_spec_example_loads_with_per_host_ssh_overrides() -> None:
     assert ct129.service is not None and ct129.service.probe is not None
     assert ct129.service.probe.json_body["max_tokens"] == 8
     assert inventory.channels == ["C0123ABCD"]
+    assert ct129.backups["pre-ddtree"].allow_untrusted_dirs is False
+
+
+def test_untrusted_dirs_are_allowed_per_backup_only() -> None:
+    text = SPEC_EXAMPLE.replace("        watch:", "        allow_untrusted_dirs: true\n        watch:", 1)
+    assert parse_inventory(text, "inventory.yml").host("ct129").backups["pre-ddtree"].allow_untrusted_dirs
 
 
 @pytest.mark.parametrize(
@@ -73,7 +79,9 @@ def test_spec_example_loads_with_per_host_ssh_overrides() -> None:
      (("      unit: sglang", "      unit: sglang\n      restart_cmd: x"), "hosts.ct129.service.restart_cmd",
       "Extra inputs"),
      (("spec_info.py: /root", "../x.py: /root"), "hosts.ct129.backups.pre-ddtree.files", "plain name"),
-     (("address: 10.1.230.172", "address: '10.1.230.172; id'"), "hosts.ct129.address", "host name or IP")],
+     (("address: 10.1.230.172", "address: '10.1.230.172; id'"), "hosts.ct129.address", "host name or IP"),
+     (("        watch:", "        allow_untrusted_dirs: 'yes'\n        watch:"),
+      "hosts.ct129.backups.pre-ddtree.allow_untrusted_dirs", "valid boolean")],
 )
 def test_bad_values_name_file_key_and_problem(edit: tuple[str, str], key: str, words: str) -> None:
     text = SPEC_EXAMPLE.replace(*edit, 1)

@@ -134,3 +134,17 @@ async def test_a_host_without_a_service_needs_one_round_trip(clean_host: DemoHos
     result, tcp_connections = await verify_through_a_counting_proxy(clean_host, tmp_path, document)
     assert {c.name for c in result.checks} == {"file:spec_info.py", "file:eagle_info.py", "extra-files"}
     assert tcp_connections == 1 and result.stats == {"connections": 1, "exec_round_trips": 1}
+
+
+async def test_every_failure_says_what_to_do_next(seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv.yml", seeded_host.inventory())
+    args = ("verify", "ct129", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    report, text = json.loads((await run_cli(*args, "--json")).stdout), (await run_cli(*args)).stdout
+    steps = {c["name"]: c.get("next_step") for c in report["checks"]}
+    assert steps["file:spec_info.py"]["operation"] == "restore" and steps["file:spec_info.py"]["args"] == [
+        "ct129", "pre-ddtree"]
+    assert steps["extra-files"]["cli_flags"] == ["--move-extras"]
+    assert steps["cmdline"]["operation"] == "restart" and "launch config" in steps["cmdline"]["advice"]
+    assert steps["file:eagle_info.py"] is None and steps["health"] is None  # a pass needs nothing
+    assert "→ move the extra files into a snapshot with the restore: proofbot restore ct129 pre-ddtree " \
+           "--move-extras" in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from commands.checks.listing import Listing
+from commands.checks.listing import Listing, unparsed_finding
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 
@@ -52,6 +52,9 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
     evidence = Evidence.of(command, max(result.exit_status for result in commands), output, duration)
     if start is None:
         return Finding("stale-process", "error", "could not read the process start time", evidence)
+    unparsed = unparsed_finding("stale-process", listing)
+    if unparsed is not None:
+        return Finding("stale-process", "error", unparsed.summary, evidence)
     known = {path: listing.mtimes[path] for path in files if path in listing.mtimes}
     if not known:
         return Finding("stale-process", "error", "none of the watched files could be listed", evidence)

@@ -164,6 +164,34 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE r.kind = 'requested';
         """,
     ),
+    (
+        "Datasette-ready views: operations keyed by operation_id; refusals and views of the trail apart",
+        """
+        DROP VIEW operations;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS operation_id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   (SELECT d.kind FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected', 'expired') ORDER BY d.id LIMIT 1) AS decision,
+                   (SELECT d.actor FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected') ORDER BY d.id LIMIT 1) AS decided_by,
+                   f.at AS finished_at,
+                   json_extract(f.details, '$.verdict') AS verdict
+            FROM events r
+            LEFT JOIN events f ON f.id = (SELECT MAX(x.id) FROM events x
+                                          WHERE x.operation_id = r.operation_id AND x.kind = 'finished')
+            WHERE r.kind = 'requested';
+        CREATE VIEW refusals AS
+            SELECT id AS event_id, at, kind, operation, host, actor,
+                   json_extract(details, '$.reason') AS reason,
+                   json_extract(details, '$.requested_host') AS requested_host,
+                   json_extract(details, '$.origin.via') AS via
+            FROM events WHERE kind IN ('refused', 'viewed');
+        """,
+    ),
 ]
 
 

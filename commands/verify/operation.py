@@ -24,6 +24,7 @@ from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import HostConnection, connect
 from commands.store.events import AuditStore
+from commands.verify.next_steps import with_next_step
 from commands.verify.plan import VerifyPlan
 
 
@@ -41,6 +42,7 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
     stats = {"connections": 0, "exec_round_trips": 0}
 
     async def found(finding: Finding) -> None:
+        finding = with_next_step(finding, plan)
         findings.append(finding)
         await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
                            actor=origin.actor, details=finding.to_json())
@@ -56,9 +58,10 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                 stats["exec_round_trips"] = conn.exec_round_trips
     except CouldNotCheck as exc:
         done = {finding.name for finding in findings}
-        for name in plan.check_names():
-            if name not in done:
-                await found(could_not_check(name, f"could not check: {exc}"))
+        left = [name for name in plan.check_names() if name not in done]
+        for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
+            await found(could_not_check(name, f"could not check: {exc}" if index == 0 else
+                                        f"not checked: the same cause as `{left[0]}`"))
     result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
