@@ -15,6 +15,7 @@ def test_the_example_inventory_loads_with_every_section() -> None:
     host = inventory.host("ct129")
     assert host.service is not None and host.service.probe is not None and "pre-ddtree" in host.backups
     assert host.packages is not None and "sgl-kernel" in host.packages.dists
+    assert host.packages.deb == ["nginx", "openssh-server"]
     assert inventory.approvals.approvers and inventory.channels
 
 
