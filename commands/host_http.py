@@ -29,7 +29,7 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
         request += " with header(s) " + ", ".join(sorted(headers))
     async with conn.forward(dest, port) as local_port:
         local_url = parts._replace(netloc=f"127.0.0.1:{local_port}").geturl()
-        sent_headers = {**(headers or {}), "Host": parts.netloc}
+        sent_headers = {**(headers or {}), "Host": parts.netloc.rpartition("@")[2]}  # never the userinfo
         extensions = {"sni_hostname": dest} if parts.scheme == "https" else {}
         started = time.monotonic()
         try:

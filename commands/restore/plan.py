@@ -6,6 +6,7 @@ A source is a backup from the inventory or a snapshot proofbot made earlier (for
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -20,13 +21,19 @@ from commands.errors import PlanVoid, UnknownBackup, UsageError
 from commands.findings import Evidence, trim
 from commands.inventory import Backup, Host
 from commands.plans import Plan
-from commands.redact import redact
+from commands.redact import redact, redact_data
 from commands.ssh import HostConnection
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
 SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9-]{1,64}$")
 MANIFEST = "MANIFEST.json"
-DIFF_LIMIT = 200_000
+DIFF_LIMIT = 200_000  # bytes of diff the host sends; the rest is only counted there
+# diff's own exit status survives the pipe (sh has no pipefail): it leaves through fd 3 while
+# the diff goes through dd, which passes exactly $3 bytes; wc then drains the rest (so diff
+# never dies of SIGPIPE) and prints only its byte count, right after those $3 bytes.
+DIFF_SCRIPT = ('{ st=$( { { diff -u --label "$1" --label "$2" -- "$1" "$2"; echo "$?" >&3; } '
+               '| { dd bs="$3" count=1 iflag=fullblock 2>/dev/null; rest=$(wc -c); '
+               '[ "$rest" -eq 0 ] || printf %s "$rest"; } >&4; } 3>&1 ); } 4>&1; exit "$st"')
 FileChangeState = Literal["differs", "missing", "same", "unreadable"]
 
 
@@ -57,6 +64,7 @@ class FileState:
     source_size: int | None = None
     diff: str = ""
     problem: str = ""
+    diff_bytes: int | None = None  # the whole diff's size as counted on the host
 
 
 @dataclass(frozen=True)
@@ -88,13 +96,14 @@ class RestorePlan(Plan):
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation_id": self.operation_id, "host": self.host.name, "source": self.source.label,
+        data = {"operation_id": self.operation_id, "host": self.host.name, "source": self.source.label,
                 "source_dir": self.source.backup.dir, "plan_hash": self.plan_hash,
                 "source_spec": {"kind": self.source.kind, "name": self.source.name, "dir": self.source.backup.dir,
                                 "files": dict(self.source.backup.files)},
                 "files": [{k: v for k, v in asdict(f).items() if k != "diff"} | {"diff": trim(f.diff, 4000)}
                           for f in self.files],
                 "extras": self.extras}
+        return redact_data(data)
 
     @classmethod
     def rebuild(cls, details: dict[str, Any], host: Host) -> RestorePlan:
@@ -167,15 +176,43 @@ def _plan_commands(source: RestoreSource) -> list[list[str]]:
         src = backup.backup_path(name)
         commands.append(file_hash_argv(src, live))
         commands.append(["find", src, live, "-maxdepth", "0", "-printf", "%p\\t%s\\t%T@\\t%m\\t%u:%g\\n"])
-        commands.append(["diff", "-u", "--label", live, "--label", src, "--", live, src])
+        commands.append(diff_argv(live, src))
     if backup.watch:
         commands.append(listing_argv(listing_paths(backup)))
     return commands
 
 
+def diff_argv(live: str, src: str, limit: int = DIFF_LIMIT) -> list[str]:
+    """``diff -u live src`` cut on the host at ``limit`` bytes, keeping diff's exit status."""
+    return ["sh", "-c", DIFF_SCRIPT, "sh", live, src, str(limit)]
+
+
+def diff_text(result: CommandResult, limit: int = DIFF_LIMIT) -> tuple[str, int]:
+    """The diff as shown and its full size: at most ``limit`` bytes came, then the count of the rest.
+
+    The cut falls back to the last whole line, so no secret is shown in part.
+    """
+    body, rest = result.output[:limit], result.output[limit:]
+    if not rest.isdigit():
+        return result.output.decode("utf-8", errors="replace"), len(result.output)
+    total = limit + int(rest)
+    kept = body[: body.rfind(b"\n") + 1] or body
+    note = (f"… [diff cut on the host after {len(kept):,} of {total:,} bytes: "
+            "compare the hashes above; the rest was not read]\n")
+    return kept.decode("utf-8", errors="replace") + note, total
+
+
 async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSource) -> RestorePlan:
-    """One round trip: hashes, sizes, modes, owners and diffs of every file, plus the watch dirs."""
+    """One round trip: hashes, sizes, modes, owners and diffs of every file, plus the watch dirs.
+
+    Building the plan (decoding, redacting diffs of up to ``DIFF_LIMIT`` bytes) is CPU work:
+    it runs in a worker thread so the event loop keeps answering Slack meanwhile.
+    """
     results = await conn.run_batch(_plan_commands(source))
+    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, results)
+
+
+def _build_plan(host: Host, operation_id: str, source: RestoreSource, results: list[CommandResult]) -> RestorePlan:
     backup = source.backup
     files: list[FileState] = []
     for index, (name, live) in enumerate(backup.files.items()):
@@ -186,7 +223,7 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     if backup.watch:
         finding = extra_files_finding(source.name, backup, parse_listing(results[-1]))
         extras = list(finding.details.get("extra_files", []))
-    return RestorePlan(operation_id, conn.host, source, files, extras, evidence)
+    return RestorePlan(operation_id, host, source, files, extras, evidence)
 
 
 def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: CommandResult,
@@ -216,5 +253,6 @@ def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: Com
         return FileState(name, live, src, "unreadable", None, src_sha, problem=problem, **common)
     if live_sha == src_sha:
         return FileState(name, live, src, "same", live_sha, src_sha, **common)
-    # The diff is shown in Slack and kept in the audit log: secrets in config files are masked.
-    return FileState(name, live, src, "differs", live_sha, src_sha, diff=redact(diff.text[:DIFF_LIMIT]), **common)
+    # The diff is shown in Slack and kept in the audit log: cut first (bounded work), then masked.
+    shown, total = diff_text(diff)
+    return FileState(name, live, src, "differs", live_sha, src_sha, diff=redact(shown), diff_bytes=total, **common)
