@@ -62,7 +62,7 @@ _PEM_BLOCK = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.DOTALL)
 # A PEM body line seen without its BEGIN line (a diff hunk, a trimmed middle). Pure hex is
 # left alone: hashes are evidence.
-_BASE64_LINE = re.compile(r"(?m)^([+\- ]?[ \t]*)(?=[A-Za-z0-9+/]*[G-Zg-z+/])[A-Za-z0-9+/]{40,}={0,2}[ \t]*$")
+_BASE64_LINE = re.compile(r"(?m)^([+\- \t]*)(?=[A-Za-z0-9+/]*[G-Zg-z+/])[A-Za-z0-9+/]{40,}={0,2}[ \t]*$")
 _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)([\"']?[ \t]*[:=][ \t]*[\"']?)"
     r"((?:basic|bearer|token|digest|negotiate|ntlm|apikey|aws4-hmac-sha256)[ \t]+)?([^\s\"'][^\n\"']*)")
@@ -82,11 +82,16 @@ _PASSWORD_OPTION = re.compile(
     r"|redis-cli\b[^\n\x00]*?[\s\x00]-a[ \t\x00]+"
     r"|curl\b[^\n\x00]*?[\s\x00](?:-u|--user)[ \t\x00=]+[^:\s\x00]*:)([^\s\x00]+)")
 _KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# Only the key and the separator: the value is measured by hand, so a key that is no secret
+# (``https:`` before ``//h/?token=x``) does not swallow a secret one behind it.
 _ASSIGNMENT = re.compile(
-    rf"(?m)(?P<start>^[+\- ]?[ \t]*(?:-[ \t]+|export[ \t]+)?)?(?(start)|(?<![A-Za-z0-9_.\-]))"
-    rf"(?P<q>[\"']?)(?P<key>{_KEY})(?P=q)"
-    r"(?P<sep>[ \t]*(?::=|=>|=|:)[ \t]*)"
-    r"(?:\"(?P<dq>(?:[^\"\\\n]|\\.)*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"'\x00][^\n\x00]*))")
+    rf"(?m)(?P<start>^[+\- \t]*(?:export[ \t]+)?)?(?(start)|(?<![A-Za-z0-9_.]))"
+    rf"(?P<q>[\"']?)(?P<key>{_KEY})(?P=q)(?P<sep>[ \t]*(?::=|=>|=|:)[ \t]*)")
+_DOUBLE_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_SINGLE_QUOTED = re.compile(r"'([^'\n]*)'")
+_MID_LINE_VALUE = re.compile(r"[^\s\"'&\x00]+")
+_JSON_VALUE = re.compile(r"[^\s\"'&\x00,}\]]+")
+_LINE_VALUE = re.compile(r"[^\n\x00]+")
 _BLOCK_SCALAR = re.compile(rf"^([+\- ]?)([ \t]*)(?:-[ \t]+)?({_KEY})[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*$")
 
 
@@ -118,27 +123,27 @@ def _splice(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(out) + text[last:] if out else text
 
 
-def _assignment(match: re.Match[str]) -> str:
-    whole = match.group(0)
-    if not is_secret_name(match.group("key")):
-        return whole
-    base = match.start()
-    for name in ("dq", "sq"):
-        if match.group(name) is not None:
-            value = match.group(name)
-            if not value or _HARMLESS_VALUE.fullmatch(value):
-                return whole
-            return _splice(whole, [(match.start(name) - base, match.end(name) - base)])
-    value = match.group("bare")
-    if match.group("start") is None:
-        # mid-line: a shell word or a query value; in JSON ("key": 1, …) also , } ]
-        stop = r"[\s\"'&\x00,}\]]" if match.group("q") else r"[\s\"'&\x00]"
-        value = re.split(stop, value, maxsplit=1)[0]
-    value = value.rstrip()
-    if not value or _HARMLESS_VALUE.fullmatch(value):
-        return whole
-    start = match.start("bare") - base
-    return _splice(whole, [(start, start + len(value))])
+def _assignment_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for match in _ASSIGNMENT.finditer(text):
+        if not is_secret_name(match.group("key")):
+            continue
+        at = match.end()
+        quoted = _DOUBLE_QUOTED.match(text, at) or _SINGLE_QUOTED.match(text, at)
+        if quoted:
+            start, end = quoted.span(1)
+        else:
+            # a key that starts a line owns the rest of it; mid-line (a shell word, a query value) a word
+            shape = (_LINE_VALUE if match.group("start") is not None
+                     else _JSON_VALUE if match.group("q") else _MID_LINE_VALUE)
+            bare = shape.match(text, at)
+            if bare is None:
+                continue
+            start, end = at, at + len(bare.group(0).rstrip())
+        value = text[start:end]
+        if value and not _HARMLESS_VALUE.fullmatch(value):
+            spans.append((start, end))
+    return spans
 
 
 def _block_scalars(text: str) -> str:
@@ -173,7 +178,7 @@ def redact(text: str) -> str:
     text = _FLAG_WITH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     if "|" in text or ">" in text:
         text = _block_scalars(text)
-    text = _ASSIGNMENT.sub(_assignment, text)
+    text = _splice(text, _assignment_spans(text))
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _TOKEN_SHAPES.sub(MASK, text)
 
