@@ -43,6 +43,12 @@ def test_evidence_is_redacted_when_created() -> None:
 CORPUS = yaml.safe_load((Path(__file__).parent / "recorded" / "secret_corpus.yml").read_text())
 
 
+def leaked(secret: str, output: str) -> bool:
+    """A secret with spaces leaks by any of its words too (``correct horse …`` half-masked is a leak)."""
+    pieces = [secret] + [word for word in secret.split() if len(word) >= 5]
+    return any(piece in output for piece in pieces)
+
+
 def test_the_corpus_has_at_least_60_shapes_in_every_syntax() -> None:
     assert len(CORPUS) >= 60
     kinds = {entry["shape"].split()[0] for entry in CORPUS}
@@ -52,18 +58,18 @@ def test_the_corpus_has_at_least_60_shapes_in_every_syntax() -> None:
 @pytest.mark.parametrize("entry", CORPUS, ids=[entry["shape"] for entry in CORPUS])
 def test_every_corpus_shape_is_masked_everywhere_evidence_goes(entry: dict[str, str]) -> None:
     text, secret = entry["text"], entry["secret"]
-    assert secret not in redact(text)
+    assert not leaked(secret, redact(text))
     evidence = Evidence.of(text, 0, f"cat /etc/app.conf\n{text}", 0.1)
     finding = Finding("probe", "fail", f"the reply was:\n{text}", evidence, {"reply": text, "body": {"k": text}})
-    assert secret not in json.dumps(finding.to_json(), ensure_ascii=False)
-    assert secret not in json.dumps(redact_data({"nested": [text, {"text": text}]}), ensure_ascii=False)
+    assert not leaked(secret, json.dumps(finding.to_json(), ensure_ascii=False))
+    assert not leaked(secret, json.dumps(redact_data({"nested": [text, {"text": text}]}), ensure_ascii=False))
 
 
 @pytest.mark.parametrize("entry", CORPUS, ids=[entry["shape"] for entry in CORPUS])
 def test_corpus_shapes_behind_diff_prefixes_are_masked(entry: dict[str, str]) -> None:
     for prefix in "+- ":
         shown = "\n".join(prefix + line for line in entry["text"].split("\n"))
-        assert entry["secret"] not in redact(shown)
+        assert not leaked(entry["secret"], redact(shown))
 
 
 def test_a_removed_diff_line_keeps_its_shape() -> None:

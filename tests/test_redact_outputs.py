@@ -43,7 +43,7 @@ def leaks(*outputs: str | bytes) -> list[str]:
     for secret in SECRETS:
         for output in outputs:
             haystack = output if isinstance(output, str) else output.decode("utf-8", errors="replace")
-            if secret in haystack:
+            if any(piece in haystack for piece in [secret, *(w for w in secret.split() if len(w) >= 5)]):
                 found.append(secret)
                 break
     return found
