@@ -15,6 +15,11 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from commands.redact import OFF_LOOP_CHARS, redact_data, redact_off_loop
 
+# What people read. Only these are masked: the rest of a request is Slack's own plumbing, and
+# some of it must go out as it is (apps.connections.open carries the app token as ``token``).
+CONTENT_KEYS = frozenset({"text", "blocks", "attachments", "markdown_text", "initial_comment", "title",
+                          "alt_txt", "content", "metadata"})
+
 
 class RedactingWebClient(AsyncWebClient):
     """``AsyncWebClient`` whose text, blocks and uploaded file contents are masked before sending."""
@@ -22,9 +27,10 @@ class RedactingWebClient(AsyncWebClient):
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         for name in ("json", "params", "data"):
             payload = kwargs.get(name)
-            if isinstance(payload, dict):
-                kwargs[name] = (await asyncio.to_thread(redact_data, payload) if _large(payload)
-                                else redact_data(payload))
+            if isinstance(payload, dict) and CONTENT_KEYS & payload.keys():
+                content = {key: value for key, value in payload.items() if key in CONTENT_KEYS}
+                masked = await asyncio.to_thread(redact_data, content) if _large(content) else redact_data(content)
+                kwargs[name] = {**payload, **masked}
         return await super().api_call(api_method, **kwargs)
 
     async def files_upload_v2(self, **kwargs: Any) -> AsyncSlackResponse:
@@ -40,5 +46,5 @@ class RedactingWebClient(AsyncWebClient):
         return await super().files_upload_v2(**kwargs)
 
 
-def _large(payload: dict[str, Any]) -> bool:
+def _large(payload: dict[str, Any]) -> bool:  # a rough size: the repr costs far less than the regexes
     return len(repr(payload)) >= OFF_LOOP_CHARS
