@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import ParamSpec
 
-from commands.findings import Finding
+from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
 from commands.redact import redact
 from commands.registry import OPERATIONS
@@ -42,11 +43,18 @@ def render_result(result: OperationResult, *, verbose: bool = False) -> str:
     width = max((len(finding.name) for finding in result.checks), default=0)
     for finding in result.checks:
         lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
+        if finding.next_step:
+            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
         if verbose or finding.status != "pass":
             lines.extend(_evidence_lines(finding))
     counts = {status: sum(1 for f in result.checks if f.status == status) for status in MARKS}
     lines.append("  " + " · ".join(f"{n} {status}" for status, n in counts.items() if n))
     return "\n".join(lines)
+
+
+def next_step_words(step: NextStep) -> str:
+    """The next step as a terminal user types it: ``proofbot restore ct129 pre-ddtree --move-extras``."""
+    return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
 
 
 def _evidence_lines(finding: Finding) -> list[str]:
@@ -76,7 +84,9 @@ def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
             lines.append(f"  ? {f.name}: cannot plan: {f.problem}")
         else:
             lines.append(f"  ~ {f.name}: live {(f.live_sha or '')[:12]} ({f.live_size} B, mode {f.live_mode} "
-                         f"{f.live_owner}) → {(f.source_sha or '')[:12]} ({f.source_size} B) at {f.live_path}")
+                         f"{f.live_owner}) → {(f.source_sha or '')[:12]} ({f.source_size} B) at {f.live_path}"
+                         + (f" (symlink → {f.live_target}: the target is written, the link kept)"
+                            if f.live_target else ""))
             diff = f.diff.splitlines()
             lines += [f"      {line}" for line in diff[:diff_lines]]
             if len(diff) > diff_lines:
@@ -92,7 +102,9 @@ OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
 
 
 @final_text
-def render_restart_plan(plan: RestartPlan) -> str:
+def render_restart_plan(plan: RestartPlan, *, title: bool = True) -> str:
+    """The plan a person approves; ``title=False`` leaves out the first line (host and ids) for a
+    message that says them once elsewhere (the Slack plan's header and footer)."""
     service, before = plan.service, plan.before
     running = (f"PID {before.main_pid}, {before.state}, started {before.started_at or 'at an unknown time'}"
                if before.main_pid else f"no main PID ({before.state})")
@@ -117,7 +129,7 @@ def render_restart_plan(plan: RestartPlan) -> str:
         "  then prove " + "\n             ".join(proof),
         f"  deadline   {service.ready_timeout_s:g} s{suspicious}",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines if title else lines[1:])
 
 
 @final_text

@@ -50,12 +50,32 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class NextStep:
+    """What an operator would do next about a finding, in words and as a proofbot command.
+
+    Front-ends say the command their way (``/restore ct129 pre-ddtree`` in Slack,
+    ``proofbot restore ct129 pre-ddtree`` at a terminal); ``slack_choice`` and ``cli_flags``
+    are the same choice in each (the "Approve + move extras" button, ``--move-extras``).
+    """
+
+    advice: str
+    operation: str
+    args: tuple[str, ...]
+    slack_choice: str = ""
+    cli_flags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Finding:
     name: str
     status: Status
     summary: str
     evidence: Evidence | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    next_step: NextStep | None = None
 
     def __post_init__(self) -> None:
         if self.status == "pass" and self.evidence is None:
@@ -72,7 +92,29 @@ class Finding:
         }
         if self.details:
             data["details"] = redact_data(self.details)
+        if self.next_step:
+            data["next_step"] = redact_data(self.next_step.to_json())
         return data
+
+
+def short_path(path: str, keep: int = 2) -> str:
+    """A long path as a message shows it: its last ``keep`` parts (the full path stays in the
+    evidence and the details)."""
+    parts = path.split("/")
+    return path if len(parts) <= keep + 2 else "…/" + "/".join(parts[-keep:])
+
+
+def age_words(seconds: float) -> str:
+    """How long ago, as people say it: '45 s', '3 h 12 min', '2 d 4 h'."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if days:
+        return f"{days} d {hours % 24} h"
+    if hours:
+        return f"{hours} h {minutes % 60} min"
+    return f"{minutes} min"
 
 
 def could_not_check(name: str, reason: str, evidence: Evidence | None = None) -> Finding:

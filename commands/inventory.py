@@ -13,7 +13,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from commands.errors import InventoryError, UnknownBackup, UnknownHost
 
@@ -119,6 +119,9 @@ class Backup(_Strict):
     dir: str
     files: dict[str, str]
     watch: list[str] = Field(default_factory=list)
+    # A restore into a dir (or a parent) that a user other than root and the SSH user can
+    # write is refused at plan time; true accepts that risk for this backup only.
+    allow_untrusted_dirs: bool = Field(default=False, strict=True)
 
     @field_validator("dir")
     @classmethod
@@ -146,17 +149,25 @@ class Backup(_Strict):
 
 
 DIST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+DEB_PATTERN = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,127}(:[a-z0-9][a-z0-9-]{0,31})?$")
 
 
 class Packages(_Strict):
-    """Installed Python distributions to prove by their own RECORD (``package:<dist>``)."""
+    """Installed packages to prove pristine with no backup: Python distributions by their own RECORD
+    (``package:<dist>``), Debian packages by dpkg's md5sums (``package:deb:<name>``)."""
 
-    python: str
+    # dists and deb come first so that python's validator sees them (pydantic validates in order).
     dists: list[str] = Field(default_factory=list)
+    deb: list[str] = Field(default_factory=list)
+    python: str | None = Field(default=None, validate_default=True)
 
     @field_validator("python")
     @classmethod
-    def _python(cls, value: str) -> str:
+    def _python(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            if info.data.get("dists"):
+                raise ValueError("required to check dists: the interpreter of their environment")
+            return None
         return _absolute_path(value)
 
     @field_validator("dists")
@@ -171,6 +182,15 @@ class Packages(_Strict):
             if normalised not in names:
                 names.append(normalised)
         return names
+
+    @field_validator("deb")
+    @classmethod
+    def _deb(cls, value: list[str]) -> list[str]:
+        """Debian policy's package names (lower case), optionally with dpkg's ``:arch`` qualifier."""
+        for name in value:
+            if not DEB_PATTERN.fullmatch(name):
+                raise ValueError(f"not a Debian package name (optionally with :arch): {name!r}")
+        return list(dict.fromkeys(value))
 
 
 class Host(_Strict):

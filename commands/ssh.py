@@ -40,6 +40,11 @@ class HostConnection:
         self._conn = conn
         self.exec_round_trips = 0
 
+    def host_key_fingerprint(self) -> str:
+        """The SHA256 fingerprint of the key the host proved it holds (already checked against known_hosts)."""
+        key = self._conn.get_server_host_key()
+        return str(key.get_fingerprint("sha256")) if key is not None else "unknown"
+
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
         """Run one command (argv, quoted here) and return its result.

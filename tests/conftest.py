@@ -42,6 +42,16 @@ def write_inventory(path: Path, document: dict[str, Any]) -> Path:
     return path
 
 
+def via_port(host: DemoHost, port: int, tmp_path: Path, document: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The host's inventory reaching it through 127.0.0.1:port (a DelayProxy), its key known there too."""
+    document = document or host.inventory()
+    document["hosts"][host.name]["port"] = port
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} " + host.known_hosts.read_text().split(" ", 1)[1])
+    document["ssh"]["known_hosts"] = str(known)
+    return document
+
+
 @pytest_asyncio.fixture(loop_scope="session", scope="session")
 async def seeded_host() -> AsyncIterator[DemoHost]:
     """A loopback host in the seed's broken state: patched file, extra file, forbidden flag."""

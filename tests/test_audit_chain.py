@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from commands.store.chain import GUARD_TRIGGERS, Anchor, ChainReport, verify_chain
+from commands.store.chain import GUARD_TRIGGERS, Anchor, ChainReport, guard_trigger_sql, verify_chain
 from commands.store.events import AuditStore, event_hash
 from tests.audit_events import cli_origin, record_operation, slack_origin
 
@@ -184,10 +184,9 @@ async def test_consistent_rewrite_of_chain_and_head_needs_an_anchor(db: Path) ->
     conn.execute("DELETE FROM events WHERE id > 20")
     conn.execute("UPDATE chain_head SET event_id = 20, events = 20, "
                  "hash = (SELECT hash FROM events WHERE id = 20)")
-    conn.execute("CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
-                 "BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END")
-    conn.execute("CREATE TRIGGER chain_head_follows_appends BEFORE UPDATE ON chain_head "
-                 "BEGIN SELECT RAISE(ABORT, 'x'); END")
+    guards = guard_trigger_sql()  # a careful attacker restores the guards exactly as they were
+    conn.execute(guards["events_are_append_only_delete"])
+    conn.execute(guards["chain_head_follows_appends"])
     assert (await check(db)).intact
     report = await check(db, anchor)
     assert report.broken is not None
@@ -201,3 +200,28 @@ async def test_chain_head_only_follows_real_appends(db: Path) -> None:
     with pytest.raises(sqlite3.DatabaseError, match="part of the audit log"):
         conn.execute("DELETE FROM chain_head")
     assert conn.execute("SELECT event_id, events FROM chain_head").fetchone() == (EVENTS, EVENTS)
+
+
+async def test_a_duplicate_key_that_sqlite_reads_differently_is_an_edit(db: Path) -> None:
+    """Text whose parse hashes like the original while SQLite's json_extract reads another verdict."""
+    conn = attacker(db)
+    event_id, details = conn.execute("SELECT id, details FROM events WHERE kind = 'finished' AND "
+                                     "operation_id = 'op-2'").fetchone()
+    assert json.loads(details)["verdict"] == "fail"
+    forged = '{"verdict": "pass", ' + details[1:]  # the last "verdict" (fail) still wins in Python
+    conn.execute("UPDATE events SET details = ? WHERE id = ?", (forged, event_id))
+    assert conn.execute("SELECT verdict FROM operations WHERE operation_id = 'op-2'").fetchone()[0] == "pass"
+    conn.execute("CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events "
+                 "BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END")
+    conn.execute("CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events\n"
+                 "            BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;")
+    report = await check(db)
+    assert report.broken is not None and report.broken.event_id == event_id
+    assert report.broken.problem == "edited"
+
+
+async def test_a_guard_recreated_to_do_nothing_counts_as_missing(db: Path) -> None:
+    conn = attacker(db, "events_are_append_only_delete")
+    conn.execute("CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events BEGIN SELECT 1; END")
+    report = await check(db)
+    assert report.missing_guards == ("events_are_append_only_delete",) and not report.intact

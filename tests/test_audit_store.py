@@ -28,7 +28,7 @@ async def test_events_chain_and_cannot_be_updated_or_deleted(tmp_path: Path) -> 
         conn.execute("UPDATE events SET actor = 'mallory'")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         conn.execute("DELETE FROM events")
-    assert conn.execute("SELECT id, host, verdict FROM operations").fetchall() == [("op1", "ct129", "fail")]
+    assert conn.execute("SELECT operation_id, host, verdict FROM operations").fetchall() == [("op1", "ct129", "fail")]
 
 
 async def test_migrations_run_once(tmp_path: Path) -> None:

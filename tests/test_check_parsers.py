@@ -131,7 +131,7 @@ def test_flag_matching(args: list[str], flag: str, expected: bool) -> None:
 
 
 def test_extra_files_are_those_neither_restored_nor_held() -> None:
-    listing = parse_listing(recorded("find_listing.txt"))
+    listing = parse_listing(recorded("find_listing.bin"))
     finding = extra_files_finding("pre-ddtree", BACKUP, listing)
     assert finding.status == "fail"
     assert finding.details["extra_files"] == [f"{LIVE_DIR}/ddtree_utils.py"]
@@ -153,7 +153,7 @@ def test_process_start_from_proc_stat() -> None:
 
 
 def test_files_newer_than_the_process_are_a_warning_saying_restart() -> None:
-    listing = parse_listing(recorded("find_listing.txt"))
+    listing = parse_listing(recorded("find_listing.bin"))
     files = list(listing.mtimes)
     start = ProcessStart(99, 1796015480.5)
     finding = stale_finding(start, files, listing, [CommandResult("date", 0, b"x", 0.0)])
@@ -163,7 +163,44 @@ def test_files_newer_than_the_process_are_a_warning_saying_restart() -> None:
 
 
 def test_process_newer_than_every_file_passes() -> None:
-    listing = parse_listing(recorded("find_listing.txt"))
+    listing = parse_listing(recorded("find_listing.bin"))
     finding = stale_finding(ProcessStart(99, 1796015490.0), list(listing.mtimes), listing,
                             [CommandResult("date", 0, b"x", 0.0)])
     assert finding.status == "pass"
+
+
+def test_a_name_with_a_tab_and_newline_cannot_forge_an_mtime() -> None:
+    """Recorded from a real find: a file named 'spec_info.py<TAB>0<NL>zzz' sits in the watch dir."""
+    listing = parse_listing(recorded("find_listing_hostile_name.bin"))
+    hostile = f"{LIVE_DIR}/spec_info.py\t0\nzzz"
+    assert listing.mtimes[f"{LIVE_DIR}/spec_info.py"] == pytest.approx(1796015480.9223208)
+    assert listing.mtimes[hostile] == pytest.approx(1796015485.5)
+    assert not listing.bad_records
+    finding = stale_finding(ProcessStart(99, 1796015481.0), [f"{LIVE_DIR}/spec_info.py", hostile], listing,
+                            [CommandResult("date", 0, b"x", 0.0)])
+    assert finding.status == "warn" and hostile in finding.details["changed_after_start"]
+    extra = extra_files_finding("pre-ddtree", BACKUP, listing)
+    assert hostile in extra.details["extra_files"] and "spec_info.py\\t0\\nzzz" in extra.summary
+
+
+@pytest.mark.parametrize("output", [
+    b"1796015480.9\t/root/x.py",                      # cut short: no NUL at the end
+    b"1796015480.9\t/root/x.py\0garbage\0",           # a record that is not MTIME<TAB>/PATH
+    b"/root/x.py\t1796015480.9\n",                    # the old newline format
+    b"1796015480.9\t/root/x.py\x001796015999.0\t/root/x.py\0",  # one path, two times
+])
+def test_a_record_that_does_not_parse_is_an_error_never_skipped(output: bytes) -> None:
+    listing = parse_listing(CommandResult("find", 0, output, 0.0))
+    assert listing.bad_records
+    assert extra_files_finding("pre-ddtree", BACKUP, listing).status == "error"
+    finding = stale_finding(ProcessStart(99, 1796015490.0), ["/root/x.py"], listing,
+                            [CommandResult("date", 0, b"x", 0.0)])
+    assert finding.status == "error" and "do not parse" in finding.summary
+
+
+def test_find_messages_between_records_are_read_not_taken_for_records() -> None:
+    output = (f"find: '{BACKUP_DIR}': No such file or directory\n".encode()
+              + f"1796015480.9\t{LIVE_DIR}/spec_info.py\0".encode())
+    listing = parse_listing(CommandResult("find", 1, output, 0.0))
+    assert not listing.bad_records and listing.missing == [BACKUP_DIR]
+    assert extra_files_finding("pre-ddtree", BACKUP, listing).summary == f"backup dir {BACKUP_DIR} does not exist"

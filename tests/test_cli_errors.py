@@ -46,6 +46,8 @@ async def test_unreachable_host_exits_3_with_every_check_an_error(seeded_host: D
     assert report["verdict"] == "error"
     assert {check["status"] for check in report["checks"]} == {"error"}
     assert "cannot connect" in report["checks"][0]["summary"]
+    assert sum("cannot connect" in check["summary"] for check in report["checks"]) == 1  # said once
+    assert report["checks"][0]["next_step"]["advice"].startswith(f"check that 127.0.0.1:{port} answers SSH")
     assert "Traceback" not in run.stderr
 
 

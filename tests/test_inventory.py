@@ -8,6 +8,7 @@ import pytest
 
 from commands.errors import InventoryError, UnknownBackup, UnknownHost
 from commands.inventory import load_inventory, parse_inventory
+from commands.verify import VerifyPlan
 
 SPEC_EXAMPLE = """
 ssh:
@@ -60,6 +61,12 @@ def test_spec_example_loads_with_per_host_ssh_overrides() -> None:
     assert ct129.service is not None and ct129.service.probe is not None
     assert ct129.service.probe.json_body["max_tokens"] == 8
     assert inventory.channels == ["C0123ABCD"]
+    assert ct129.backups["pre-ddtree"].allow_untrusted_dirs is False
+
+
+def test_untrusted_dirs_are_allowed_per_backup_only() -> None:
+    text = SPEC_EXAMPLE.replace("        watch:", "        allow_untrusted_dirs: true\n        watch:", 1)
+    assert parse_inventory(text, "inventory.yml").host("ct129").backups["pre-ddtree"].allow_untrusted_dirs
 
 
 @pytest.mark.parametrize(
@@ -72,7 +79,9 @@ def test_spec_example_loads_with_per_host_ssh_overrides() -> None:
      (("      unit: sglang", "      unit: sglang\n      restart_cmd: x"), "hosts.ct129.service.restart_cmd",
       "Extra inputs"),
      (("spec_info.py: /root", "../x.py: /root"), "hosts.ct129.backups.pre-ddtree.files", "plain name"),
-     (("address: 10.1.230.172", "address: '10.1.230.172; id'"), "hosts.ct129.address", "host name or IP")],
+     (("address: 10.1.230.172", "address: '10.1.230.172; id'"), "hosts.ct129.address", "host name or IP"),
+     (("        watch:", "        allow_untrusted_dirs: 'yes'\n        watch:"),
+      "hosts.ct129.backups.pre-ddtree.allow_untrusted_dirs", "valid boolean")],
 )
 def test_bad_values_name_file_key_and_problem(edit: tuple[str, str], key: str, words: str) -> None:
     text = SPEC_EXAMPLE.replace(*edit, 1)
@@ -145,7 +154,11 @@ def test_packages_defaults_merge_per_host_key_by_key_and_names_are_normalised() 
     ("edit", "key", "words"),
     [(("python: /root/ml-env/bin/python", "python: ml-env/bin/python"), "hosts.ct129.packages.python", "absolute"),
      (("dists: [sglang, Sgl_Kernel]", "dists: ['sglang; id']"), "hosts.ct129.packages.dists", "distribution name"),
-     (("  python: /root/ml-env/bin/python\n", ""), "hosts.ct129.packages.python", "Field required"),
+     (("  python: /root/ml-env/bin/python\n", ""), "hosts.ct129.packages.python", "required to check dists"),
+     (("  dists: [sglang, Sgl_Kernel]", "  deb: [openssh-server, 'nginx; id']"), "hosts.ct129.packages.deb",
+      "not a Debian package name"),
+     (("  dists: [sglang, Sgl_Kernel]", "  deb: [Nginx]"), "hosts.ct129.packages.deb", "not a Debian package name"),
+     (("  dists: [sglang, Sgl_Kernel]", "  deb: ['libc6:amd64 x']"), "hosts.ct129.packages.deb", "Debian"),
      (("packages: {dists: [flash.attn, flash-attn]}", "packages: [flash-attn]"), "hosts.ct131.packages",
       "valid dictionary"),
      (("  dists:", "  dist:"), "hosts.ct129.packages.dist", "Extra inputs")],
@@ -155,3 +168,17 @@ def test_bad_packages_name_file_key_and_problem(edit: tuple[str, str], key: str,
         parse_inventory(PACKAGES_EXAMPLE.replace(*edit, 1), "inventory.yml")
     assert str(raised.value).startswith("inventory.yml: ") and key in str(raised.value)
     assert words in str(raised.value)
+
+
+def test_debian_packages_need_no_python_and_keep_their_arch_qualifier() -> None:
+    text = """
+hosts:
+  ct129:
+    address: 10.1.230.172
+    packages: {deb: [nginx, openssh-server, libc6:amd64, g++-12, nginx]}
+"""
+    host = parse_inventory(text, "inventory.yml").host("ct129")
+    assert host.packages is not None and host.packages.python is None
+    assert host.packages.deb == ["nginx", "openssh-server", "libc6:amd64", "g++-12"]
+    assert VerifyPlan.for_host(host, None).check_names() == [
+        "package:deb:nginx", "package:deb:openssh-server", "package:deb:libc6:amd64", "package:deb:g++-12"]

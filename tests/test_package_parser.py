@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from commands.checks.package import PROBE_SOURCE, package_argv, parse_package, shown_command
+from commands.checks.package import PROBE_ID, PROBE_SOURCE, package_argv, parse_package, shown_command
 from commands.command_result import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -108,3 +108,9 @@ def test_a_changed_module_starting_with_a_shebang_still_fails() -> None:
                                                                   '"sb": true, "st": "ok", "t": "row"}')
     finding = parse_package(PYTHON, "sgl-kernel", CommandResult("probe", 0, text.encode(), 0.01))
     assert finding.status == "fail" and finding.details["changed"][0]["path"] == "sgl_kernel/speculative.py"
+
+
+def test_readme_example_names_the_current_probe() -> None:
+    """README's example is copied from a demo run: a changed probe must be copied again."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"-I -S -c '<proofbot package probe sha256:{PROBE_ID}>' sgl-kernel" in readme

@@ -1,12 +1,18 @@
-"""The package that the Dockerfile installs (`pip install .`) holds every module of the repo."""
+"""The package that the Dockerfile installs holds every module and data file of the repo, and
+requirements.lock pins every runtime dependency (and nothing the bot does not need)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests.conftest import REPO
 
@@ -25,3 +31,18 @@ def test_wheel_holds_every_module(tmp_path: Path) -> None:
                for package in ("commands", "bot") for path in (REPO / package).rglob("*.py")}
     assert modules, "no modules found to compare"
     assert modules - packaged == set()
+    assert "commands/store/datasette-metadata.yml" in packaged
+
+
+def test_the_lock_pins_every_runtime_dependency_within_its_range() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = {canonicalize_name(name): Version(version) for name, version in (
+        line.split("==") for line in (REPO / "requirements.lock").read_text().splitlines()
+        if line and not line.startswith("#"))}
+    for dependency in map(Requirement, project["dependencies"]):
+        pinned = pins.get(canonicalize_name(dependency.name))
+        assert pinned is not None and pinned in dependency.specifier, (dependency, pinned)
+    extras = {canonicalize_name(Requirement(r).name) for group in project["optional-dependencies"].values()
+              for r in group}
+    assert not extras & set(pins), "a dev or demo tool is pinned for the runtime image"
+    assert "-r /tmp/requirements.lock" in (REPO / "Dockerfile").read_text()

@@ -8,6 +8,7 @@ it turned green, a probe that hangs or answers "!!!!!!!!", the link cut mid-rest
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from commands.errors import PlanVoid
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.restart import RestartProgress, plan_restart, restart
@@ -36,7 +38,7 @@ TIER2 = {"ct160": Scenario(), "ct161": Scenario(startup_delay_s=SLOW_S), "ct162"
          "ct168": Scenario(startup_delay_s=3)}
 TIER3 = {"ct170": Scenario(), "ct171": Scenario(startup_delay_s=SLOW_S), "ct172": Scenario(),
          "ct173": Scenario(ignore_sigterm=True), "ct174": Scenario(launch_script=True), "ct175": DDTREE,
-         "ct176": Scenario(reply="!!!!!!!!")}
+         "ct176": Scenario(reply="!!!!!!!!"), "ct177": Scenario()}
 
 
 @pytest.fixture(scope="module")
@@ -318,3 +320,28 @@ async def test_systemd_unit_changed_on_disk_without_daemon_reload(nspawn_lab: Ns
 @pytest.mark.tier3
 async def test_systemd_probe_that_answers_bangs(nspawn_lab: NspawnLab, tmp_path: Path) -> None:
     await degenerate_probe(nspawn_lab, "ct176", tmp_path)
+
+
+@pytest.mark.tier3
+async def test_systemd_plan_void_when_the_invocation_id_changed_under_the_same_pid(nspawn_lab: NspawnLab,
+                                                                                    tmp_path: Path) -> None:
+    host = parse_inventory(yaml.safe_dump(nspawn_lab.inventory()), "lab.yml").host("ct177")
+    earlier = await plan_restart(host)
+    await asyncio.to_thread(nspawn_lab["ct177"].run, ["systemctl", "restart", "sglang"])
+    plan = await plan_restart(host)
+    assert earlier.before.invocation_id and plan.before.invocation_id
+    assert earlier.before.invocation_id != plan.before.invocation_id
+    # The PID and start time systemd and /proc report now, with the InvocationID of the unit's earlier run:
+    # the plan of a run that ended, whose successor got the same PID (PIDs get reused). Only the
+    # InvocationID tells them apart.
+    reused = dataclasses.replace(plan, before=dataclasses.replace(plan.before,
+                                                                  invocation_id=earlier.before.invocation_id))
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        with pytest.raises(PlanVoid, match=f"InvocationID {earlier.before.invocation_id} → "
+                                           f"{plan.before.invocation_id}") as void:
+            await restart(reused, origin=Origin.local_user(), audit=audit)
+    finally:
+        audit.close()
+    assert void.value.exit_code == 4 and "main PID" not in void.value.message
+    assert await asyncio.to_thread(nspawn_lab["ct177"].service_pid) == plan.before.main_pid, "nothing restarted"

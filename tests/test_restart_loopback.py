@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from commands.operation import Origin
 from commands.restart import RestartProgress, plan_restart, restart
 from commands.store import locks
 from commands.store.events import AuditStore
-from tests.conftest import run_cli, write_inventory
+from tests.conftest import run_cli, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.lab.sysutil import pid_alive
 from tests.lab.waits import until
@@ -142,14 +144,30 @@ async def test_a_plan_is_void_when_the_process_changed_since(lab: DemoHost, tmp_
     assert kinds == ["requested", "refused"]
 
 
+async def test_a_plan_is_void_when_its_pid_now_belongs_to_a_younger_process(lab: DemoHost, tmp_path: Path) -> None:
+    plan = await plan_restart(inventory_host(lab))
+    assert plan.before.main_pid == await supervised_pid(lab) and plan.before.started_epoch is not None
+    # The host really runs a process with the planned PID, started when /proc says. The plan remembers a
+    # process with that PID started an hour earlier: the plan of a process that died and whose PID was
+    # reused by a younger one (the manager and the PID alone cannot tell them apart).
+    earlier = plan.before.started_epoch - 3600
+    reused = dataclasses.replace(plan, before=dataclasses.replace(
+        plan.before, started_epoch=earlier,
+        started_at=datetime.fromtimestamp(earlier, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")))
+    audit = AuditStore.open(tmp_path / "a.db")
+    with pytest.raises(PlanVoid, match=f"PID {plan.before.main_pid} now belongs to a process started") as void:
+        await restart(reused, origin=Origin.local_user(), audit=audit)
+    audit.close()
+    assert void.value.exit_code == 4 and "main PID" not in void.value.message
+    assert await supervised_pid(lab) == plan.before.main_pid, "nothing was restarted"
+    kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute("SELECT kind FROM events ORDER BY id")]
+    assert kinds == ["requested", "refused"]
+
+
 async def test_link_blackholed_right_after_the_restart_command_is_an_error(lab: DemoHost, tmp_path: Path) -> None:
     old = await supervised_pid(lab)
     async with DelayProxy("127.0.0.1", lab.ssh_port) as proxy:
-        document = lab.inventory()
-        document["hosts"][lab.name]["port"] = proxy.port
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{proxy.port} {lab.known_hosts.read_text().split(' ', 1)[1]}")
-        document["ssh"]["known_hosts"] = str(known)
+        document = via_port(lab, proxy.port, tmp_path)
         plan = await plan_restart(parse_inventory(yaml.safe_dump(document), "t.yml").host(lab.name))
         audit = AuditStore.open(tmp_path / "a.db")
 

@@ -133,9 +133,10 @@ async def test_file_changed_after_the_plan_voids_it_and_writes_nothing(netns_lab
     audit = AuditStore.open(tmp_path / "a.db")
     plan, decided = await plan_and_approve(inventory, "ct151", audit)
     host.local_path(LIVE_FILES["spec_info.py"]).write_text("# edited by someone else meanwhile\n")
-    with pytest.raises(PlanVoid, match=r"spec_info\.py"):
+    with pytest.raises(PlanVoid, match=r"spec_info\.py") as void:
         await apply_restore(plan, decided, actor=ORIGIN.actor, audit=audit, move_extras=False)
     audit.close()
+    assert void.value.exit_code == 4, "README: refused (plan void), exit 4"
     assert host.local_path(LIVE_FILES["spec_info.py"]).read_text() == "# edited by someone else meanwhile\n"
     assert not host.local_path(BACKUP_DIR + ".proofbot-snapshots").exists()
 
@@ -146,7 +147,7 @@ async def test_full_disk_during_replace_leaves_the_live_file_as_it_was(netns_lab
     big = "x = 1\n" * 40_000  # 240 kB backup copy; the live dir gets a 64 kB tmpfs
     host.local_path(f"{BACKUP_DIR}/spec_info.py").write_text(big)
     files = {name: host.run(["cat", path]).stdout for name, path in LIVE_FILES.items() if "speculative" in path}
-    host.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", SPEC_DIR])
+    host.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", SPEC_DIR])
     try:
         for name, text in files.items():
             host.run(["tee", LIVE_FILES[name]], input=text)
@@ -205,7 +206,7 @@ async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsL
     async def kill_the_copy(finding: Finding) -> None:
         if finding.name != "snapshot":
             return
-        script = (f"for i in $(seq 400); do p=$(pgrep -f '^cp -- {BACKUP_DIR}/spec_info.py'); "
+        script = (f"for i in $(seq 400); do p=$(pgrep -f '^cat -- {BACKUP_DIR}/spec_info.py'); "
                   "if [ -n \"$p\" ]; then kill -9 $p; echo killed $p; exit 0; fi; sleep 0.01; done")
         killers.append(asyncio.create_task(asyncio.to_thread(host.run, ["sh", "-c", script])))
 
@@ -213,7 +214,7 @@ async def test_copy_killed_mid_way_leaves_no_half_written_file(netns_lab: NetnsL
     killed = [(await killer).stdout for killer in killers]
     assert killed and killed[0].startswith("killed"), "the copy finished before it could be killed"
     replace = next(f for f in result.checks if f.name == "replace")
-    assert replace.status == "fail" and "stopped at `cp" in replace.summary
+    assert replace.status == "fail" and "stopped at `cat" in replace.summary
     assert assert_each_file_old_or_restored(host, plan) == {"spec_info.py": "as it was"}
 
 

@@ -94,11 +94,14 @@ async def test_a_second_serve_on_one_database_refuses_naming_the_first(tmp_path:
         first = await start_serve(slack, inventory, db, await free_port())
         try:
             await until("the first bot to start", lambda: db.exists() and "bot-started" in kinds(db), 30)
+            assert (await run_cli("serve", "--check", "--db", str(db))).code == 0
             second = await start_serve(slack, inventory, db, await free_port())
             _, err = await asyncio.wait_for(second.communicate(), 30)
         finally:
             first.terminate()
             await first.wait()
+    check = await run_cli("serve", "--check", "--db", str(db))  # the container health check, once stopped
+    assert check.code == 1
     assert second.returncode == 4, err.decode()
     assert f"pid {first.pid}" in err.decode() and "one serve per audit database" in err.decode()
     assert kinds(db).count("bot-started") == 1

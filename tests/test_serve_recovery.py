@@ -19,15 +19,16 @@ from typing import Any
 import httpx
 
 from bot.demo.host import DemoHost, demo_host
-from tests.conftest import REPO, write_inventory
+from tests.conftest import REPO, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
+from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.signing import block_actions_body, slash_command_body
 
 SECRET = "restart-secret"
 CHANNEL = "C0OPS"
 INVITED = {CHANNEL: "ops"}
-REQUESTER, APPROVER = "U0REQ", "U0APPROVER"
+REQUESTER, APPROVER, OTHER = "U0REQ", "U0APPROVER", "U0OTHER"
 
 
 def free_port() -> int:
@@ -85,14 +86,44 @@ class Bot:
                          "action_ts": "1"}]}
         return await self.post(block_actions_body(payload))
 
+    def lock_of(self, host: str) -> tuple[str, int] | None:
+        """The host's lock as the database holds it: (operation id, holder PID)."""
+        row = sqlite3.connect(self.db).execute("SELECT operation_id, pid FROM locks WHERE host = ?", (host,)).fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def restart_after_sigkill(self) -> None:
+        self.kill()
+        assert self.process is not None
+        await self.process.wait()
+        await self.start()
+
+    async def plan_awaiting_approval(self, command: str = "/restore", text: str = "ct129",
+                                     but_not: str = "") -> tuple[Message, str]:
+        """Type the command; wait for its plan (a message with buttons); return it and the plan id."""
+        await self.command(command, text)
+
+        def new_plans() -> list[Message]:
+            return [m for m in self.slack.messages_in(CHANNEL) if buttons(m) and buttons(m)[0]["value"] != but_not]
+
+        await self.slack.wait_until(lambda: bool(new_plans()), timeout=20, what=f"the plan of {command} {text}")
+        plan = new_plans()[0]
+        return plan, str(buttons(plan)[0]["value"])
+
     def events(self) -> list[tuple[str, str | None, dict[str, Any]]]:
         rows = sqlite3.connect(self.db).execute("SELECT kind, operation_id, details FROM events ORDER BY id")
         return [(kind, op, json.loads(details)) for kind, op, details in rows]
 
 
 @asynccontextmanager
-async def running_bot(host: DemoHost, tmp_path: Path, document: dict[str, Any]) -> AsyncIterator[Bot]:
-    document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 600}
+async def running_bot(host: DemoHost, tmp_path: Path, document: dict[str, Any], *,
+                      expire_after_s: float = 600) -> AsyncIterator[Bot]:
+    document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False,
+                             "expire_after_s": expire_after_s}
     inventory = write_inventory(tmp_path / "inventory.yml", document)
     async with FakeSlack(channels=INVITED, signing_secret=SECRET) as slack:
         bot = Bot(slack, inventory, tmp_path / "audit.db")
@@ -109,14 +140,14 @@ def buttons(message: Message) -> list[dict[str, Any]]:
 
 async def test_pending_approval_survives_a_sigkill(tmp_path: Path) -> None:
     async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory()) as bot:
-        await bot.command("/restore", "ct129")
-        await bot.slack.wait_until(lambda: any(buttons(m) for m in bot.slack.messages_in(CHANNEL)), timeout=20,
-                                   what="the plan")
-        plan = next(m for m in bot.slack.messages_in(CHANNEL) if buttons(m))
-        plan_id = buttons(plan)[0]["value"]
-        bot.kill()
-        await bot.process.wait()  # type: ignore[union-attr]
-        await bot.start()
+        plan, plan_id = await bot.plan_awaiting_approval()
+        killed = bot.pid
+        await bot.restart_after_sigkill()
+        # Taken over: the lock names the new bot. A lock left naming the dead one would be stale, and the
+        # next request would take the host from under the plan.
+        assert bot.lock_of("ct129") == (plan_id, bot.pid) and bot.pid != killed
+        busy = await bot.command("/restore", "ct129", user=OTHER)
+        assert "ct129 is busy" in busy.text and plan_id in busy.text, busy.text
         assert (await bot.click(plan.ts, "restore_approve", plan_id, APPROVER)).status_code == 200
         await bot.slack.wait_until(lambda: "restore: PASS" in bot.slack.message(CHANNEL, plan.ts).text, timeout=30,
                                    what="the restore verdict after the restart")
@@ -127,16 +158,46 @@ async def test_pending_approval_survives_a_sigkill(tmp_path: Path) -> None:
         assert kinds.count("approved") == 1 and kinds[-1] == "finished"
 
 
+def expires_at(bot: Bot, plan_id: str) -> float:
+    return float(sqlite3.connect(bot.db).execute("SELECT expires_at FROM plans WHERE id = ?", (plan_id,)).fetchone()[0])
+
+
+async def assert_shown_expired_and_host_freed(bot: Bot, plan: Message, plan_id: str) -> None:
+    await bot.slack.wait_until(lambda: "expired at" in bot.slack.message(CHANNEL, plan.ts).text, timeout=30,
+                               what="the plan shown expired")
+    assert not buttons(bot.slack.message(CHANNEL, plan.ts)), "the buttons go away"
+    assert [op for kind, op, _ in bot.events() if kind == "expired"] == [plan_id]
+    assert bot.lock_of("ct129") is None, "the expired plan's lock is freed"
+    _, new_plan_id = await bot.plan_awaiting_approval(but_not=plan_id)
+    assert bot.lock_of("ct129") == (new_plan_id, bot.pid)
+
+
+async def test_plan_that_expired_while_the_bot_was_down_is_shown_expired_at_start(tmp_path: Path) -> None:
+    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory(), expire_after_s=2) as bot:
+        plan, plan_id = await bot.plan_awaiting_approval()
+        bot.kill()
+        await bot.process.wait()  # type: ignore[union-attr]
+        deadline = expires_at(bot, plan_id)
+        await until("the plan's expiry to pass while the bot is down", lambda: time.time() > deadline,
+                    timeout_s=30)
+        await bot.start()
+        await assert_shown_expired_and_host_freed(bot, plan, plan_id)
+
+
+async def test_plan_pending_at_a_restart_expires_on_its_rearmed_timer(tmp_path: Path) -> None:
+    # Long enough for the bot to be back before the plan expires (what a re-armed timer is for); the
+    # outcome asserted is the same either way, so a slow start cannot make this test fail.
+    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory(), expire_after_s=8) as bot:
+        plan, plan_id = await bot.plan_awaiting_approval()
+        await bot.restart_after_sigkill()
+        await assert_shown_expired_and_host_freed(bot, plan, plan_id)
+
+
 async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_verify_now(tmp_path: Path) -> None:
     good_flags = ["--speculative-algorithm", "NEXTN"]
     async with demo_host("ct129", patched=False, extra_file=False, flags=good_flags) as host, \
             DelayProxy("127.0.0.1", host.ssh_port, delay_s=0.4) as proxy:
-        document = host.inventory()
-        document["hosts"]["ct129"]["port"] = proxy.port
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{proxy.port} " + host.known_hosts.read_text().split(" ", 1)[1])
-        document["ssh"]["known_hosts"] = str(known)
-        async with running_bot(host, tmp_path, document) as bot:
+        async with running_bot(host, tmp_path, via_port(host, proxy.port, tmp_path)) as bot:
             await bot.command("/verify", "ct129")
             await bot.slack.wait_until(lambda: bool(bot.slack.messages_in(CHANNEL)), what="the parent message")
             parent = bot.slack.messages_in(CHANNEL)[0]
@@ -168,25 +229,20 @@ async def test_bot_killed_during_a_restart_marks_it_interrupted_in_its_thread(tm
     slow = ["--speculative-algorithm", "NEXTN", "--startup-delay", "6"]
     async with demo_host("ct129", patched=False, extra_file=False, flags=slow) as host, \
             running_bot(host, tmp_path, host.inventory(expect_flags=[], forbid_flags=[])) as bot:
-        await bot.command("/restart", "ct129")
-        await bot.slack.wait_until(lambda: any(buttons(m) for m in bot.slack.messages_in(CHANNEL)), timeout=20,
-                                   what="the restart plan")
-        plan = next(m for m in bot.slack.messages_in(CHANNEL) if buttons(m))
-        plan_id = buttons(plan)[0]["value"]
+        plan, plan_id = await bot.plan_awaiting_approval("/restart")
         await bot.click(plan.ts, "restart_approve", plan_id, APPROVER)
         await bot.slack.wait_until(lambda: "verifying" in bot.slack.message(CHANNEL, plan.ts).text, timeout=20,
                                    what="the restart under way")
-        bot.kill()
-        await bot.process.wait()  # type: ignore[union-attr]
-        await bot.start()
+        await bot.restart_after_sigkill()
         await bot.slack.wait_until(lambda: any("interrupted" in m.text for m in bot.slack.thread(CHANNEL, plan.ts)),
                                    timeout=20, what="the interrupted note in the restart's thread")
         finished = [d for kind, op, d in bot.events() if kind == "finished" and op == plan_id]
         assert [d["verdict"] for d in finished] == ["interrupted"]
         assert any(kind == "lock-released-stale" and op == plan_id for kind, op, _ in bot.events())
-        # the host is free again: a new restart plan can be made at once
-        reply = await bot.command("/restart", "ct129")
-        assert "busy" not in reply.text
+        assert bot.lock_of("ct129") is None, "released at start-up, not left to go stale"
+        # the host is free again: a new restart plan is made at once
+        _, new_plan_id = await bot.plan_awaiting_approval("/restart", but_not=plan_id)
+        assert bot.lock_of("ct129") == (new_plan_id, bot.pid)
 
 
 async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(tmp_path: Path) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import bot.slack.blocks
 from bot.slack.blocks import finding_message, progress_message, verdict_message
 from commands.findings import Evidence, Finding
 from commands.operation import OperationResult
@@ -33,3 +37,9 @@ def test_verdict_of_many_checks_fits_in_fifty_blocks() -> None:
     assert validate_blocks(blocks) == []
     _, progress = progress_message("verify", "ct129", "U1", [c.name for c in checks], checks[:10])
     assert validate_blocks(progress) == []
+
+
+def test_every_emoji_code_the_renderers_use_has_a_plain_text_glyph() -> None:
+    """The demo prints threads as plain text: no ':pencil2:' left for a reader to decode."""
+    used = set(re.findall(r":[a-z0-9_]+:", Path(bot.slack.blocks.__file__).read_text()))
+    assert used - set(bot.slack.blocks.EMOJI_GLYPHS) == set()

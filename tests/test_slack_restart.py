@@ -29,6 +29,9 @@ async def test_approved_restart_shows_progress_and_proves_the_new_pid(rig: Rig) 
     assert f"PID {old_pid}" in shown and "supervisorctl" in shown and "--speculative-algorithm NEXTN" in shown
     approve = next(b for b in plan.blocks or [] if b["type"] == "actions")["elements"][0]
     assert approve["action_id"] == "restart_approve" and approve["confirm"]["confirm"]["text"] == "Restart"
+    plan_id = approve["value"]
+    assert shown.count(plan_id) == 1 + 2  # said once in the message; the two buttons carry it as their value
+    assert shown.count("Restart plan for") == 1  # one title, not one more inside the plan's code block
 
     response, _ = await rig.click(plan, "restart_approve", APPROVER)
     assert response.status_code == 200

@@ -27,6 +27,7 @@ from tests.slack_fake.signing import block_actions_body, slash_command_body
 SECRET = "restore-secret"
 CHANNEL = "C0OPS"
 REQUESTER, APPROVER, OTHER_APPROVER, STRANGER = "U0REQ", "U0APPROVER", "U0APPROVER2", "U0STRANGER"
+EXTRA = "ddtree_utils.py"  # planted by the seed: in the watch dir, not in the backup
 
 
 @dataclass
@@ -151,8 +152,24 @@ async def test_approved_restore_replaces_the_file_and_proves_it(rig: Rig) -> Non
     [finished] = [e for e in rig.events("finished") if e.get("restored")]
     snapshot = Path(finished["snapshot_dir"])
     assert snapshot.joinpath("spec_info.py").read_text().count("DDTREE") == 1  # the old file, kept
+    assert rig.host.live_dir.joinpath(EXTRA).exists(), "plain Approve leaves the extra file in place"
+    assert not snapshot.joinpath("extras").exists()
     assert rig.events("approved")[0]["requested_by"] == f"slack:{REQUESTER}"
     assert rig.slack.warnings == []
+
+
+async def test_approve_and_move_extras_moves_the_extra_file_into_the_snapshot(rig: Rig) -> None:
+    extra = rig.host.live_dir / EXTRA
+    planted = extra.read_bytes()
+    await rig.restore()
+    plan = await rig.restore_plan_message()
+    response, _ = await rig.click(plan, "restore_approve_move_extras", APPROVER)
+    assert response.status_code == 200
+    await rig.slack.wait_until(lambda: is_final(rig.slack.message(CHANNEL, plan.ts)), timeout=30, what="verdict")
+    [finished] = [e for e in rig.events("finished") if e.get("restored")]
+    assert not extra.exists(), "the extra file is still in the watch dir"
+    snapshot = Path(finished["snapshot_dir"])
+    assert snapshot.joinpath("extras", EXTRA).read_bytes() == planted, "moved, never deleted"
 
 
 async def test_non_approver_and_requester_cannot_approve(rig: Rig) -> None:

@@ -68,6 +68,13 @@ async def test_shell_metacharacters_in_arguments_stay_literal(clean_host: DemoHo
     assert result.text.startswith("x; touch")
 
 
+def assert_names_host_and_file(error: Exception, lab: DemoHost, known_hosts: Path) -> None:
+    """README: an unknown or changed key is an error naming the host and the file."""
+    said = str(error)
+    assert said.startswith(f"{lab.name} ") or said.startswith(f"{lab.name}:"), said
+    assert str(known_hosts) in said, said
+
+
 async def test_unknown_host_key_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
     other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     known = tmp_path / "known_hosts"
@@ -75,21 +82,23 @@ async def test_unknown_host_key_is_refused(clean_host: DemoHost, tmp_path: Path)
     with pytest.raises(HostKeyNotVerified) as raised:
         async with connect(host_of(clean_host, known_hosts=str(known))):
             pass
-    assert str(known) in str(raised.value)
+    assert_names_host_and_file(raised.value, clean_host, known)
 
 
 async def test_host_missing_from_known_hosts_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
     known.write_text("")
-    with pytest.raises(HostKeyNotVerified):
+    with pytest.raises(HostKeyNotVerified) as raised:
         async with connect(host_of(clean_host, known_hosts=str(known))):
             pass
+    assert_names_host_and_file(raised.value, clean_host, known)
 
 
 async def test_missing_known_hosts_file_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
-    with pytest.raises(HostKeyNotVerified, match="does not exist"):
+    with pytest.raises(HostKeyNotVerified, match="does not exist") as raised:
         async with connect(host_of(clean_host, known_hosts=str(tmp_path / "nope"))):
             pass
+    assert_names_host_and_file(raised.value, clean_host, tmp_path / "nope")
 
 
 async def test_closed_port_is_unreachable(clean_host: DemoHost) -> None:

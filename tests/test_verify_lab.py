@@ -23,7 +23,7 @@ from tests.lab.nspawn import NspawnLab
 
 PATCHED = Scenario(patched=True)
 EVERY_CHECK = {"file:spec_info.py", "file:eagle_info.py", "file:server_args.py", "extra-files", "main-pid",
-               "health", "cmdline", "stale-process"}
+               "health", "cmdline", "stale-process", "probe"}  # the lab hosts have a probe: verify sends it
 
 
 @pytest.fixture(scope="module")

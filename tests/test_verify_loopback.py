@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from bot.demo.host import DemoHost
-from tests.conftest import run_cli, write_inventory
+from commands.inventory import parse_inventory
+from commands.operation import OperationResult, Origin
+from commands.store.events import AuditStore
+from commands.verify import VerifyPlan, verify
+from tests.conftest import run_cli, via_port, write_inventory
+from tests.lab.proxy import DelayProxy
 
 
 async def test_seeded_host_fails_with_every_planted_problem(seeded_host: DemoHost, tmp_path: Path) -> None:
@@ -96,3 +104,47 @@ async def test_health_200_but_a_degenerate_reply_fails_verify_and_no_probe_skips
     assert skipped.code == 0, skipped.stderr
     assert {c["name"]: c["status"] for c in json.loads(skipped.stdout)["checks"]}["probe"] == "skipped"
     assert without.code == 0 and "probe" not in {c["name"] for c in json.loads(without.stdout)["checks"]}
+
+
+async def verify_through_a_counting_proxy(host: DemoHost, tmp_path: Path, document: dict[str, Any]
+                                          ) -> tuple[OperationResult, int]:
+    """Verify with the SSH link through a proxy that counts the TCP connections really opened."""
+    async with DelayProxy("127.0.0.1", host.ssh_port) as proxy:
+        inventory = parse_inventory(yaml.safe_dump(via_port(host, proxy.port, tmp_path, document)), "i.yml")
+        audit = AuditStore.open(tmp_path / "a.db")
+        try:
+            result = await verify(VerifyPlan.for_host(inventory.host(host.name), None),
+                                  origin=Origin("cli:t", "cli"), audit=audit)
+        finally:
+            audit.close()
+        return result, proxy.accepted
+
+
+async def test_one_connection_and_two_exec_round_trips_for_every_check(clean_host: DemoHost, tmp_path: Path) -> None:
+    result, tcp_connections = await verify_through_a_counting_proxy(clean_host, tmp_path, clean_host.inventory())
+    assert result.verdict == "pass", [c.to_json() for c in result.checks if c.status != "pass"]
+    assert len(result.checks) == 8, "every check ran: service, hashes, listing, health, cmdline, stale, probe"
+    assert tcp_connections == 1 and result.stats["connections"] == 1
+    assert result.stats["exec_round_trips"] == 2
+
+
+async def test_a_host_without_a_service_needs_one_round_trip(clean_host: DemoHost, tmp_path: Path) -> None:
+    document = clean_host.inventory()
+    del document["hosts"][clean_host.name]["service"]
+    result, tcp_connections = await verify_through_a_counting_proxy(clean_host, tmp_path, document)
+    assert {c.name for c in result.checks} == {"file:spec_info.py", "file:eagle_info.py", "extra-files"}
+    assert tcp_connections == 1 and result.stats == {"connections": 1, "exec_round_trips": 1}
+
+
+async def test_every_failure_says_what_to_do_next(seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv.yml", seeded_host.inventory())
+    args = ("verify", "ct129", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    report, text = json.loads((await run_cli(*args, "--json")).stdout), (await run_cli(*args)).stdout
+    steps = {c["name"]: c.get("next_step") for c in report["checks"]}
+    assert steps["file:spec_info.py"]["operation"] == "restore" and steps["file:spec_info.py"]["args"] == [
+        "ct129", "pre-ddtree"]
+    assert steps["extra-files"]["cli_flags"] == ["--move-extras"]
+    assert steps["cmdline"]["operation"] == "restart" and "launch config" in steps["cmdline"]["advice"]
+    assert steps["file:eagle_info.py"] is None and steps["health"] is None  # a pass needs nothing
+    assert "→ move the extra files into a snapshot with the restore: proofbot restore ct129 pre-ddtree " \
+           "--move-extras" in text

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import inventory_of
+from bot.cli.terminal import SCHEMA_VERSION, inventory_of
 from bot.plain_text import render_chain, render_operations
 from commands.errors import UsageError
 from commands.operation import Origin
@@ -33,7 +33,7 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
         raise argparse.ArgumentTypeError(f"N must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
 
@@ -54,7 +54,8 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"operations": [record.to_json() for record in records]}, indent=2, ensure_ascii=False))
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "operations": [record.to_json() for record in records]},
+                         indent=2, ensure_ascii=False))
     else:
         print(render_operations(records, host))
     return 0
@@ -67,7 +68,8 @@ async def _verify(db: Path, args: argparse.Namespace) -> int:
         report = await verify_chain(store, anchor)
     finally:
         store.close()
-    print(json.dumps(_report_json(report), indent=2) if args.json else render_chain(report, db))
+    print(json.dumps({"schema_version": SCHEMA_VERSION, **_report_json(report)}, indent=2) if args.json
+          else render_chain(report, db))
     return 0 if report.intact else 1
 
 

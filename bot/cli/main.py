@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from bot.cli import audit, restart, restore, verify
 from bot.cli.command import CliCommand
-from bot.cli.terminal import inventory_of
-from commands.errors import ProofbotError
+from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.cli.tools import add_inventory_arguments, add_ping_arguments, run_inventory, run_ping
+from commands.errors import ProofbotError, UsageError
 from commands.registry import OPERATIONS
 from commands.store.events import db_path
 
@@ -24,31 +30,80 @@ if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the l
     raise ImportError(f"CLI commands {sorted(COMMANDS)} differ from the registry's operations")
 
 
+SERVE_HELP = """environment:
+  SLACK_BOT_TOKEN        the Bot User OAuth Token (xoxb-…); always needed, checked with Slack at start
+  SLACK_APP_TOKEN        Socket Mode (the default): an app-level token (xapp-…) with connections:write
+  SLACK_SIGNING_SECRET   HTTP mode (--http): every request's signature is checked with it
+  PROOFBOT_INVENTORY     the inventory file, unless --inventory is given (default ./inventory.yml)
+  PROOFBOT_DB            the audit database, unless --db is given (default ./proofbot.db)
+One serve per audit database; SIGTERM or Ctrl-C stops it at any moment."""
+DEMO_HELP = """No root, no Slack account, no network: an in-process SSH server on 127.0.0.1, a real
+supervisord and a stand-in inference server laid out as the seed's ct129. Its audit log goes
+to its own database (default ./proofbot-demo.db), never to a deployment's ./proofbot.db."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is a UsageError like any other, so ``--json`` can report it as JSON too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    shared = argparse.ArgumentParser(add_help=False)
+    shared = _Parser(add_help=False)
     shared.add_argument("--inventory", default=argparse.SUPPRESS,
                         help="inventory file (default: $PROOFBOT_INVENTORY or ./inventory.yml)")
     shared.add_argument("--db", default=argparse.SUPPRESS,
                         help="audit database (default: $PROOFBOT_DB or ./proofbot.db)")
-    parser = argparse.ArgumentParser(prog="proofbot", parents=[shared],
-                                     description="Restore, restart and prove each change took effect.")
+    parser = _Parser(prog="proofbot", parents=[shared],
+                     description="Restore, restart and prove each change took effect.")
+    parser.add_argument("--version", action="version", version=f"proofbot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
         command = COMMANDS[spec.name]
         command.add_arguments(sub.add_parser(spec.name, parents=[shared], help=spec.summary,
                                              description=spec.summary, epilog=command.epilog or None))
-    serve = sub.add_parser("serve", parents=[shared], help="run the Slack bot (Socket Mode by default)")
+    serve = sub.add_parser("serve", parents=[shared], help="run the Slack bot (Socket Mode by default)",
+                           description="Run the Slack bot: Socket Mode by default, HTTP mode with --http.",
+                           epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--http", type=int, metavar="PORT", help="HTTP mode: receive events at /slack/events")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
-    sub.add_parser("demo", parents=[shared], help="the whole story against a local lab host, no Slack needed")
+    serve.add_argument("--check", action="store_true",
+                       help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
+    ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
+    add_ping_arguments(ping)
+    inventory = sub.add_parser("inventory", parents=[shared], help="`inventory check`: validate, connect to nothing")
+    add_inventory_arguments(inventory)
+    demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
+                          description="Play the seed's story end to end and print it as the Slack threads read.",
+                          epilog=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--db", default="proofbot-demo.db", type=_absolute,
+                      help="the demo's audit database (default: ./proofbot-demo.db)")
+    demo.add_argument("--keep", action="store_true",
+                      help="leave the lab host running (until Ctrl-C) and write its inventory beside the database,"
+                           " so the commands printed at the end work as printed")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _absolute(text: str) -> Path:
+    return Path(os.path.abspath(text))
+
+
+def _version() -> str:
     try:
-        return asyncio.run(_dispatch(args))
+        return importlib.metadata.version("proofbot")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return asyncio.run(_dispatch(build_parser().parse_args(words)))
     except ProofbotError as exc:
+        if "--json" in words:  # one JSON object on stdout, errors included
+            print(json.dumps({"schema_version": SCHEMA_VERSION, "error": {
+                "code": exc.exit_code, "message": exc.message, "hint": exc.hint}}, indent=2, ensure_ascii=False))
         print(f"proofbot: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"  → {exc.hint}", file=sys.stderr)
@@ -62,12 +117,19 @@ async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from bot.demo.story import run_demo  # the lab host is only loaded for the demo
 
-        return await run_demo(getattr(args, "db", None))
+        return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
-        from bot.slack.serve import serve  # Slack's libraries are only loaded for serve
+        from bot.slack.serve import is_served, serve  # Slack's libraries are only loaded for serve
+
+        if args.check:
+            return 0 if is_served(db_path(getattr(args, "db", None))) else 1
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
+    if args.command == "ping":
+        return await run_ping(args)
+    if args.command == "inventory":
+        return await run_inventory(args)
     return await COMMANDS[args.command].run(args)
 
 

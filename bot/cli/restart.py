@@ -54,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             if status:
                 await status.close()
-    code = print_result(result, as_json=args.json, verbose=args.verbose)
+    code = print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
     if not args.json:
         ready = result.extra.get("ready_after_s")
         print(f"  PID {result.extra.get('old_pid')} → {result.extra.get('new_pid') or 'no new PID'}"

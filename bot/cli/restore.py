@@ -50,7 +50,7 @@ async def run(args: argparse.Namespace) -> int:
                                             hint="run again with --yes to apply")
         result = await apply_restore(plan, decided, actor=cli.origin.actor, audit=cli.audit,
                                      move_extras=args.move_extras, on_step=None if args.json else _show_step)
-    code = print_result(result, as_json=args.json, verbose=args.verbose)
+    code = print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
     if not args.json:
         print(f"snapshot: {result.extra['snapshot_dir'] or '(none made)'}  ·  restored: "
               f"{', '.join(result.extra['restored']) or 'nothing'}")

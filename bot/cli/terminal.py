@@ -24,6 +24,7 @@ from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore, db_path
 
 EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
+SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
 
 
 def add_host_and_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,8 @@ def add_host_and_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("host", metavar="HOST")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
+    parser.add_argument("--strict", action="store_true",
+                        help="a warning exits 1 too (e.g. for CI: a service still running the old code)")
 
 
 def inventory_of(args: argparse.Namespace) -> Inventory:
@@ -62,12 +65,15 @@ async def session(args: argparse.Namespace) -> AsyncIterator[Session]:
         audit.close()
 
 
-def print_result(result: OperationResult, *, as_json: bool, verbose: bool) -> int:
-    """Print the result as README shows it (or as one JSON object) and return its exit code."""
+def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
+    """Print the result as README shows it (or as one JSON object) and return its exit code;
+    ``strict``: a pass with a warning exits 1."""
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
         print(render_result(result, verbose=verbose))
+    if strict and result.verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
+        return 1
     return EXIT_FOR_VERDICT[result.verdict]
 
 

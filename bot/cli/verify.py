@@ -25,7 +25,7 @@ async def run(args: argparse.Namespace) -> int:
             await cli.refused("verify", args.host, exc)
             raise
         result = await verify(plan, origin=cli.origin, audit=cli.audit)
-    return print_result(result, as_json=args.json, verbose=args.verbose)
+    return print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
 
 
 COMMAND = CliCommand("verify", add_arguments, run)

@@ -186,6 +186,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def supervisord_available() -> bool:
+    return Path(sys.executable).with_name("supervisord").exists() or shutil.which("supervisord") is not None
+
+
 def _supervisor_bin(name: str) -> list[str]:
     local = Path(sys.executable).with_name(name)
     return [str(local)] if local.exists() else [name]

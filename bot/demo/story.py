@@ -12,24 +12,30 @@ final verify prove every signal green.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shlex
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bot.demo.host import DIST, demo_host
+from bot.demo.host import DIST, demo_host, supervisord_available
 from bot.plain_text import progress_line
 from bot.slack.blocks import (
     Message,
     as_plain_text,
     finding_message,
     progress_message,
+    restart_now_message,
     restart_plan_message,
     restore_plan_message,
+    runs_old_code,
     verdict_message,
 )
+from commands.errors import UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
 from commands.operation import OperationResult, Origin
@@ -37,7 +43,7 @@ from commands.plans import Plan
 from commands.restart import RestartProgress, apply_restart, request_restart
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
-from commands.store.events import AuditStore, db_path
+from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
 
 REQUESTER = "UDEMO"
@@ -56,15 +62,27 @@ def _show(message: Message, prefix: str) -> None:
     _say("\n".join(prefix + line for line in as_plain_text(message).splitlines()))
 
 
-def _load_through_file(document: dict[str, Any]) -> Inventory:
-    """Load the demo inventory the way a user's file is loaded: from YAML on disk."""
-    handle, name = tempfile.mkstemp(prefix="proofbot-demo-", suffix=".yml")
+def _load_through_file(document: dict[str, Any], path: Path) -> Inventory:
+    """Load the demo inventory the way a user's file is loaded: from YAML on disk (written whole
+    to a temp name, then renamed, so a reader never sees half a file)."""
+    handle, name = tempfile.mkstemp(prefix=".proofbot-demo-", suffix=".yml", dir=path.parent)
+    with os.fdopen(handle, "w") as out:
+        yaml.safe_dump(document, out, sort_keys=False)
+    os.replace(name, path)
+    return load_inventory(path)
+
+
+async def _until_stopped() -> None:
+    """Wait for Ctrl-C or SIGTERM, then return normally so the lab host is stopped and removed."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     try:
-        with os.fdopen(handle, "w") as out:
-            yaml.safe_dump(document, out, sort_keys=False)
-        return load_inventory(Path(name))
+        await stop.wait()
     finally:
-        os.unlink(name)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
 
 
 async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
@@ -75,6 +93,8 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
     result = await verify(plan, origin=REQUESTED, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
+    if runs_old_code(result):
+        _show(restart_now_message("ct129", result.operation_id), "  └─ ")
     _say()
     return result
 
@@ -139,17 +159,23 @@ def _failures(result: OperationResult) -> set[str]:
     return {finding.name for finding in result.checks if finding.status == "fail"}
 
 
-async def run_demo(db: str | None = None) -> int:
+async def run_demo(db_file: Path, *, keep: bool = False) -> int:
+    """The story; ``keep`` leaves the lab host up (until Ctrl-C) with its inventory beside ``db_file``
+    (an absolute path: the commands printed at the end must work from any directory)."""
+    inventory_file = db_file.with_name(db_file.stem + ".inventory.yml")
+    if not supervisord_available():
+        raise UsageError("the demo runs a real supervisord, and none is installed",
+                         hint="pip install 'proofbot[demo]' (scripts/setup does)")
     _say("proofbot demo: starting a lab host on loopback (in-process SSH server, real supervisord)…")
     async with demo_host(packages=True) as lab:
         document = lab.inventory()
         document["approvals"]["approvers"] = [APPROVER]
-        inventory = _load_through_file(document)
+        inventory = _load_through_file(document, inventory_file)
         _say(f"  host ct129 = 127.0.0.1:{lab.ssh_port}, files under {lab.root}")
         _say("  state left by the seed: spec_info.py patched, ddtree_utils.py added, --enable-ddtree on the cmdline;")
         _say(f"  and the installed {DIST} (pip, RECORD intact) patched the same way, with no backup configured")
         _say()
-        audit = AuditStore.open(db_path(db))
+        audit = AuditStore.open(db_file)
         try:
             first = await _verify_act(inventory, audit)
             restored = await _restore_act(inventory, audit)
@@ -167,11 +193,32 @@ async def run_demo(db: str | None = None) -> int:
             final = await _verify_act(inventory, audit)
         finally:
             audit.close()
-    operations = [first, restored, again, still_flagged, fixed, final]
-    _say(f"audit log: {db_path(db)} ({len(operations)} operations: "
-         f"{', '.join(op.operation_id for op in operations)}; each verify used "
-         f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
-         "connection; `proofbot audit ct129 --db …` lists them)")
+        operations = [first, restored, again, still_flagged, fixed, final]
+        held = _tell_the_story(first, restored, again, still_flagged, fixed, final)
+        _say(f"audit log: {db_file} ({len(operations)} operations: "
+             f"{', '.join(op.operation_id for op in operations)}; each verify used "
+             f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
+             "connection)")
+        where = f"--inventory {shlex.quote(str(inventory_file))} --db {shlex.quote(str(db_file))}"
+        if keep:
+            _say("The lab host stays up until Ctrl-C. Try, in another terminal:")
+            _say(f"  proofbot verify ct129 {where}")
+            _say(f"  proofbot audit ct129 {where}")
+            await _until_stopped()
+        else:
+            os.unlink(inventory_file)  # it names a lab host that is about to be removed
+            _say(f"Explore the log: proofbot audit --db {shlex.quote(str(db_file))}   ·   "
+                 "`proofbot demo --keep` leaves the lab host up to verify it yourself")
+    if held:
+        _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")
+        return 0
+    _say("demo: the story did not play out as it should: the demo itself is broken")
+    return 1
+
+
+def _tell_the_story(first: OperationResult, restored: OperationResult, again: OperationResult,
+                    still_flagged: OperationResult, fixed: OperationResult, final: OperationResult) -> bool:
+    """Say which turns of the story held; True when all did."""
     package = next(f for f in first.checks if f.name == f"package:{DIST}")
     story = [("verify found the patched file, the extra file and the forbidden flag",
               _failures(first) == FIRST_FAILURES),
@@ -190,8 +237,4 @@ async def run_demo(db: str | None = None) -> int:
              ("final verify: every check passes", final.verdict == "pass" and not _failures(final))]
     for line, held in story:
         _say(f"  {'✓' if held else '✗'} {line}")
-    if all(held for _, held in story):
-        _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")
-        return 0
-    _say("demo: the story did not play out as it should: the demo itself is broken")
-    return 1
+    return all(held for _, held in story)

@@ -39,14 +39,19 @@ def audit_request(inventory: Inventory, text: str) -> AuditRequest:
     if len(words) > 2:
         raise UsageError(USAGE, hint="for example /audit ct129 5, or /audit for every host")
     host: str | None = None
-    if words and not (len(words) == 1 and words[0].isdigit() and words[0] not in inventory.hosts):
+    if words and not (len(words) == 1 and _count(words[0]) and words[0] not in inventory.hosts):
         host = inventory.host(words.pop(0)).name
     limit = DEFAULT_LIMIT
     if words:
-        if not words[0].isdigit() or not 1 <= int(words[0]) <= SLACK_MAX_LIMIT:
+        if not _count(words[0]) or not 1 <= int(words[0]) <= SLACK_MAX_LIMIT:
             raise UsageError(f"N must be a whole number from 1 to {SLACK_MAX_LIMIT}", hint=USAGE)
         limit = int(words[0])
     return AuditRequest(host, limit)
+
+
+def _count(word: str) -> bool:
+    """ASCII digits only: str.isdigit() also says yes to '²' and '٣', which int() then refuses."""
+    return word.isascii() and word.isdigit()
 
 
 async def audit_in_thread(client: AsyncWebClient, store: AuditStore, command: dict[str, Any],

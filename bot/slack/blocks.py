@@ -29,7 +29,7 @@ from bot.plain_text import (
     verdict_word,
     when,
 )
-from commands.findings import Finding
+from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
 from commands.redact import redact
 from commands.registry import OPERATIONS
@@ -96,7 +96,8 @@ def verdict_message(result: OperationResult, user_id: str, backup: str | None) -
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     headline = (f"{VERDICT_EMOJI[result.verdict]} *{escape(result.host)} {result.operation}: "
                 f"{VERDICT_WORDS[result.verdict]}* — {tally} ({result.duration_s:.2f} s)")
-    lines = [f"{STATUS_EMOJI[f.status]} `{f.name}` {escape(f.summary)}" for f in result.checks]
+    lines = [f"{STATUS_EMOJI[f.status]} `{f.name}` {escape(f.summary)}"
+             + (f" → {next_step_words(f.next_step)}" if f.next_step else "") for f in result.checks]
     note = f"operation `{result.operation_id}` · requested by <@{user_id}>"
     if backup:
         note += f" · backup `{escape(backup)}`"
@@ -106,8 +107,17 @@ def verdict_message(result: OperationResult, user_id: str, backup: str | None) -
     return text, as_dicts([section_block(headline), body, context_block(note)])
 
 
+def next_step_words(step: NextStep) -> str:
+    """The next step as a Slack user does it: ``/restore ct129 pre-ddtree``, then the button to choose."""
+    command = escape(" ".join([f"/{step.operation}", *step.args]))
+    choice = f", then *{escape(step.slack_choice)}*" if step.slack_choice else ""
+    return f"{escape(step.advice)} `{command}`{choice}"
+
+
 def finding_message(finding: Finding) -> Message:
     headline = f"{STATUS_EMOJI[finding.status]} *{escape(finding.name)}* — {escape(finding.summary)}"
+    if finding.next_step:
+        headline += f"\n→ next: {next_step_words(finding.next_step)}"
     blocks: list[Block] = [section_block(headline)]
     if finding.evidence is None:
         blocks.append(context_block("no evidence: the check could not run"))
@@ -153,7 +163,9 @@ def as_plain_text(message: Message) -> str:
 EMOJI_GLYPHS = {
     ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
-    ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔",
+    ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
+    ":receipt:": "≡", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
+    ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤",
 }
 
 
@@ -195,7 +207,9 @@ def _file_line(f: FileState) -> str:
     if f.state == "unreadable":
         return f":grey_question: `{escape(f.name)}` cannot be planned: {escape(f.problem)}"
     return (f":pencil2: `{escape(f.name)}` live `{(f.live_sha or '')[:12]}` ({f.live_size} B, {f.live_mode} "
-            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)")
+            f"{escape(f.live_owner or '?')}) → `{(f.source_sha or '')[:12]}` ({f.source_size} B)"
+            + (f", symlink → `{escape(f.live_target)}` (the target is written, the link kept)"
+               if f.live_target else ""))
 
 
 def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
@@ -272,7 +286,7 @@ def _head(plan: RestartPlan, requester: str) -> list[Block]:
     service = plan.service
     head = (f":arrows_counterclockwise: *Restart plan for {escape(plan.host.name)}* ({escape(service.unit)}, "
             f"{service.manager}), requested by <@{requester}>")
-    return [section_block(head), section_block(code_block(render_restart_plan(plan)))]
+    return [section_block(head), section_block(code_block(render_restart_plan(plan, title=False)))]
 
 
 def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
@@ -298,6 +312,11 @@ def restart_status_message(plan: RestartPlan, requester: str, status: str,
     blocks.append(context_block(status))
     line = f" — {progress_line(progress)}" if progress is not None else ""
     return f"Restart of {plan.host.name}: {status}{line}", as_dicts(blocks)
+
+
+def runs_old_code(result: OperationResult) -> bool:
+    """The service is older than files it runs: the thread offers "Restart now"."""
+    return any(f.name == "stale-process" and f.status == "warn" for f in result.checks)
 
 
 def restart_now_message(host: str, operation_id: str) -> Message:

@@ -21,6 +21,7 @@ from bot.slack.blocks import (
     restore_decided_message,
     restore_plan_message,
     restore_planning_message,
+    runs_old_code,
     verdict_message,
 )
 from bot.slack.context import Approvable, Body, BotContext, Click, SlackCommand
@@ -97,7 +98,7 @@ async def apply_in_thread(context: BotContext, client: AsyncWebClient, click: Cl
     summary = restore_decided_message(plan, requester, f"{approved} · snapshot `{snapshot}`")[1]
     await thread.finish((final_text, summary + final_blocks))
     await thread.post_summary(context.audit, decided.id)
-    if any(f.name == "stale-process" and f.status == "warn" for f in result.checks) and plan.host.service:
+    if runs_old_code(result) and plan.host.service:
         text, blocks = restart_now_message(plan.host.name, decided.id)
         await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)
 

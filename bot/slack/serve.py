@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from bot.slack.app import build_app
 from bot.slack.context import BotContext
@@ -23,6 +27,22 @@ from commands.inventory import Inventory
 from commands.store.events import AuditStore
 
 API_URL_ENV = "PROOFBOT_SLACK_API_URL"
+T = TypeVar("T")
+
+
+def is_served(db: Path) -> bool:
+    """True while a ``serve`` holds ``db`` (its lock cannot be taken): the container health check."""
+    try:
+        fd = os.open(db.with_name(db.name + ".serve.lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @contextmanager
@@ -65,41 +85,71 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
 
 async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
                  bind: str) -> int:
-    audit = AuditStore.open(db)
-    context = BotContext(inventory, audit)
-    await audit.append("bot-started", actor="proofbot",
-                       details={"mode": "http" if http_port else "socket", "hosts": sorted(inventory.hosts)})
+    # Signals first: SIGTERM and Ctrl-C stop the bot at any moment, also while Slack cannot be reached.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it") if http_port else None
+    app_token = None if http_port else _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
+    audit = AuditStore.open(db)
+    context = BotContext(inventory, audit)
     try:
-        if http_port is not None:
-            secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it")
-            app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
-            interrupted = await recover_in_slack(context, app.client)
-            runner = web.AppRunner(app.web_app(path="/slack/events"))
-            await runner.setup()
-            await web.TCPSite(runner, bind, http_port).start()
-            logging.info("proofbot listening on %s:%d/slack/events (%d interrupted operation(s) reported)",
-                         bind, http_port, len(interrupted))
-            try:
-                await stop.wait()
-            finally:
-                await runner.cleanup()
-        else:
-            app_token = _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
-            app = build_app(context, bot_token=bot_token, api_url=api_url)
-            await recover_in_slack(context, app.client)
-            handler = AsyncSocketModeHandler(app, app_token, web_client=app.client)
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-            try:
-                await stop.wait()
-            finally:
-                await handler.close_async()  # type: ignore[no-untyped-call]
+        app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
+        close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))
+        if close is None:
+            logging.info("proofbot stopped before it was connected to Slack")
+            return 0
+        # Recorded only now: the tokens were accepted and the bot is reachable.
+        await audit.append("bot-started", actor="proofbot",
+                           details={"mode": "http" if http_port else "socket", "hosts": sorted(inventory.hosts)})
+        try:
+            await stop.wait()
+        finally:
+            await close()
+            await audit.append("bot-stopped", actor="proofbot")
     finally:
         for timer in list(context.timers):
             timer.cancel()
-        await audit.append("bot-stopped", actor="proofbot")
         audit.close()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
     return 0
+
+
+async def _start(app: AsyncApp, context: BotContext, app_token: str | None, http_port: int | None,
+                 bind: str) -> Callable[[], Awaitable[None]]:
+    """Check the bot token with Slack, tell interrupted threads, then listen; returns how to stop."""
+    try:
+        await app.client.auth_test()
+    except SlackApiError as exc:
+        raise UsageError(f"Slack refused SLACK_BOT_TOKEN: {exc.response.get('error')}",
+                         hint="copy the Bot User OAuth Token (xoxb-…) of the installed app") from None
+    interrupted = await recover_in_slack(context, app.client)
+    if http_port is not None:
+        runner = web.AppRunner(app.web_app(path="/slack/events"))
+        await runner.setup()
+        await web.TCPSite(runner, bind, http_port).start()
+        logging.info("proofbot listening on %s:%d/slack/events (%d interrupted operation(s) reported)",
+                     bind, http_port, len(interrupted))
+        return runner.cleanup
+    handler = AsyncSocketModeHandler(app, app_token, web_client=app.client)
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+
+    async def close() -> None:
+        await handler.close_async()  # type: ignore[no-untyped-call]
+    return close
+
+
+async def _unless_stopped(stop: asyncio.Event, starting: Awaitable[T]) -> T | None:
+    """starting's result, or None when a stop signal came first (starting is then cancelled)."""
+    task = asyncio.ensure_future(starting)
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None

@@ -9,27 +9,35 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import VERIFY_NOW, finding_message, progress_message, verdict_message
+from bot.slack.blocks import (
+    VERIFY_NOW,
+    finding_message,
+    progress_message,
+    restart_now_message,
+    runs_old_code,
+    verdict_message,
+)
 from bot.slack.context import Body, BotContext, SlackCommand
 from bot.slack.thread import OperationThread
 from commands.errors import UsageError
 from commands.findings import Finding
+from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
 
 USAGE = "usage: /verify HOST [BACKUP]"
 
 
-def verify_plan(context: BotContext, command: Body) -> VerifyPlan:
+def verify_plan(inventory: Inventory, command: Body) -> VerifyPlan:
     """HOST [BACKUP] looked up in the inventory, or refused."""
     words = command.get("text", "").split()
     if not 1 <= len(words) <= 2:
         raise UsageError(USAGE, hint="or /verify help")
-    return VerifyPlan.for_host(context.inventory.host(words[0]), words[1] if len(words) > 1 else None)
+    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
 
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
-    plan = verify_plan(context, command)
+    plan = verify_plan(context.inventory, command)
     await ack()
     await verify_in_thread(context, client, command, plan)
 
@@ -37,7 +45,7 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
 async def on_verify_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
     command = await context.command_for_click(body)
     context.check_channel(command["channel_id"])
-    plan = verify_plan(context, command)
+    plan = verify_plan(context.inventory, command)
     await ack()
     await verify_in_thread(context, client, command, plan)
 
@@ -62,6 +70,9 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
         raise
     await thread.finish(verdict_message(result, user, plan.backup_name))
     await thread.post_summary(context.audit, result.operation_id)
+    if runs_old_code(result) and plan.host.service:
+        text, blocks = restart_now_message(plan.host.name, result.operation_id)
+        await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=text, blocks=blocks)
 
 
 COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now})

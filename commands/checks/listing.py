@@ -2,16 +2,28 @@
 
 ``extra-files`` reads it for files in a watch dir that the backup does not hold;
 ``stale-process`` reads it for files changed after the service started.
+
+A watch dir is often a symlink (``/srv/current -> releases/7``): ``find -H`` follows the
+links named on its command line (and only those), so such a dir is listed, not skipped.
+Records are ``MTIME<TAB>PATH<NUL>``: a file name may hold tabs and newlines (anyone who can
+write a watch dir chooses them) but never a NUL, and the mtime comes first, so no name can
+forge another file's record. A record that does not parse makes the listing ``error``;
+it is never skipped.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding
+from commands.findings import Evidence, Finding, short_path
 from commands.inventory import Backup
+
+_RECORD = re.compile(r"([0-9]+(?:\.[0-9]+)?)\t(/.*)", re.DOTALL)
+# find's own messages (stderr, merged into the output) arrive as whole lines between records.
+_FIND_MESSAGE = re.compile(r"find: [^\n]*\n?")
 
 
 @dataclass(frozen=True)
@@ -19,10 +31,11 @@ class Listing:
     mtimes: dict[str, float]
     missing: list[str]
     evidence: Evidence
+    bad_records: list[str] = field(default_factory=list)
 
 
 def listing_argv(paths: list[str]) -> list[str]:
-    return ["find", *paths, "-maxdepth", "1", "-type", "f", "-printf", "%p\\t%T@\\n"]
+    return ["find", "-H", *paths, "-maxdepth", "1", "-type", "f", "-printf", "%T@\\t%p\\0"]
 
 
 def listing_paths(backup: Backup) -> list[str]:
@@ -32,23 +45,54 @@ def listing_paths(backup: Backup) -> list[str]:
 
 
 def parse_listing(result: CommandResult) -> Listing:
+    """Strictly: each NUL-ended record is MTIME<TAB>/PATH; anything else is kept as a bad record."""
     mtimes: dict[str, float] = {}
     missing: list[str] = []
-    for line in result.text.splitlines():
-        path, tab, mtime = line.rpartition("\t")
-        if tab and path.startswith("/"):
-            try:
-                mtimes[path] = float(mtime)
-            except ValueError:
-                continue
-        elif line.startswith("find:") and "No such file" in line:
-            missing.append(line.split("'")[1] if "'" in line else line)
-    evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
-    return Listing(mtimes, missing, evidence)
+    bad: list[str] = []
+    shown: list[str] = []
+    chunks = result.text.split("\0")
+    for index, chunk in enumerate(chunks):
+        last = index == len(chunks) - 1
+        while match := _FIND_MESSAGE.match(chunk):
+            message = match.group(0).rstrip("\n")
+            shown.append(message)
+            if "No such file" in message:
+                missing.append(message.split("'")[1] if message.count("'") >= 2 else message)
+            chunk = chunk[match.end():]
+        if last and not chunk.strip("\n"):
+            break
+        record = _RECORD.fullmatch(chunk)
+        path = record.group(2) if record else ""
+        if record is None or last or mtimes.get(path, float(record.group(1))) != float(record.group(1)):
+            # The last chunk has no NUL: a record cut short. One path with two times cannot be
+            # trusted either way.
+            bad.append(chunk)
+            shown.append(f"(record that does not parse) {_escaped(chunk)}")
+            continue
+        mtimes[path] = float(record.group(1))
+        shown.append(f"{record.group(1)}\t{_escaped(path)}")
+    evidence = Evidence.of(result.command, result.exit_status, "\n".join(shown), result.duration_s)
+    return Listing(mtimes, missing, evidence, bad)
+
+
+def _escaped(text: str) -> str:
+    """One record per evidence line: tabs, newlines and backslashes in names shown escaped."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def unparsed_finding(name: str, listing: Listing) -> Finding | None:
+    """``error`` when the listing held a record that does not parse: no verdict rests on a guess."""
+    if not listing.bad_records:
+        return None
+    return Finding(name, "error", f"the listing holds {len(listing.bad_records)} record(s) that do not parse "
+                   f"(first: {_escaped(listing.bad_records[0])[:200]!r}): no verdict from it", listing.evidence)
 
 
 def extra_files_finding(backup_name: str, backup: Backup, listing: Listing) -> Finding:
     """Files in a watch dir that are neither restored by the backup nor held in its dir."""
+    unparsed = unparsed_finding("extra-files", listing)
+    if unparsed is not None:
+        return unparsed
     held = {os.path.basename(path) for path in listing.mtimes if os.path.dirname(path) == backup.dir}
     restored = set(backup.files.values())
     if backup.dir in listing.missing:
@@ -65,7 +109,8 @@ def extra_files_finding(backup_name: str, backup: Backup, listing: Listing) -> F
         and os.path.basename(path) not in held
     )
     if extras:
-        shown = ", ".join(extras[:10]) + (f" and {len(extras) - 10} more" if len(extras) > 10 else "")
+        shown = ", ".join(short_path(_escaped(p)) for p in extras[:10]) + (f" and {len(extras) - 10} more"
+                                                               if len(extras) > 10 else "")
         return Finding("extra-files", "fail",
                        f"{len(extras)} file(s) not in backup {backup_name}: {shown}",
                        listing.evidence, {"extra_files": extras})

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from commands.checks.listing import Listing
+from commands.checks.listing import Listing, unparsed_finding
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding
+from commands.findings import Evidence, Finding, age_words, short_path
 
 # A file written in the same instant the process started is not evidence of staleness.
 MTIME_TOLERANCE_S = 0.05
@@ -21,6 +21,12 @@ MTIME_TOLERANCE_S = 0.05
 class ProcessStart:
     pid: int
     started_at: float
+    seen_at: float | None = None  # the host's clock when it was read: "(3 h 12 min ago)"
+
+    def words(self) -> str:
+        """'14:02:11 UTC (3 h 12 min ago)'; the exact time stays in the details."""
+        clock = datetime.fromtimestamp(self.started_at, UTC).strftime("%H:%M:%S UTC")
+        return f"{clock} ({age_words(self.seen_at - self.started_at)} ago)" if self.seen_at else clock
 
 
 def process_start_argvs(pid: int) -> list[list[str]]:
@@ -40,18 +46,24 @@ def parse_process_start(pid: int, stat: CommandResult, now: CommandResult, ticks
         per_second = int(ticks.text.strip() or "100")
     except (ValueError, IndexError):
         return None
-    return ProcessStart(pid, host_now - uptime + start_ticks / per_second)
+    return ProcessStart(pid, host_now - uptime + start_ticks / per_second, host_now)
 
 
 def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing,
                   commands: list[CommandResult]) -> Finding:
     command = "\n".join([listing.evidence.command, *(result.command for result in commands)])
-    sections = [(listing.evidence.command, listing.evidence.output)] + [(r.command, r.text) for r in commands]
+    # The whole listing is extra-files' evidence; here only the lines of the files compared.
+    compared = "\n".join(f"{path}\t{listing.mtimes[path]}" for path in files if path in listing.mtimes)
+    sections = [(listing.evidence.command, compared or "(none of the compared files listed)")]
+    sections += [(r.command, r.text) for r in commands]
     output = "\n".join(f"# {cmd}\n{text.rstrip()}" for cmd, text in sections)
     duration = listing.evidence.duration_s + sum(result.duration_s for result in commands)
     evidence = Evidence.of(command, max(result.exit_status for result in commands), output, duration)
     if start is None:
         return Finding("stale-process", "error", "could not read the process start time", evidence)
+    unparsed = unparsed_finding("stale-process", listing)
+    if unparsed is not None:
+        return Finding("stale-process", "error", unparsed.summary, evidence)
     known = {path: listing.mtimes[path] for path in files if path in listing.mtimes}
     if not known:
         return Finding("stale-process", "error", "none of the watched files could be listed", evidence)
@@ -60,14 +72,14 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
     started = _utc(start.started_at)
     details = {"process_started_at": started, "changed_after_start": {p: _utc(known[p]) for p in newer}}
     if newer:
-        names = ", ".join(newer[:5]) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
+        names = ", ".join(map(short_path, newer[:5])) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
         return Finding("stale-process", "warn",
-                       f"PID {start.pid} started {started} but {len(newer)} file(s) changed after it: "
+                       f"PID {start.pid} started {start.words()} but {len(newer)} file(s) changed after it: "
                        f"{names}; the service is still running the old code: restart it",
                        evidence, details)
     newest = max(known.values())
     return Finding("stale-process", "pass",
-                   f"PID {start.pid} started {started}, after every watched file (newest {_utc(newest)})",
+                   f"PID {start.pid} started {start.words()}, after every watched file (newest {_utc(newest)})",
                    evidence, details)
 
 

@@ -110,32 +110,26 @@ class Applier:
         return True
 
     async def replace(self) -> list[FileState]:
-        """Temp file in the same dir, mode and owner of the live file, fsync, rename; in order."""
+        """Per file, in order: a private dir beside the target, the new copy made there, owner and
+        mode of the file it replaces, fsync, rename over the target (a symlink's target, so the
+        link is kept), fsync the dir."""
         commands: list[list[str]] = []
-        renames: dict[int, FileState] = {}
-        temps = []
         for f in self.plan.changes:
-            directory = os.path.dirname(f.live_path)
-            temp = f"{directory}/.{f.name}.proofbot-{self.plan.operation_id.rsplit('-', 1)[-1]}.tmp"
-            reference = f.live_path if f.state == "differs" else f.source_path
-            temps.append(temp)
-            commands += [["cp", "--", f.source_path, temp],
-                         ["chown", f"--reference={reference}", "--", temp],
-                         ["chmod", f"--reference={reference}", "--", temp],
-                         ["sync", "--", temp]]
-            renames[len(commands)] = f
-            commands += [["mv", "-f", "-T", "--", temp, f.live_path], ["sync", "--", directory]]
-        results = await self.conn.run_batch(commands, stop_on_failure=True, cleanup=temps)
-        done = [f for index, f in renames.items() if index < len(results) and results[index].exit_status == 0]
+            reference = f.write_path if f.state == "differs" else f.source_path
+            commands.append(["sh", "-c", REPLACE_SCRIPT, "proofbot-replace", f.source_path, f.write_path, reference])
+        results = await self.conn.run_batch(commands, stop_on_failure=True)
+        done = [f for f, r in zip(self.plan.changes, results, strict=False) if r.exit_status == 0]
         failed = results[-1] if results and results[-1].exit_status != 0 else None
         names = ", ".join(f.name for f in done) or "none"
+        evidence = _evidence(results)
         if failed is not None:
-            await self.step(Finding("replace", "fail", f"stopped at `{failed.command}`: "
-                                    f"{failed.text.strip()[:300]!r}; replaced before the stop: {names}; "
-                                    "temp files removed", _evidence(results)))
+            said = [line for line in failed.text.split("\n+ set +x", 1)[0].splitlines() if not line.startswith("+ ")]
+            await self.step(Finding("replace", "fail", f"stopped at `{_last_step(failed.text)}`: "
+                                    f"{chr(10).join(said).strip()[:300]!r}; replaced before the stop: {names}; "
+                                    "temp files removed", evidence))
         else:
-            await self.step(Finding("replace", "pass", f"replaced atomically (temp file, fsync, rename): {names}",
-                                    _evidence(results)))
+            await self.step(Finding("replace", "pass", f"replaced atomically (private temp dir, fsync, rename): "
+                                    f"{names}", evidence))
         return done
 
     async def set_bytecode_aside(self, restored: list[FileState]) -> None:
@@ -156,8 +150,10 @@ class Applier:
                                     + (problems[0].text.strip()[:300] if problems else results[0].text.strip()),
                                     _evidence(results)))
             return
+        no_cache = any("No such file" in r.text for r in results[1:])
         summary = (f"moved {len(moved)} stale .pyc into {target}: {', '.join(os.path.basename(m) for m in moved)}"
-                   if moved else "no stale bytecode found")
+                   if moved else "no `__pycache__` beside the restored files: nothing to set aside (find's "
+                   "'No such file' below is that)" if no_cache else "no stale bytecode found")
         await self.step(Finding("bytecode", "pass", summary, _evidence(results)))
 
     async def reread(self) -> None:
@@ -198,6 +194,47 @@ class Applier:
         second = await self.conn.run_batch(process_start_argvs(state.main_pid))
         start = parse_process_start(state.main_pid, *second)
         await self.step(stale_finding(start, restored, listing, second))
+
+
+# Run as `sh -c REPLACE_SCRIPT proofbot-replace SOURCE TARGET REFERENCE`. The target's dir may be
+# one other users can write (allow_untrusted_dirs), and they see every name made there. So
+# the new copy is made inside a dir mktemp creates exclusively (mode 700, 24 random
+# characters, the name made on the host and never in an argv), entered once: every later
+# step names the copy relative to that dir, which nobody else can write, so no symlink or
+# rename planted in the target's dir can redirect a write, a chown or a chmod. The copy
+# itself is created with O_EXCL (`set -C`) and written through the shell's own descriptor.
+REPLACE_SCRIPT = r"""set -eu
+src=$1 target=$2 ref=$3
+dir=$(dirname -- "$target")
+umask 077
+set -C
+inside= private=
+trap 'set +x; if [ -n "$inside" ]; then rm -f ./new; fi; cd /; if [ -n "$private" ]; then rmdir -- "$private"; fi' EXIT
+trap 'exit 129' HUP INT TERM PIPE
+private=$(mktemp -d -- "$dir/.proofbot-XXXXXXXXXXXXXXXXXXXXXXXX")
+cd -P -- "$private"
+inside=1
+here=$(stat -c '%u %a' .)
+if [ "$here" != "$(id -u) 700" ]; then
+  echo "proofbot: the private temp dir was swapped (found uid and mode: $here): stopped, nothing written"
+  exit 1
+fi
+set -x
+cat -- "$src" >new
+chown --reference="$ref" -- new
+chmod --reference="$ref" -- new
+sync -- new
+[ -f new ] && [ ! -L new ] || { echo "proofbot: the new copy is no longer a regular file"; exit 1; }
+mv -f -T -- new "$target"
+sync -- "$dir"
+"""
+
+
+def _last_step(output: str) -> str:
+    """The step a replace stopped at, from its `set -x` trace."""
+    traced = output.split("\n+ set +x", 1)[0]  # the exit trap's own steps are not the stop
+    steps = [line[2:] for line in traced.splitlines() if line.startswith("+ ")]
+    return steps[-1] if steps else "preparing a private temp dir"
 
 
 def _short(digest: object) -> str:

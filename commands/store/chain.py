@@ -28,7 +28,15 @@ from typing import Any, Literal
 import sqlite_utils
 
 from commands.errors import UsageError
-from commands.store.events import GENESIS_HASH, AuditStore, event_hash, first_row
+from commands.store.events import (
+    GENESIS_HASH,
+    MIGRATIONS,
+    AuditStore,
+    event_hash,
+    first_row,
+    statements,
+    stored_details,
+)
 
 Problem = Literal["edited", "deleted", "inserted", "genesis", "truncated", "anchor"]
 GUARD_TRIGGERS = (
@@ -48,18 +56,24 @@ class Row:
     fields: dict[str, Any]
     prev_hash: str
     hash: str
+    stored_as_written: bool  # the details text is exactly what an append writes for its content
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Row:
         fields = {name: row[name] for name in HASHED}
+        as_written = False
         try:
             fields["details"] = json.loads(row["details"])
+            # The hash covers parsed JSON, so it must be the only reading of the stored bytes: text
+            # with a duplicate key ({"verdict":"pass",…,"verdict":"fail"}) hashes like its last value
+            # while SQLite's json_extract reads the first. Only the exact text an append writes counts.
+            as_written = stored_details(fields["details"]) == row["details"]
         except (TypeError, ValueError):
             pass  # not JSON any more: it was edited, and will not hash right
-        return cls(int(row["id"]), fields, str(row["prev_hash"]), str(row["hash"]))
+        return cls(int(row["id"]), fields, str(row["prev_hash"]), str(row["hash"]), as_written)
 
     def content_ok(self) -> bool:
-        return event_hash(self.fields) == self.hash
+        return self.stored_as_written and event_hash(self.fields) == self.hash
 
 
 @dataclass(frozen=True)
@@ -108,9 +122,26 @@ def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> Chain
         broken = _check_head(db, previous, count)
     if broken is None and anchor is not None:
         broken = _check_anchor(db, anchor)
-    present = {trigger.name for trigger in db.triggers}
+    present = {trigger.name: _normalised(trigger.sql) for trigger in db.triggers}
+    expected = guard_trigger_sql()
     return ChainReport(count, previous.id if previous else None, previous.hash if previous else None, broken,
-                       tuple(name for name in GUARD_TRIGGERS if name not in present))
+                       tuple(name for name in GUARD_TRIGGERS if present.get(name) != expected[name]))
+
+
+def guard_trigger_sql() -> dict[str, str]:
+    """Each guard trigger's SQL as the migrations create it (whitespace folded): a trigger that was
+    dropped and recreated doing something else is as good as missing."""
+    found: dict[str, str] = {}
+    for _, sql in MIGRATIONS:
+        for statement in statements(sql):
+            words = statement.split()
+            if words[:2] == ["CREATE", "TRIGGER"] and words[2] in GUARD_TRIGGERS:
+                found[words[2]] = _normalised(statement)
+    return found
+
+
+def _normalised(sql: str | None) -> str:
+    return " ".join((sql or "").strip().rstrip(";").replace(";", " ; ").split())
 
 
 def _windows(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Row | None, Row, Row | None]]:

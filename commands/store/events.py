@@ -165,6 +165,34 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE r.kind = 'requested';
         """,
     ),
+    (
+        "Datasette-ready views: operations keyed by operation_id; refusals and views of the trail apart",
+        """
+        DROP VIEW operations;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS operation_id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   (SELECT d.kind FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected', 'expired') ORDER BY d.id LIMIT 1) AS decision,
+                   (SELECT d.actor FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected') ORDER BY d.id LIMIT 1) AS decided_by,
+                   f.at AS finished_at,
+                   json_extract(f.details, '$.verdict') AS verdict
+            FROM events r
+            LEFT JOIN events f ON f.id = (SELECT MAX(x.id) FROM events x
+                                          WHERE x.operation_id = r.operation_id AND x.kind = 'finished')
+            WHERE r.kind = 'requested';
+        CREATE VIEW refusals AS
+            SELECT id AS event_id, at, kind, operation, host, actor,
+                   json_extract(details, '$.reason') AS reason,
+                   json_extract(details, '$.requested_host') AS requested_host,
+                   json_extract(details, '$.origin.via') AS via
+            FROM events WHERE kind IN ('refused', 'viewed');
+        """,
+    ),
 ]
 
 
@@ -301,9 +329,13 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
                               "kind": kind, "actor": actor, "details": payload,
                               "prev_hash": head["hash"] if head else GENESIS_HASH}
     digest = event_hash(fields)
-    table = db.table("events").insert({**fields, "details": json.dumps(payload, sort_keys=True, ensure_ascii=False),
-                                       "hash": digest})
+    table = db.table("events").insert({**fields, "details": stored_details(payload), "hash": digest})
     return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+
+
+def stored_details(details: Any) -> str:
+    """The exact text an event's details are stored as (the chain check demands exactly this)."""
+    return json.dumps(details, sort_keys=True, ensure_ascii=False)
 
 
 def _plain(details: dict[str, Any] | None) -> dict[str, Any]:
@@ -320,12 +352,12 @@ def _apply(db: sqlite_utils.Database, version: int, description: str, sql: str) 
     # Another process may have applied it since this one looked: only the check under the write lock counts.
     if first_row(db, "SELECT 1 AS done FROM schema_migrations WHERE version = ?", version):
         return
-    for statement in _statements(sql):
+    for statement in statements(sql):
         db.execute(statement)
     db.table("schema_migrations").insert({"version": version, "description": description, "applied_at": utc_now()})
 
 
-def _statements(sql: str) -> list[str]:
+def statements(sql: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
     statements, current = [], ""
     for line in sql.strip().splitlines():

@@ -10,6 +10,7 @@ import asyncio
 import time
 
 from commands.checks.cmdline import cmdline_argv, cmdline_finding
+from commands.checks.deb import deb_argv, parse_deb
 from commands.checks.files import file_hash_argv, parse_file_hash
 from commands.checks.health import HttpOutcome, health_finding
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
@@ -23,6 +24,7 @@ from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import HostConnection, connect
 from commands.store.events import AuditStore
+from commands.verify.next_steps import with_next_step
 from commands.verify.plan import VerifyPlan
 
 
@@ -40,6 +42,7 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
     stats = {"connections": 0, "exec_round_trips": 0}
 
     async def found(finding: Finding) -> None:
+        finding = with_next_step(finding, plan)
         findings.append(finding)
         await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
                            actor=origin.actor, details=finding.to_json())
@@ -55,9 +58,10 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                 stats["exec_round_trips"] = conn.exec_round_trips
     except CouldNotCheck as exc:
         done = {finding.name for finding in findings}
-        for name in plan.check_names():
-            if name not in done:
-                await found(could_not_check(name, f"could not check: {exc}"))
+        left = [name for name in plan.check_names() if name not in done]
+        for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
+            await found(could_not_check(name, f"could not check: {exc}" if index == 0 else
+                                        f"not checked: the same cause as `{left[0]}`"))
     result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
@@ -96,9 +100,12 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
             first_round += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
             first_round.append(listing_argv(listing_paths(backup)))
         packages = plan.host.packages
-        dists = packages.dists if packages else []
+        python = packages.python if packages else None
+        dists = packages.dists if packages and python else []  # the inventory refuses dists without python
+        debs = packages.deb if packages else []
         # The package probes ride in the first round trip: they need nothing from the others.
-        first_round += [package_argv(packages.python, dist) for dist in dists] if packages else []
+        first_round += [package_argv(python, dist) for dist in dists] if python else []
+        first_round += [deb_argv(name) for name in debs]
         results = await conn.run_batch(first_round)
     except BaseException:
         if health_task:
@@ -118,9 +125,12 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
         listing = parse_listing(results[position])
         if backup.watch:
             await found(extra_files_finding(plan.backup_name, backup, listing))
-    if packages:
-        for dist, result in zip(dists, results[len(results) - len(dists):], strict=True):
-            await found(parse_package(packages.python, dist, result))
+    tail = results[len(results) - len(dists) - len(debs):]
+    if python:
+        for dist, result in zip(dists, tail[: len(dists)], strict=True):
+            await found(parse_package(python, dist, result))
+    for name, result in zip(debs, tail[len(dists):], strict=True):
+        await found(parse_deb(name, result))
     if not service or not health_task:
         return
     await found(main_pid)

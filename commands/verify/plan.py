@@ -36,4 +36,6 @@ class VerifyPlan:
 
     def package_checks(self) -> list[str]:
         packages = self.host.packages
-        return [f"package:{dist}" for dist in packages.dists] if packages else []
+        if not packages:
+            return []
+        return [f"package:{dist}" for dist in packages.dists] + [f"package:deb:{name}" for name in packages.deb]

@@ -1,0 +1,50 @@
+"""CLI tools beside the operations: ``proofbot ping [HOST...]`` and ``proofbot inventory check``.
+
+Neither changes anything on a host nor writes the audit log: they answer "is my inventory
+right, and can proofbot reach what it names?" before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.plain_text import MARKS
+from commands.inventory import inventory_path
+from commands.ping import ping_all
+
+
+def add_ping_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("hosts", nargs="*", metavar="HOST", help="hosts to ping (default: every host)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+async def run_ping(args: argparse.Namespace) -> int:
+    inventory = inventory_of(args)
+    hosts = [inventory.host(name) for name in args.hosts] or [inventory.hosts[n] for n in sorted(inventory.hosts)]
+    findings = await ping_all(hosts)
+    if args.json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "hosts": [
+            {"host": host.name, **finding.to_json()} for host, finding in zip(hosts, findings, strict=True)]},
+            indent=2, ensure_ascii=False))
+    else:
+        width = max(len(host.name) for host in hosts)
+        for host, finding in zip(hosts, findings, strict=True):
+            print(f"{MARKS[finding.status]}  {host.name.ljust(width)}  {finding.summary}")
+    return 0 if all(finding.status == "pass" for finding in findings) else 3
+
+
+def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["check"], help="check: validate the inventory, connect to nothing")
+
+
+async def run_inventory(args: argparse.Namespace) -> int:
+    inventory = inventory_of(args)  # raises, naming the file and the key, when it is not valid
+    hosts = inventory.hosts.values()
+    services = sum(1 for host in hosts if host.service)
+    backups = sum(len(host.backups) for host in hosts)
+    print(f"{inventory_path(getattr(args, 'inventory', None))}: valid: {len(inventory.hosts)} host(s) "
+          f"({', '.join(sorted(inventory.hosts))}), {services} service(s), {backups} backup(s), "
+          f"approvers: {', '.join(inventory.approvals.approvers) or 'none'}")
+    return 0

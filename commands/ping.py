@@ -1,0 +1,52 @@
+"""``proofbot ping``: can each host be reached, its key checked, logged into, and made to run a command?
+
+The first thing to run against a new inventory (as ``ansible -m ping`` is): it changes
+nothing on any host, and each host is bounded by its own deadline, so one that hangs never
+holds the others (at most ``PARALLEL`` connections at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from commands.errors import CouldNotCheck
+from commands.findings import Evidence, Finding
+from commands.inventory import Host
+from commands.ssh import connect
+
+PARALLEL = 16
+
+
+async def ping(host: Host) -> Finding:
+    """Connect (host key checked), run ``true``, and say who answered, how fast, with which key."""
+    ssh = host.ssh
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(ssh.connect_timeout_s + ssh.command_timeout_s):
+            async with connect(host) as conn:
+                result = await conn.run(["true"])
+                fingerprint = conn.host_key_fingerprint()
+    except CouldNotCheck as exc:
+        return Finding("ping", "error", str(exc))
+    except TimeoutError:
+        return Finding("ping", "error", f"{host.name}: no answer within "
+                                        f"{ssh.connect_timeout_s + ssh.command_timeout_s:g} s")
+    elapsed = time.monotonic() - started
+    evidence = Evidence.of(f"ssh -p {host.port} {ssh.user}@{host.address} true", result.exit_status,
+                           f"host key {fingerprint}", elapsed)
+    if result.exit_status != 0:
+        return Finding("ping", "fail", f"logged in, but `true` exited {result.exit_status}", evidence)
+    return Finding("ping", "pass", f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
+                                   f"{fingerprint} as in {ssh.known_hosts}", evidence)
+
+
+async def ping_all(hosts: list[Host]) -> list[Finding]:
+    """One finding per host, in the order given."""
+    bound = asyncio.Semaphore(PARALLEL)
+
+    async def one(host: Host) -> Finding:
+        async with bound:
+            return await ping(host)
+
+    return list(await asyncio.gather(*(one(host) for host in hosts)))

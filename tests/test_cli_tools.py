@@ -1,0 +1,41 @@
+"""``proofbot ping`` and ``proofbot inventory check``: first contact with an inventory, changing nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from bot.demo.host import DemoHost
+from tests.conftest import run_cli, write_inventory
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_ping_reaches_each_host_and_names_the_one_it_cannot(clean_host: DemoHost, tmp_path: Path) -> None:
+    document = clean_host.inventory()
+    document["hosts"]["ct999"] = {"address": "127.0.0.1", "port": unused_port()}
+    inventory = write_inventory(tmp_path / "i.yml", document)
+    text = await run_cli("ping", "--inventory", str(inventory))
+    report = await run_cli("ping", "--json", "--inventory", str(inventory))
+    assert text.code == 3 and report.code == 3
+    lines = {line.split()[2]: line for line in text.stdout.splitlines()}
+    assert "✓ pass" in lines[clean_host.name] and "host key SHA256:" in lines[clean_host.name]
+    assert "cannot connect" in lines["ct999"] or "refused" in lines["ct999"]
+    statuses = {entry["host"]: entry["status"] for entry in json.loads(report.stdout)["hosts"]}
+    assert statuses == {clean_host.name: "pass", "ct999": "error"}
+    only = await run_cli("ping", clean_host.name, "--inventory", str(inventory))
+    assert only.code == 0 and "ct999" not in only.stdout
+
+
+async def test_inventory_check_validates_without_connecting(tmp_path: Path) -> None:
+    good = write_inventory(tmp_path / "good.yml", {"hosts": {"ct1": {"address": "127.0.0.1", "port": 9}}})
+    bad = write_inventory(tmp_path / "bad.yml", {"hosts": {"ct1": {"address": "127.0.0.1", "port": "ssh"}}})
+    ok, refused = (await run_cli("inventory", "check", "--inventory", str(good)),
+                   await run_cli("inventory", "check", "--inventory", str(bad)))
+    assert ok.code == 0 and "valid: 1 host(s) (ct1)" in ok.stdout
+    assert refused.code == 2 and "hosts.ct1.port" in refused.stderr and str(bad) in refused.stderr

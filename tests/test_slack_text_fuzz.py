@@ -1,0 +1,95 @@
+"""Whatever a user types after a slash command, the parsers either refuse it with proofbot's own
+error (a clear reply, nothing run) or name a host and backup taken from the inventory, never from
+the text. Hypothesis generates the text; hostile shapes are seeded explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import yaml
+from aiohttp import web
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from bot.slack.app import build_app
+from bot.slack.audit import SLACK_MAX_LIMIT, audit_request
+from bot.slack.context import BotContext
+from bot.slack.verify import verify_plan
+from commands.errors import ProofbotError
+from commands.inventory import parse_inventory
+from commands.store.events import AuditStore
+from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.signing import slash_command_body
+
+INVENTORY = parse_inventory(yaml.safe_dump({"hosts": {
+    "ct129": {"address": "127.0.0.1", "port": 9, "backups": {
+        "pre-ddtree": {"dir": "/root/b", "files": {"spec_info.py": "/srv/x/spec_info.py"}},
+        "other": {"dir": "/root/c", "files": {"a.py": "/srv/x/a.py"}}}},
+    "ct130": {"address": "127.0.0.1", "port": 9}}}), "fuzz.yml")
+SECRET = "fuzz-secret"
+CHANNEL = "C0OPS"
+HOSTILE = ["ct129; reboot", "ct129 $(id)", "`id`", "ct129 ../../etc/passwd", "ct129\npre-ddtree",
+           "CT129", "ct129 pre-ddtree extra", "²", "ct129 ٣", "\u200bct129", "ct129 -rf /", "'ct129'",
+           "ct129 pre-ddtree\x00", " " * 5000 + "ct129", "all"]
+TEXT = st.one_of(st.text(max_size=200), st.sampled_from(HOSTILE),
+                 st.lists(st.sampled_from(["ct129", "ct130", "pre-ddtree", "other", "5", "25", "26", "0", ";",
+                                           "$(id)", "help", "ct129;", "-1"]), max_size=4).map(" ".join))
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+@example("ct129 pre-ddtree")
+def test_verify_text_names_only_inventory_hosts_and_backups(text: str) -> None:
+    try:
+        plan = verify_plan(INVENTORY, {"text": text})
+    except ProofbotError:
+        return
+    assert plan.host is INVENTORY.hosts[plan.host.name]
+    assert plan.backup_name is None or plan.backup_name in plan.host.backups
+    assert text.split()[0] == plan.host.name  # exactly what was typed, nothing made of it
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+@example("ct129 25")
+def test_audit_text_names_only_inventory_hosts_and_a_bounded_count(text: str) -> None:
+    try:
+        request = audit_request(INVENTORY, text)
+    except ProofbotError:
+        return
+    assert request.host is None or request.host in INVENTORY.hosts
+    assert 1 <= request.limit <= SLACK_MAX_LIMIT
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
+        bolt = build_app(BotContext(INVENTORY, audit), bot_token=slack.bot_token, signing_secret=SECRET,
+                         api_url=slack.api_url)
+        runner = web.AppRunner(bolt.web_app(path="/slack/events"))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", slack
+        finally:
+            await runner.cleanup()
+            audit.close()
+
+
+@pytest.mark.parametrize("command", ["/verify", "/restore", "/restart", "/audit"])
+async def test_hostile_texts_through_the_real_app_are_refused_plainly(app: tuple[str, FakeSlack],
+                                                                       command: str) -> None:
+    url, slack = app
+    refused = [text for text in HOSTILE if (text.split() and text.split()[0] not in INVENTORY.hosts)
+               or len(text.split()) > 2]
+    for text in refused:
+        ack = await slack.deliver(url, slash_command_body(command, text, "U0ALICE", CHANNEL, slack.response_url(),
+                                                          "t"))
+        assert ack.status_code == 200, (command, text)
+        reply = ack.json()["text"]
+        assert reply.startswith(":no_entry:") and "internal error" not in reply, (command, text, reply)
+    assert slack.calls_to("chat.postMessage") == []  # nothing ran for any of them
