@@ -61,6 +61,7 @@ def test_every_corpus_shape_is_masked_everywhere_evidence_goes(entry: dict[str, 
     assert not leaked(secret, redact(text))
     evidence = Evidence.of(text, 0, f"cat /etc/app.conf\n{text}", 0.1)
     finding = Finding("probe", "fail", f"the reply was:\n{text}", evidence, {"reply": text, "body": {"k": text}})
+    assert not leaked(secret, finding.summary)  # renderers read it directly
     assert not leaked(secret, json.dumps(finding.to_json(), ensure_ascii=False))
     assert not leaked(secret, json.dumps(redact_data({"nested": [text, {"text": text}]}), ensure_ascii=False))
 
