@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import wraps
 from pathlib import Path
+from typing import ParamSpec
 
 from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
+from commands.redact import redact
 from commands.registry import OPERATIONS
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import RestartProgress
@@ -19,6 +22,19 @@ MARKS = {"pass": "✓ pass ", "fail": "✗ FAIL ", "warn": "! warn ", "error": "
 VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "error": "COULD NOT CHECK", IN_PROGRESS: "IN PROGRESS"}
 
 
+P = ParamSpec("P")
+
+
+def final_text(render: Callable[P, str]) -> Callable[P, str]:
+    """The last gate before a terminal or Slack: whatever a renderer quotes (a URL from the
+    inventory, a plan field) leaves masked, even if a caller forgot to redact it."""
+    @wraps(render)
+    def redacted(*args: P.args, **kwargs: P.kwargs) -> str:
+        return redact(render(*args, **kwargs))
+    return redacted
+
+
+@final_text
 def render_result(result: OperationResult, *, verbose: bool = False) -> str:
     lines = [
         f"proofbot {result.operation} {result.host}: {VERDICT_WORDS[result.verdict]} "
@@ -54,6 +70,7 @@ def _evidence_lines(finding: Finding) -> list[str]:
     return lines
 
 
+@final_text
 def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
     """The plan a person approves: what differs, hashes, sizes, modes, a short diff, extra files."""
     lines = [f"Restore plan for {plan.host.name} from {plan.source.label} "
@@ -84,6 +101,7 @@ def render_restore_plan(plan: RestorePlan, *, diff_lines: int = 40) -> str:
 OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
 
 
+@final_text
 def render_restart_plan(plan: RestartPlan, *, title: bool = True) -> str:
     """The plan a person approves; ``title=False`` leaves out the first line (host and ids) for a
     message that says them once elsewhere (the Slack plan's header and footer)."""
@@ -114,6 +132,7 @@ def render_restart_plan(plan: RestartPlan, *, title: bool = True) -> str:
     return "\n".join(lines if title else lines[1:])
 
 
+@final_text
 def progress_line(progress: RestartProgress) -> str:
     """e.g. ``12.3 s · restart exit 0 ✓ · PID 300698 → 302221 ✓ · health 503… · cmdline pending``."""
     parts = [f"{progress.elapsed_s:5.1f} s", _command(progress), _pid(progress), _health(progress), _cmdline(progress)]
@@ -196,6 +215,7 @@ def when(at: str | None) -> str:
     return at.replace("T", " ").split(".")[0].rstrip("Z") + "Z"
 
 
+@final_text
 def render_operations(records: Sequence[OperationRecord], host: str | None) -> str:
     scope = f"for {host}" if host else "across hosts"
     if not records:

@@ -1,7 +1,9 @@
 """What a check yields: a status, a one-line summary and the evidence behind it.
 
 A failed check is data, not an exception. A check never passes without evidence, and
-all evidence is redacted and trimmed when it is created, so nothing later can leak it.
+all evidence is trimmed, then redacted, when it is created, so nothing later can leak it:
+trimming first bounds the redaction's CPU cost whatever a host prints. ``to_json`` redacts
+the summary and details again (``commands.redact`` is the one layer).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from commands.redact import redact
+from commands.redact import redact, redact_data
 
 Status = Literal["pass", "fail", "warn", "error", "skipped"]
 Verdict = Literal["pass", "fail", "error"]
@@ -18,11 +20,20 @@ OUTPUT_LIMIT = 4000
 
 
 def trim(text: str, limit: int = OUTPUT_LIMIT) -> str:
-    """Keep the head and tail of long output, saying how much was cut."""
+    """Keep the head and tail of long output, saying how much was cut.
+
+    Cuts fall on line ends where a line end is near, so a secret is not split in two
+    halves that no redaction rule recognises any more.
+    """
     if len(text) <= limit:
         return text
     head = text[: limit * 3 // 4]
     tail = text[-(limit // 4) :]
+    head_cut, tail_cut = head.rfind("\n"), tail.find("\n")
+    if head_cut > len(head) // 2:
+        head = head[: head_cut + 1]
+    if 0 <= tail_cut < len(tail) // 2:
+        tail = tail[tail_cut + 1 :]
     return f"{head}\n… [{len(text) - len(head) - len(tail)} characters trimmed] …\n{tail}"
 
 
@@ -35,7 +46,7 @@ class Evidence:
 
     @classmethod
     def of(cls, command: str, exit_status: int | None, output: str, duration_s: float) -> Evidence:
-        return cls(redact(command), exit_status, trim(redact(output)), round(duration_s, 4))
+        return cls(redact(command), exit_status, redact(trim(output)), round(duration_s, 4))
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class Finding:
     def __post_init__(self) -> None:
         if self.status == "pass" and self.evidence is None:
             raise ValueError(f"check {self.name} cannot pass without evidence")
+        # Summaries quote what hosts print (a reply, a cmdline): masked before any renderer sees them.
+        object.__setattr__(self, "summary", redact(self.summary))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -78,9 +91,9 @@ class Finding:
             "evidence": asdict(self.evidence) if self.evidence else None,
         }
         if self.details:
-            data["details"] = self.details
+            data["details"] = redact_data(self.details)
         if self.next_step:
-            data["next_step"] = self.next_step.to_json()
+            data["next_step"] = redact_data(self.next_step.to_json())
         return data
 
 

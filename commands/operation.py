@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from commands.findings import Finding, Verdict, verdict_of
 from commands.holder import Holder
+from commands.redact import redact_data
 
 OnFinding = Callable[[Finding], Awaitable[None]]
 
@@ -60,7 +61,7 @@ class OperationResult:
         return verdict_of(self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return redact_data({
             "host": self.host,
             "operation": self.operation,
             "verdict": self.verdict,
@@ -69,4 +70,4 @@ class OperationResult:
             "operation_id": self.operation_id,
             "checks": [finding.to_json() for finding in self.checks],
             **self.extra,
-        }
+        })

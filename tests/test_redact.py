@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from commands.findings import Evidence
-from commands.redact import redact
+import pytest
+import yaml
+
+from commands.findings import Evidence, Finding, trim
+from commands.redact import redact, redact_data
 
 
 @pytest.mark.parametrize(
@@ -34,3 +38,66 @@ def test_evidence_is_redacted_when_created() -> None:
     evidence = Evidence.of("launch --api-key abcdefgh12345", 0, "token=xoxp-1111-2222-33334444", 0.1)
     assert "abcdefgh12345" not in evidence.command
     assert "xoxp-1111-2222-33334444" not in evidence.output
+
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "recorded" / "secret_corpus.yml").read_text())
+
+
+def leaked(secret: str, output: str) -> bool:
+    """A secret with spaces leaks by any of its words too (``correct horse …`` half-masked is a leak)."""
+    pieces = [secret] + [word for word in secret.split() if len(word) >= 5]
+    return any(piece in output for piece in pieces)
+
+
+def test_the_corpus_has_at_least_60_shapes_in_every_syntax() -> None:
+    assert len(CORPUS) >= 60
+    kinds = {entry["shape"].split()[0] for entry in CORPUS}
+    assert {"yaml", "ini", "json", "env", "shell", "url", "header", "pem", "diff"} <= kinds
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[entry["shape"] for entry in CORPUS])
+def test_every_corpus_shape_is_masked_everywhere_evidence_goes(entry: dict[str, str]) -> None:
+    text, secret = entry["text"], entry["secret"]
+    assert not leaked(secret, redact(text))
+    evidence = Evidence.of(text, 0, f"cat /etc/app.conf\n{text}", 0.1)
+    finding = Finding("probe", "fail", f"the reply was:\n{text}", evidence, {"reply": text, "body": {"k": text}})
+    assert not leaked(secret, finding.summary)  # renderers read it directly
+    assert not leaked(secret, json.dumps(finding.to_json(), ensure_ascii=False))
+    assert not leaked(secret, json.dumps(redact_data({"nested": [text, {"text": text}]}), ensure_ascii=False))
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[entry["shape"] for entry in CORPUS])
+def test_corpus_shapes_behind_diff_prefixes_are_masked(entry: dict[str, str]) -> None:
+    for prefix in "+- ":
+        shown = "\n".join(prefix + line for line in entry["text"].split("\n"))
+        assert not leaked(entry["secret"], redact(shown))
+
+
+def test_a_removed_diff_line_keeps_its_shape() -> None:
+    assert redact('-db_password = "hunter2"') == '-db_password = "[REDACTED]"'
+
+
+@pytest.mark.parametrize("text", [
+    "sha256sum -- /root/a.py\n3bb1a99ba95f0c1e2d3f4a5b6c7d8e9f00112233445566778899aabbccddeeff  /root/a.py",
+    "cp -p -- /a/b /a/c", "find /x -maxdepth 0 -printf '%p\\t%s\\n'", '"max_tokens": 8', "KeyringMode=private",
+    "MainPID=4122\nInvocationID=ff5d1f39aa0b4c5d8e9f001122334455\nNRestarts=0",
+    "sglang  RUNNING   pid 4122, uptime 0:00:05", "http://127.0.0.1:30000/health",
+    "--speculative-algorithm NEXTN --port 30000 --model-path /models/x",
+    '{"sha256": "urlsafe-b64-Xk3dQeZl0v0", "size": 81}', "password: ${DB_PASSWORD}",
+])
+def test_ordinary_evidence_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_structured_paths_under_secret_names_survive() -> None:
+    """A restore plan stores file names → paths; ``server.key`` names a file, not a secret."""
+    data = {"files": {"server.key": "/etc/ssl/server.key"}, "password": "hunter2", "pass": 3}
+    assert redact_data(data) == {"files": {"server.key": "/etc/ssl/server.key"}, "password": "[REDACTED]",
+                                 "pass": 3}
+
+
+def test_trimming_cuts_at_line_ends_so_no_half_secret_is_left() -> None:
+    lines = [f"line {i} filler filler filler" for i in range(400)]
+    lines[100] = "password: " + "Q" * 20 + "-trim-secret"
+    text = trim("\n".join(lines), 3000)
+    assert all(line in lines or "trimmed" in line or line == "" for line in text.split("\n"))

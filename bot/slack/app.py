@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack import audit, restart, restore, verify
 from bot.slack.blocks import error_message, help_message
 from bot.slack.context import Body, BotContext, Listener, SlackCommand
+from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError
 from commands.registry import OPERATIONS
 
@@ -36,8 +37,8 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
               api_url: str | None = None) -> AsyncApp:
     # Threads post one reply per check: on a 429 wait as Slack says (Retry-After) and go on.
     retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=3), AsyncConnectionErrorRetryHandler()]
-    client = (AsyncWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
-              else AsyncWebClient(token=bot_token, retry_handlers=retry))
+    client = (RedactingWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
+              else RedactingWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
     for spec in OPERATIONS:

@@ -31,6 +31,7 @@ from bot.plain_text import (
 )
 from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
+from commands.redact import redact
 from commands.registry import OPERATIONS
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import RestartProgress
@@ -138,7 +139,8 @@ def help_message(hosts: Sequence[str]) -> str:
 def error_message(message: str, hint: str) -> str:
     """The message may echo what the user typed, so it is escaped; hints are built only from
     the inventory and proofbot's own words, and may carry Slack links such as <#C123>."""
-    return f":no_entry: {escape(message)}" + (f"\n{hint}" if hint else "")
+    # Ephemeral replies leave through the ack or response_url, not the redacting client.
+    return redact(f":no_entry: {escape(message)}" + (f"\n{hint}" if hint else ""))
 
 
 def as_plain_text(message: Message) -> str:

@@ -25,7 +25,7 @@ from commands.findings import Evidence
 from commands.inventory import Host, Service
 from commands.operation import new_operation_id, utc_now
 from commands.plans import Plan
-from commands.redact import redact
+from commands.redact import redact, redact_data
 from commands.ssh import HostConnection, connect
 
 
@@ -103,9 +103,11 @@ class RestartPlan(Plan):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation_id": self.operation_id, "operation": self.operation, "created_at": self.created_at,
-                "plan_hash": self.plan_hash, **self.content(),
-                "evidence": [asdict(evidence) for evidence in self.evidence]}
+        """As shown and stored (``plan-shown``, the plans table): URLs, probe body and evidence masked.
+        ``plan_hash`` stays the hash of the raw content, so approval still binds to the real values."""
+        return redact_data({"operation_id": self.operation_id, "operation": self.operation,
+                            "created_at": self.created_at, "plan_hash": self.plan_hash, **self.content(),
+                            "evidence": [asdict(evidence) for evidence in self.evidence]})
 
     @classmethod
     def rebuild(cls, data: dict[str, Any], host: Host) -> RestartPlan:

@@ -13,6 +13,7 @@ round trip reads hashes and diffs that are posted to Slack and kept in the audit
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -27,13 +28,19 @@ from commands.errors import PlanVoid, Refused, UnknownBackup, UsageError
 from commands.findings import Evidence, trim
 from commands.inventory import Backup, Host
 from commands.plans import Plan
-from commands.redact import redact
+from commands.redact import redact, redact_data
 from commands.ssh import HostConnection
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
 SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9-]{1,64}$")
 MANIFEST = "MANIFEST.json"
-DIFF_LIMIT = 200_000
+DIFF_LIMIT = 200_000  # bytes of diff the host sends; the rest is only counted there
+# diff's own exit status survives the pipe (sh has no pipefail): it leaves through fd 3 while
+# the diff goes through dd, which passes exactly $4 bytes; wc then drains the rest (so diff
+# never dies of SIGPIPE) and prints only its byte count, right after those $4 bytes.
+DIFF_SCRIPT = ('{ st=$( { { diff -u --no-dereference --label "$1" --label "$3" -- "$2" "$3"; '
+               'echo "$?" >&3; } | { dd bs="$4" count=1 iflag=fullblock 2>/dev/null; rest=$(wc -c); '
+               '[ "$rest" -eq 0 ] || printf %s "$rest"; } >&4; } 3>&1 ); } 4>&1; exit "$st"')
 FileChangeState = Literal["differs", "missing", "same", "unreadable"]
 
 
@@ -64,6 +71,7 @@ class FileState:
     source_size: int | None = None
     diff: str = ""
     problem: str = ""
+    diff_bytes: int | None = None  # the whole diff's size as counted on the host
     live_type: str | None = None  # file | symlink | missing
     live_target: str | None = None  # a symlink's resolved target: what a restore writes
 
@@ -103,13 +111,14 @@ class RestorePlan(Plan):
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation_id": self.operation_id, "host": self.host.name, "source": self.source.label,
+        data = {"operation_id": self.operation_id, "host": self.host.name, "source": self.source.label,
                 "source_dir": self.source.backup.dir, "plan_hash": self.plan_hash,
                 "source_spec": {"kind": self.source.kind, "name": self.source.name, "dir": self.source.backup.dir,
                                 "files": dict(self.source.backup.files)},
                 "files": [{k: v for k, v in asdict(f).items() if k != "diff"} | {"diff": trim(f.diff, 4000)}
                           for f in self.files],
                 "extras": self.extras}
+        return redact_data(data)
 
     @classmethod
     def rebuild(cls, details: dict[str, Any], host: Host) -> RestorePlan:
@@ -306,15 +315,40 @@ def _plan_commands(source: RestoreSource, wheres: list[Where]) -> list[list[str]
         commands.append(file_hash_argv(src, live))
         commands.append(["find", "-H", src, live, "-maxdepth", "0", "-printf", "%s\\t%T@\\t%m\\t%u:%g\\t%p\\0"])
         # Never through a link swapped in since the first round trip: diff reads what was checked.
-        commands.append(["diff", "-u", "--no-dereference", "--label", live, "--label", src, "--", read, src])
+        commands.append(diff_argv(live, src, read=read))
     if backup.watch:
         commands.append(listing_argv(listing_paths(backup)))
     return commands
 
 
+def diff_argv(live: str, src: str, limit: int = DIFF_LIMIT, *, read: str | None = None) -> list[str]:
+    """``diff -u live src`` (reading ``read`` for live, labelled ``live``) cut on the host at ``limit``
+    bytes, keeping diff's exit status."""
+    return ["sh", "-c", DIFF_SCRIPT, "sh", live, read or live, src, str(limit)]
+
+
+def diff_text(result: CommandResult, limit: int = DIFF_LIMIT) -> tuple[str, int]:
+    """The diff as shown and its full size: at most ``limit`` bytes came, then the count of the rest.
+
+    The cut falls back to the last whole line, so no secret is shown in part.
+    """
+    body, rest = result.output[:limit], result.output[limit:]
+    if not rest.isdigit():
+        return result.output.decode("utf-8", errors="replace"), len(result.output)
+    total = limit + int(rest)
+    kept = body[: body.rfind(b"\n") + 1] or body
+    note = (f"… [diff cut on the host after {len(kept):,} of {total:,} bytes: "
+            "compare the hashes above; the rest was not read]\n")
+    return kept.decode("utf-8", errors="replace") + note, total
+
+
 async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSource) -> RestorePlan:
     """Where everything leads (refusing what must not be read or written), then one round trip for
-    hashes, sizes, modes, owners and diffs of every file, plus the watch dirs."""
+    hashes, sizes, modes, owners and diffs of every file, plus the watch dirs.
+
+    Building the plan (decoding, redacting diffs of up to ``DIFF_LIMIT`` bytes) is CPU work:
+    it runs in a worker thread so the event loop keeps answering Slack meanwhile.
+    """
     backup = source.backup
     located = await conn.run_batch([["id"], *(where_argv(live, backup.backup_path(name), backup.dir)
                                              for name, live in backup.files.items())])
@@ -327,6 +361,12 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
         raise Refused(f"restore of {conn.host.name} from {source.label} refused, nothing read or written: "
                       + "; ".join(reasons), hint="fix the host or the inventory, then plan again")
     results = await conn.run_batch(_plan_commands(source, wheres))
+    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, wheres, located, results)
+
+
+def _build_plan(host: Host, operation_id: str, source: RestoreSource, wheres: list[Where],
+                located: list[CommandResult], results: list[CommandResult]) -> RestorePlan:
+    backup = source.backup
     files: list[FileState] = []
     for index, ((name, live), where) in enumerate(zip(backup.files.items(), wheres, strict=True)):
         hashed, stat, diff = results[3 * index: 3 * index + 3]
@@ -338,7 +378,7 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     if backup.watch:
         finding = extra_files_finding(source.name, backup, parse_listing(results[-1]))
         extras = list(finding.details.get("extra_files", []))
-    return RestorePlan(operation_id, conn.host, source, files, extras, evidence)
+    return RestorePlan(operation_id, host, source, files, extras, evidence)
 
 
 def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: CommandResult,
@@ -368,5 +408,6 @@ def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: Com
         return FileState(name, live, src, "unreadable", None, src_sha, problem=problem, **common)
     if live_sha == src_sha:
         return FileState(name, live, src, "same", live_sha, src_sha, **common)
-    # The diff is shown in Slack and kept in the audit log: secrets in config files are masked.
-    return FileState(name, live, src, "differs", live_sha, src_sha, diff=redact(diff.text[:DIFF_LIMIT]), **common)
+    # The diff is shown in Slack and kept in the audit log: cut first (bounded work), then masked.
+    shown, total = diff_text(diff)
+    return FileState(name, live, src, "differs", live_sha, src_sha, diff=redact(shown), diff_bytes=total, **common)

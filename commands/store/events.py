@@ -33,6 +33,7 @@ import sqlite_utils
 
 from commands.errors import UsageError
 from commands.operation import utc_now
+from commands.redact import redact_data
 
 GENESIS_HASH = "0" * 64
 DB_ENV = "PROOFBOT_DB"
@@ -322,7 +323,7 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
                  details: dict[str, Any] | None = None) -> Event:
     """Append one event after the current head, inside the caller's IMMEDIATE transaction (``store.write``),
     which keeps the head still; a change to another table can so be logged atomically with it."""
-    payload = _plain(details)
+    payload = redact_data(_plain(details))  # the last gate: nothing reaches the log unmasked
     head = first_row(db, "SELECT hash FROM events ORDER BY id DESC LIMIT 1")
     fields: dict[str, Any] = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
                               "kind": kind, "actor": actor, "details": payload,

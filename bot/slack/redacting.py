@@ -1,0 +1,50 @@
+"""The Slack Web API client every message leaves through: its payloads are redacted on the way out.
+
+Renderers already show redacted evidence and plans; this is the last gate, so a message
+path that quotes something raw (an error text, a new renderer) still cannot post a
+secret. Large payloads are redacted in a worker thread so acks stay within Slack's 3 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from commands.redact import OFF_LOOP_CHARS, redact_data, redact_off_loop
+
+# What people read. Only these are masked: the rest of a request is Slack's own plumbing, and
+# some of it must go out as it is (apps.connections.open carries the app token as ``token``).
+CONTENT_KEYS = frozenset({"text", "blocks", "attachments", "markdown_text", "initial_comment", "title",
+                          "alt_txt", "content", "metadata"})
+
+
+class RedactingWebClient(AsyncWebClient):
+    """``AsyncWebClient`` whose text, blocks and uploaded file contents are masked before sending."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        for name in ("json", "params", "data"):
+            payload = kwargs.get(name)
+            if isinstance(payload, dict) and CONTENT_KEYS & payload.keys():
+                content = {key: value for key, value in payload.items() if key in CONTENT_KEYS}
+                masked = await asyncio.to_thread(redact_data, content) if _large(content) else redact_data(content)
+                kwargs[name] = {**payload, **masked}
+        return await super().api_call(api_method, **kwargs)
+
+    async def files_upload_v2(self, **kwargs: Any) -> AsyncSlackResponse:
+        # The content goes to an upload URL outside api_call: mask it here.
+        content = kwargs.get("content")
+        if isinstance(content, bytes):
+            content = content.decode("utf-8", errors="replace")
+        if isinstance(content, str):
+            kwargs["content"] = await redact_off_loop(content)
+        for name in ("initial_comment", "title", "filename"):
+            if isinstance(kwargs.get(name), str):
+                kwargs[name] = redact_data(kwargs[name])
+        return await super().files_upload_v2(**kwargs)
+
+
+def _large(payload: dict[str, Any]) -> bool:  # a rough size: the repr costs far less than the regexes
+    return len(repr(payload)) >= OFF_LOOP_CHARS
