@@ -39,8 +39,8 @@ _NOT_SECRETS = {"IPPublicDetector"}
 
 def _detector_patterns() -> tuple[re.Pattern[str], ...]:
     patterns: list[re.Pattern[str]] = []
-    for plugin in get_mapping_from_secret_type_to_class().values():
-        detector: type[Any] = plugin  # ``denylist`` is a class attribute on each regex plugin
+    plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
+    for detector in plugins.values():  # ``denylist`` is a class attribute on each regex plugin
         if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _NOT_SECRETS:
             patterns.extend(cast("Iterable[re.Pattern[str]]", detector.denylist))
     return tuple(patterns)
