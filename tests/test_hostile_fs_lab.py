@@ -150,7 +150,8 @@ async def test_symlinked_watch_dir_sees_the_extra_file(lab: NetnsLab, tmp_path: 
     report = await verify_json(lab, host, tmp_path)
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["extra-files"]["status"] == "fail"
-    assert f"{CURRENT}/evil.py" in checks["extra-files"]["summary"]
+    assert f"{CURRENT}/evil.py" in checks["extra-files"]["details"]["extra_files"]
+    assert "…/current/evil.py" in checks["extra-files"]["summary"]  # the message shortens, the details keep it
     assert checks["stale-process"]["status"] == "warn", checks["stale-process"]["summary"]
 
 
@@ -179,7 +180,7 @@ async def test_a_file_name_with_tab_and_newline_cannot_forge_an_mtime(lab: Netns
     report = await verify_json(lab, host, tmp_path)
     stale = next(c for c in report["checks"] if c["name"] == "stale-process")
     assert stale["status"] == "warn", stale["summary"]
-    assert f"{CURRENT}/conf.py" in stale["summary"] and "restart it" in stale["summary"]
+    assert f"{CURRENT}/conf.py" in stale["details"]["changed_after_start"] and "restart it" in stale["summary"]
     extras = next(c for c in report["checks"] if c["name"] == "extra-files")
     assert extras["status"] == "fail" and "20 file(s)" in extras["summary"] and "conf.py\\t0\\nzzz" in extras["summary"]
 
