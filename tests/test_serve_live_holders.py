@@ -96,7 +96,12 @@ async def test_a_second_serve_on_one_database_refuses_naming_the_first(tmp_path:
             await until("the first bot to start", lambda: db.exists() and "bot-started" in kinds(db), 30)
             assert (await run_cli("serve", "--check", "--db", str(db))).code == 0
             second = await start_serve(slack, inventory, db, await free_port())
-            _, err = await asyncio.wait_for(second.communicate(), 30)
+            try:
+                _, err = await asyncio.wait_for(second.communicate(), 30)
+            finally:
+                if second.returncode is None:  # it started after all: never leave a bot behind
+                    second.kill()
+                    await second.wait()
         finally:
             first.terminate()
             await first.wait()
