@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from commands.operation import Origin
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
 from commands.store.events import AuditStore
+from commands.store.recovery import recover
 from commands.verify import VerifyPlan, verify
-from tests.lab.common import LabHost, Scenario, make_keypair
+from tests.conftest import REPO, write_inventory
+from tests.lab.common import BACKUP_DIR, SPEC_DIR, LabHost, Scenario, make_keypair
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.waits import until
@@ -31,7 +34,8 @@ ORIGIN = Origin(actor="cli:tester", via="cli")
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[NetnsLab]:
-    with running_lab(NetnsLab, {"ct180": Scenario(patched=True), "ct181": Scenario()}) as made:
+    with running_lab(NetnsLab, {"ct180": Scenario(patched=True), "ct181": Scenario(),
+                                "ct182": Scenario(patched=True)}) as made:
         yield made
 
 
@@ -105,3 +109,40 @@ async def test_sshd_killed_mid_verify_is_an_error_never_a_pass(lab: NetnsLab, tm
     assert result.verdict == "error", statuses
     assert statuses["cmdline"] == "error" and statuses["stale-process"] == "error"  # needed the second round
     await until("supervisord to start a new sshd", lambda: bool(sshd_pids(host)), 30)
+
+
+@pytest.mark.tier2
+async def test_bot_killed_mid_restore_is_recovered_and_leaves_no_half_written_file(lab: NetnsLab,
+                                                                                  tmp_path: Path) -> None:
+    host = lab["ct182"]
+    host.run(["sh", "-c", f"head -c 400000000 /dev/zero >> {BACKUP_DIR}/spec_info.py"])  # a copy that takes a while
+    live = f"{SPEC_DIR}/spec_info.py"
+    old, new = live_hashes(host, [live, f"{BACKUP_DIR}/spec_info.py"])
+    db, inventory = tmp_path / "a.db", write_inventory(tmp_path / "inventory.yml", lab.inventory())
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "restore", "ct182", "--yes", "--inventory", str(inventory), "--db", str(db),
+        cwd=REPO, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL)
+    try:
+        await until("the snapshot step", lambda: step_recorded(db, "snapshot"), 120)
+    finally:
+        cli.kill()  # SIGKILL: no cleanup of its own, as when the bot's machine dies
+        await cli.wait()
+    audit = AuditStore.open(db)
+    try:
+        interrupted, _ = await recover(audit)
+    finally:
+        audit.close()
+    assert [op.operation for op in interrupted] == ["restore"]
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM locks").fetchone()[0] == 0
+    await until("the host's shell to remove its temp dir", lambda: not host.run(
+        ["sh", "-c", f"ls -A {SPEC_DIR} | grep proofbot || true"]).stdout.strip(), 120)
+    assert live_hashes(host, [live]) in ([old], [new])  # never half-written
+
+
+def step_recorded(db: Path, name: str) -> bool:
+    try:
+        rows = sqlite3.connect(db).execute("SELECT details FROM events WHERE kind = 'step'").fetchall()
+    except sqlite3.OperationalError:  # the CLI is still creating the database
+        return False
+    return any(f'"name": "{name}"' in details for (details,) in rows)

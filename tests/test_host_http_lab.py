@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,8 +57,10 @@ async def test_health_and_probe_pass_over_sshd_channels_with_nothing_listening(n
 @pytest.mark.tier2
 async def test_a_slow_drip_on_the_host_fails_health_by_its_deadline(netns_lab: NetnsLab, tmp_path: Path) -> None:
     host = netns_lab["ct170"]
+    # Inside the host's own /srv: the repo may live under /tmp, which each lab host has its own of.
+    shutil.copy(DRIP_SERVER, host.local_path("/srv/drip_server.py"))
     server = await asyncio.create_subprocess_exec(
-        "nsenter", "-t", str(host.pid), "-n", "-m", "-w", "--", "/usr/bin/python3", str(DRIP_SERVER), "drip-body",
+        "nsenter", "-t", str(host.pid), "-n", "-m", "-w", "--", "/usr/bin/python3", "/srv/drip_server.py", "drip-body",
         str(DRIP_PORT), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
     try:
         assert server.stdout is not None

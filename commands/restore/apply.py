@@ -203,14 +203,16 @@ class Applier:
 # step names the copy relative to that dir, which nobody else can write, so no symlink or
 # rename planted in the target's dir can redirect a write, a chown or a chmod. The copy
 # itself is created with O_EXCL (`set -C`) and written through the shell's own descriptor.
+# The traps turn tracing off without tracing that (`{ set +x; } 2>/dev/null`): once the bot is
+# gone its pipe is broken, and one more trace line would be a SIGPIPE that ends the clean-up.
 REPLACE_SCRIPT = r"""set -eu
 src=$1 target=$2 ref=$3
 dir=$(dirname -- "$target")
 umask 077
 set -C
 inside= private=
-trap 'set +x; if [ -n "$inside" ]; then rm -f ./new; fi; cd /; if [ -n "$private" ]; then rmdir -- "$private"; fi' EXIT
-trap 'exit 129' HUP INT TERM PIPE
+trap '{ set +x; } 2>/dev/null; if [ -n "$inside" ]; then rm -f ./new; fi; cd /; if [ -n "$private" ]; then rmdir -- "$private"; fi' EXIT
+trap '{ set +x; } 2>/dev/null; exit 129' HUP INT TERM PIPE
 private=$(mktemp -d -- "$dir/.proofbot-XXXXXXXXXXXXXXXXXXXXXXXX")
 cd -P -- "$private"
 inside=1
