@@ -211,7 +211,12 @@ dir=$(dirname -- "$target")
 umask 077
 set -C
 inside= private=
-trap '{ set +x; } 2>/dev/null; if [ -n "$inside" ]; then rm -f ./new; fi; cd /; if [ -n "$private" ]; then rmdir -- "$private"; fi' EXIT
+clean_up() {
+  if [ -n "$inside" ]; then rm -f ./new; fi
+  cd /
+  if [ -n "$private" ]; then rmdir -- "$private"; fi
+}
+trap '{ set +x; } 2>/dev/null; clean_up' EXIT
 trap '{ set +x; } 2>/dev/null; exit 129' HUP INT TERM PIPE
 private=$(mktemp -d -- "$dir/.proofbot-XXXXXXXXXXXXXXXXXXXXXXXX")
 cd -P -- "$private"
