@@ -65,12 +65,18 @@ async def test_restart_proves_a_new_pid_and_records_every_step(lab: DemoHost, tm
                                                "ready-time"]
     assert result.stats["connections"] == 1
     phases = [p.phase for p in seen]
-    assert phases[:2] == ["before", "restarting"] and phases[-1] == "done" and "probing" in phases
+    # The first two and the last are always delivered; in between the newest state wins, so
+    # "probing" may be skipped on a busy machine: the audit log says the probe went out.
+    assert phases[:2] == ["before", "restarting"] and phases[-1] == "done"
     assert any(p.pid_changed and p.current_pid == new for p in seen)
     kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute(
         "SELECT kind FROM events WHERE operation_id = ? ORDER BY id", (plan.operation_id,))]
     assert kinds[0] == "requested" and kinds[-1] == "finished"
     assert kinds.count("check") == 6 and "step" in kinds
+    steps = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute(
+        "SELECT json_extract(details, '$.step') FROM events WHERE operation_id = ? AND kind = 'step'",
+        (plan.operation_id,))]
+    assert steps.index("ready") < steps.index("probe-sent") < steps.index("probe-answered")
 
 
 async def test_cli_without_yes_and_without_a_terminal_changes_nothing_exit_4(lab: DemoHost, tmp_path: Path) -> None:
