@@ -14,12 +14,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Self, TypeVar
 
+import sqlite_utils
+
 from commands.errors import Locked, PlanVoid, Refused
 from commands.inventory import Host, Inventory
 from commands.operation import Origin, new_operation_id
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.events import AuditStore, append_event
 
 
 class Plan(ABC):
@@ -128,11 +130,13 @@ async def finish(audit: AuditStore, plan: Plan, actor: str, verdict: str, summar
 
 async def withdraw(audit: AuditStore, plan: Plan, actor: str, *, refused: bool, reason: str) -> None:
     """The requester's own front-end declined before any approval (no terminal to ask on, or "no"):
-    the plan is closed, the event says why (``refused`` or ``cancelled``), the host is freed."""
-    await approvals.close(audit, plan.operation_id, "void")
-    await audit.append("refused" if refused else "cancelled", operation_id=plan.operation_id,
-                       operation=plan.operation, host=plan.host.name, actor=actor,
-                       details={"reason": reason, "plan_hash": plan.plan_hash})
-    holder = await locks.holder_of(audit, plan.host.name)
-    if holder is not None and holder.operation_id == plan.operation_id:
-        await locks.release(audit, holder)
+    in one transaction the plan is closed, the event says why (``refused`` or ``cancelled``), the
+    host is freed."""
+    def close(db: sqlite_utils.Database) -> None:
+        db.execute("UPDATE plans SET state = 'void' WHERE id = ?", [plan.operation_id])
+        append_event(db, "refused" if refused else "cancelled", operation_id=plan.operation_id,
+                     operation=plan.operation, host=plan.host.name, actor=actor,
+                     details={"reason": reason, "plan_hash": plan.plan_hash})
+        locks.free(db, plan.host.name, plan.operation_id)
+
+    await audit.write(close)

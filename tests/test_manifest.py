@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 import yaml
-from aiohttp import web
 
 import bot.slack.blocks
 from bot.cli.main import build_parser
@@ -24,6 +23,7 @@ from commands.inventory import parse_inventory
 from commands.registry import OPERATIONS
 from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
 
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
@@ -67,14 +67,10 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
     async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
         app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
                         api_url=slack.api_url)
-        runner = web.AppRunner(app.web_app(path="/slack/events"))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
         try:
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", slack
+            async with serving(app) as url:
+                yield url, slack
         finally:
-            await runner.cleanup()
             audit.close()
 
 

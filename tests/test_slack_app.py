@@ -16,7 +16,6 @@ import httpx
 import pytest
 import pytest_asyncio
 import yaml
-from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.demo.host import DemoHost
@@ -24,6 +23,7 @@ from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack, HttpAck
+from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
 
 SECRET = "test-signing-secret"
@@ -62,15 +62,10 @@ async def rig(seeded_host: DemoHost, tmp_path: Path) -> AsyncIterator[SlackRig]:
         slack.add_channel("C0RANDOM", "random", member=False)
         app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
                         api_url=slack.api_url)
-        runner = web.AppRunner(app.web_app(path="/slack/events"))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
         try:
-            yield SlackRig(slack, f"http://127.0.0.1:{port}/slack/events", tmp_path / "audit.db")
+            async with serving(app) as url:
+                yield SlackRig(slack, url, tmp_path / "audit.db")
         finally:
-            await runner.cleanup()
             audit.close()
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
-from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.plain_text import no_thread
@@ -20,6 +19,7 @@ from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 
 SECRET = "test-signing-secret"
@@ -83,15 +83,10 @@ async def rig(tmp_path: Path) -> AsyncIterator[AuditRig]:
         slack.calls.clear()
         app = build_app(BotContext(inventory, store), bot_token=slack.bot_token, signing_secret=SECRET,
                         api_url=slack.api_url)
-        runner = web.AppRunner(app.web_app(path="/slack/events"))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
         try:
-            yield AuditRig(slack, f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", tmp_path / "audit.db",
-                           store, threads)
+            async with serving(app) as url:
+                yield AuditRig(slack, url, tmp_path / "audit.db", store, threads)
         finally:
-            await runner.cleanup()
             store.close()
 
 

@@ -5,7 +5,6 @@ Everything runs against the local FakeSlack on 127.0.0.1; nothing reaches slack.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -15,7 +14,6 @@ from urllib.parse import parse_qsl, urljoin
 import aiohttp
 import pytest
 import yaml
-from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
@@ -24,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slack_fake import FakeSlack, manifest_bot_scopes, signing
 from tests.slack_fake.server import MANIFEST
+from tests.slack_fake.serving import serving
 
 BOT = "xoxb-test"
 APP = "xapp-test"
@@ -588,18 +587,6 @@ def test_sign_matches_slack_sdk_verifier() -> None:
     fixed = signing.sign(b"payload", SECRET, timestamp=1_531_420_618)
     assert fixed["X-Slack-Request-Timestamp"] == "1531420618"
     assert fixed["X-Slack-Signature"].startswith("v0=") and len(fixed["X-Slack-Signature"]) == 67
-
-
-@contextlib.asynccontextmanager
-async def serving(app: AsyncApp) -> AsyncIterator[str]:
-    """The bolt app's real aiohttp adapter on loopback; yields its Request URL."""
-    runner = web.AppRunner(app.web_app(path="/slack/events"))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
-    finally:
-        await runner.cleanup()
 
 
 def click_body(slack: FakeSlack, action_id: str, value: str) -> bytes:

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest_asyncio
 import yaml
-from aiohttp import web
 
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import block_actions_body, slash_command_body
 
 SECRET = "restore-secret"
@@ -95,16 +95,12 @@ async def make_rig(tmp_path: Path, expire_after_s: float, *, flags: list[str] | 
         async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
             context = BotContext(inventory, audit)
             app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
-            runner = web.AppRunner(app.web_app(path="/slack/events"))
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", 0).start()
             try:
-                yield Rig(slack, f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", tmp_path / "audit.db",
-                          host)
+                async with serving(app) as url:
+                    yield Rig(slack, url, tmp_path / "audit.db", host)
             finally:
                 for timer in list(context.timers):
                     timer.cancel()
-                await runner.cleanup()
                 audit.close()
 
 

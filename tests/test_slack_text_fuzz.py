@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import yaml
-from aiohttp import web
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from commands.errors import ProofbotError
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 
 INVENTORY = parse_inventory(yaml.safe_dump({"hosts": {
@@ -70,13 +70,10 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
     async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
         bolt = build_app(BotContext(INVENTORY, audit), bot_token=slack.bot_token, signing_secret=SECRET,
                          api_url=slack.api_url)
-        runner = web.AppRunner(bolt.web_app(path="/slack/events"))
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
         try:
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events", slack
+            async with serving(bolt) as url:
+                yield url, slack
         finally:
-            await runner.cleanup()
             audit.close()
 
 
