@@ -58,6 +58,16 @@ class SshSettings(_Strict):
         return [Path(os.path.expanduser(key)) for key in self.client_keys]
 
 
+class FleetSettings(_Strict):
+    """How many hosts are worked on at once, and how long one host may take."""
+
+    max_parallel: int = Field(default=32, ge=1, le=4096)
+    # One host that hangs is reported "timed out after N s" and never holds the others.
+    host_deadline_s: float = Field(default=120, gt=0)
+    # Rolling restart: hosts restarted (and proven) at a time.
+    restart_batch: int = Field(default=1, ge=1, le=4096)
+
+
 class Approvals(_Strict):
     approvers: list[str] = Field(default_factory=list)
     allow_self_approval: bool = False
@@ -228,23 +238,58 @@ class Host(_Strict):
         return name, self.backups[name]
 
 
+ALL_GROUP = "all"
+
+
 class Inventory(_Strict):
     path: str
     approvals: Approvals
     channels: list[str] | None = None
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
     hosts: dict[str, Host]
+    # Each group expanded to its host names, in the order written, each host once; `all` included.
+    groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     def host(self, name: str) -> Host:
-        if name not in self.hosts:
-            known = ", ".join(sorted(self.hosts)) or "none"
-            raise UnknownHost(f"unknown host {name!r}", hint=f"known hosts: {known}")
-        return self.hosts[name]
+        """One host by name; a group name here (a one-host command) is a usage error that says so."""
+        if name in self.hosts:
+            return self.hosts[name]
+        if name in self.groups:
+            count = len(self.groups[name])
+            raise UnknownHost(f"{name!r} is a group of {count} host{'s' if count != 1 else ''}; "
+                              "this command takes one host",
+                              hint="hosts in it: " + ", ".join(self.groups[name][:10])
+                              + (" …" if count > 10 else ""))
+        raise UnknownHost(f"unknown host {name!r}", hint=self._known())
+
+    def targets(self, names: list[str]) -> list[Host]:
+        """Hosts named directly or through groups, in the order given, each host once."""
+        chosen: dict[str, Host] = {}
+        for name in names:
+            if name in self.hosts:
+                chosen.setdefault(name, self.hosts[name])
+            elif name in self.groups:
+                for member in self.groups[name]:
+                    chosen.setdefault(member, self.hosts[member])
+            else:
+                raise UnknownHost(f"unknown host or group {name!r}", hint=self._known())
+        return list(chosen.values())
+
+    def is_group(self, name: str) -> bool:
+        return name in self.groups and name not in self.hosts
+
+    def _known(self) -> str:
+        hosts = ", ".join(sorted(self.hosts)) or "none"
+        groups = ", ".join(sorted(self.groups))
+        return f"known hosts: {hosts}; groups: {groups}"
 
 
 class _InventoryFile(_Strict):
     ssh: dict[str, Any] = Field(default_factory=dict)
     approvals: Approvals = Field(default_factory=Approvals)
     channels: list[str] | None = None
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
     packages: dict[str, Any] = Field(default_factory=dict)
     hosts: dict[str, dict[str, Any]]
 
@@ -305,7 +350,48 @@ def parse_inventory(text: str, source: str) -> Inventory:
         for backup_name in hosts[str(name)].backups:
             if not NAME_PATTERN.fullmatch(backup_name):
                 raise InventoryError(f"{source}: hosts.{name}.backups.{backup_name}: bad backup name")
-    return Inventory(path=source, approvals=document.approvals, channels=document.channels, hosts=hosts)
+    groups = _expand_groups(source, document.groups, hosts)
+    return Inventory(path=source, approvals=document.approvals, channels=document.channels,
+                     fleet=document.fleet, hosts=hosts, groups=groups)
+
+
+def _expand_groups(source: str, written: dict[str, list[str]], hosts: dict[str, Host]
+                   ) -> dict[str, tuple[str, ...]]:
+    """Each group as host names: members may be hosts or groups; unknown names and cycles are refused."""
+    if ALL_GROUP in hosts:
+        raise InventoryError(f"{source}: hosts.{ALL_GROUP}: '{ALL_GROUP}' is the implicit group of every "
+                             "host; name the host otherwise")
+    for name, members in written.items():
+        if name == ALL_GROUP:
+            raise InventoryError(f"{source}: groups.{ALL_GROUP}: '{ALL_GROUP}' is implicit (every host); "
+                                 "remove it or give the group another name")
+        if not NAME_PATTERN.fullmatch(str(name)):
+            raise InventoryError(f"{source}: groups.{name}: group names are letters, digits, '.', '_', '-'")
+        if name in hosts:
+            raise InventoryError(f"{source}: groups.{name}: a host has the same name; "
+                                 "a host and a group may not share a name")
+        for index, member in enumerate(members):
+            if member not in hosts and member not in written and member != ALL_GROUP:
+                raise InventoryError(f"{source}: groups.{name}[{index}]: unknown host or group {member!r}")
+
+    expanded: dict[str, tuple[str, ...]] = {ALL_GROUP: tuple(hosts)}
+
+    def expand(name: str, path: tuple[str, ...]) -> tuple[str, ...]:
+        if name in expanded:
+            return expanded[name]
+        if name in path:
+            cycle = " -> ".join((*path[path.index(name):], name))
+            raise InventoryError(f"{source}: groups.{path[-1]}: groups form a cycle: {cycle}")
+        members: dict[str, None] = {}
+        for member in written[name]:
+            for host in ((member,) if member in hosts else expand(member, (*path, name))):
+                members[host] = None
+        expanded[name] = tuple(members)
+        return expanded[name]
+
+    for name in written:
+        expand(name, ())
+    return expanded
 
 
 def _describe(source: str, exc: ValidationError, prefix: str) -> str:
