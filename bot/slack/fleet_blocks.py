@@ -133,11 +133,21 @@ def fleet_progress_message(operation_id: str, target: str, user_id: str, total: 
 
 
 def signature_lines(group: OutcomeGroup, limit: int = 8) -> list[str]:
-    """The group's non-passing checks as they read on any of its hosts ({host} stands for each one)."""
-    lines = [f"{STATUS_EMOJI[status]} `{escape(name)}` {escape(_cut(summary, 240))}"
-             for name, status, summary in group.signature[:limit]]
-    if len(group.signature) > limit:
-        lines.append(f"… and {len(group.signature) - limit} more checks")
+    """The group's non-passing checks: for one host as it said them, for several as they read on any of
+    them (<host> stands for each one). Checks that say the same thing share a line."""
+    said: list[tuple[str, str, str]]
+    if len(group.hosts) == 1:
+        said = [(f.name, f.status, f.summary) for f in group.example.checks if f.status not in ("pass", "skipped")]
+    else:
+        said = [(name, status, summary.replace("{host}", "<host>").replace("{address}", "<address>"))
+                for name, status, summary in group.signature]
+    alike: dict[tuple[str, str], list[str]] = {}
+    for name, status, summary in said:
+        alike.setdefault((status, summary), []).append(name)
+    lines = [f"{STATUS_EMOJI[status]} {', '.join(f'`{escape(n)}`' for n in names)} {escape(_cut(summary, 240))}"
+             for (status, summary), names in list(alike.items())[:limit]]
+    if len(alike) > limit:
+        lines.append(f"… and {len(alike) - limit} more")
     return lines
 
 
@@ -223,12 +233,15 @@ def group_reply_message(group: OutcomeGroup, index: int, count: int, results: Ma
     if others:
         ids = ", ".join(f"{escape(host)} `{results[host].operation_id}`" for host in others[:8] if host in results)
         more = f" and {len(others) - 8} more" if len(others) > 8 else ""
-        where += f"; the others' is in the audit log: {ids}{more}"
+        where += f"; the others' evidence is in the audit log: {ids}{more}"
         if file_attached:
             where += " (every operation id is in the attached table)"
     blocks.append(context_block(where))
     rendered = as_dicts(blocks)
-    shown = [finding for finding in example.checks if finding.status not in ("pass", "skipped")]
+    failing = [finding for finding in example.checks if finding.status not in ("pass", "skipped")]
+    # Checks stopped by one cause carry no evidence of their own: the first says it, the head lists the rest.
+    blind = next((finding for finding in failing if finding.evidence is None), None)
+    shown = [finding for finding in failing if finding.evidence is not None or finding is blind]
     for finding in shown[:EXAMPLE_CHECKS]:  # each check as the single-host thread's reply shows it
         rendered += finding_message(finding)[1]
     if len(shown) > EXAMPLE_CHECKS:
