@@ -25,7 +25,7 @@ import yaml
 from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
 from bot.slack.fleet import FleetRequest, Paced, ParentProgress, post_outcome
-from bot.slack.fleet_blocks import FleetView, compress_hosts, fleet_table, fleet_verdict_message, group_reply_message
+from bot.slack.fleet_blocks import FleetView, fleet_table, fleet_verdict_message, group_reply_message
 from bot.slack.redacting import RedactingWebClient
 from bot.slack.verify import verify_request
 from commands.errors import UsageError
@@ -36,11 +36,11 @@ from commands.operation import OperationResult
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan
 from commands.verify.fleet import FleetResult
+from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.slack_fake.blockkit import validate_blocks
 from tests.slack_fake.server import FakeSlack, Message
 from tests.slack_fake.serving import serving
-from tests.test_fleet_loopback import _entry, _fleet_document
 from tests.test_slack_restore import CHANNEL, REQUESTER, Rig
 
 SECRET = "fleet-secret"
@@ -63,11 +63,11 @@ def refused_for_pace(slack: FakeSlack) -> list[str]:
 async def fleet_rig(seeded_host: DemoHost, clean_host: DemoHost, tmp_path: Path) -> AsyncIterator[
         tuple[Rig, DelayProxy]]:
     async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy:
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{proxy.port} " + clean_host.known_hosts.read_text().split(" ", 1)[1])
-        hosts = {**{name: _entry(seeded_host) for name in SEEDED}, **{name: _entry(clean_host) for name in CLEAN},
-                 BLACK_HOLED: _entry(clean_host, proxy.port, known)}
-        inventory = parse_inventory(_fleet_document(hosts, clean_host, max_parallel=6, host_deadline_s=8), "inv.yml")
+        known = proxied_known_hosts(clean_host, proxy.port, tmp_path / "known_hosts")
+        hosts = {**{name: fleet_entry(seeded_host) for name in SEEDED},
+                 **{name: fleet_entry(clean_host) for name in CLEAN},
+                 BLACK_HOLED: fleet_entry(clean_host, proxy.port, known)}
+        inventory = parse_inventory(fleet_document(hosts, clean_host, max_parallel=6, host_deadline_s=8), "inv.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
         async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
             strict_limits(slack)
@@ -199,7 +199,7 @@ def _fleet_of_500() -> FleetResult:
 def test_500_hosts_render_inside_slacks_limits() -> None:
     fleet = _fleet_of_500()
     groups = group_outcomes(fleet.results)
-    view = FleetView(REQUESTER, {result.host: "no backup 'pre-ddtree': files not compared"
+    view = FleetView(REQUESTER, {result.host: "no backup pre-ddtree"
                                  for result in fleet.results[1:400:7]}, {})
     text, blocks = fleet_verdict_message(fleet, groups, view)
     assert validate_blocks(blocks) == [] and len(blocks) <= 50
@@ -209,7 +209,7 @@ def test_500_hosts_render_inside_slacks_limits() -> None:
     assert "… and 14 more groups (57 hosts): see the attached table" in shown
     passed = next(b["text"]["text"] for b in blocks if b["text"]["text"].startswith(":white_check_mark: *370 passed*"))
     assert passed.endswith(" more") and " … and " in passed and len(passed) <= 3000
-    assert "no backup 'pre-ddtree': files not compared on 57 hosts" in shown
+    assert "files not compared on 57 hosts (no backup pre-ddtree)" in shown
     assert "Re-verify the 100 that failed" in shown
     failing = [g for g in groups if g.outcome != "pass"]
     by_host = {r.host: r for r in fleet.results}
@@ -218,12 +218,6 @@ def test_500_hosts_render_inside_slacks_limits() -> None:
         assert validate_blocks(reply) == [] and len(reply) <= 50, index
     rows = [row for row in fleet_table(fleet).splitlines() if row.startswith("i-")]
     assert len(rows) == 500 and sum("COULD NOT CHECK" in row for row in rows) == 15
-
-
-def test_host_names_fold_into_ranges() -> None:
-    assert compress_hosts(["ct129", "ct130", "ct131", "ct140", "db1", "ct009", "ct010", "web"]) == [
-        "ct[009-010,129-131,140]", "db1", "web"]
-    assert compress_hosts(["n1", "n2", "n10"]) == ["n[1-2]", "n10"]  # widths differ: not one range
 
 
 async def test_500_hosts_post_at_slacks_pace(tmp_path: Path) -> None:
@@ -268,8 +262,8 @@ async def test_progress_coalesces_newest_wins_at_most_once_a_second() -> None:
 
 
 def test_slash_text_is_one_host_or_a_fleet(clean_host: DemoHost) -> None:
-    names = {name: _entry(clean_host) for name in ("ct101", "ct102", "ct103")}
-    document = yaml.safe_load(_fleet_document(names, clean_host))
+    names = {name: fleet_entry(clean_host) for name in ("ct101", "ct102", "ct103")}
+    document = yaml.safe_load(fleet_document(names, clean_host))
     document["hosts"]["ct103"]["backups"] = {}  # a host without the backup: verified, its files not compared
     inventory = parse_inventory(yaml.safe_dump(document), "inv.yml")
     one = verify_request(inventory, {"text": "ct101 pre-ddtree"})
@@ -277,10 +271,10 @@ def test_slash_text_is_one_host_or_a_fleet(clean_host: DemoHost) -> None:
     fleet = verify_request(inventory, {"text": "gpu-west pre-ddtree"})
     assert isinstance(fleet, FleetRequest) and fleet.target == "gpu-west"
     assert [p.backup_name for p in fleet.plan.plans] == ["pre-ddtree", "pre-ddtree", None]
-    assert fleet.plan.left_out == {"ct103": "no backup 'pre-ddtree': files not compared"}
+    assert fleet.plan.without_backup == {"ct103": "no backup pre-ddtree"}
     two = verify_request(inventory, {"text": "ct102 ct101"})
     assert isinstance(two, FleetRequest) and [p.host.name for p in two.plan.plans] == ["ct102", "ct101"]
-    for text, words in (("gpu-west pre-ddtre", "no host among the 3 named has a backup 'pre-ddtre'"),
+    for text, words in (("gpu-west pre-ddtre", "no host here has a backup 'pre-ddtre'"),
                         ("ct101 ct1O2 pre-ddtree", "unknown host or group 'ct1O2'")):
         with pytest.raises(UsageError) as refused:
             verify_request(inventory, {"text": text})

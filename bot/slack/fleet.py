@@ -35,8 +35,8 @@ from commands.errors import Refused
 from commands.fleet.grouping import group_outcomes, outcome_of
 from commands.inventory import Inventory
 from commands.operation import OperationResult, Origin, new_operation_id
-from commands.verify.fleet import FleetResult, verify_fleet
-from commands.verify.plan import FleetPlan, plan_in_fleet
+from commands.verify.fleet import FleetPlan, FleetResult, plan_fleet, verify_fleet
+from commands.verify.plan import VerifyPlan
 from commands.verify.rerun import NotPassing
 
 log = logging.getLogger("proofbot.slack")
@@ -118,17 +118,22 @@ def rerun_request(inventory: Inventory, failed: NotPassing) -> FleetRequest:
     if not hosts:
         raise Refused(f"none of the {len(failed.hosts)} hosts that did not pass in {failed.fleet_operation_id} "
                       "is in the inventory any more")
-    plans, left_out = [], {}
+    plans: list[VerifyPlan] = []
+    without: dict[str, str] = {}
     for host in hosts:
-        plan, reason = plan_in_fleet(host, failed.backups.get(host.name))
-        plans.append(plan)
-        if reason:
-            left_out[host.name] = reason
+        backup = failed.backups.get(host.name)
+        if backup is not None and backup not in host.backups:  # removed since: compare nothing else instead
+            plans.append(VerifyPlan(host, None, None))
+            without[host.name] = f"no backup {backup} any more"
+            continue
+        one = plan_fleet([host], backup)
+        plans += one.plans
+        without.update(one.without_backup)
     gone = len(failed.hosts) - len(hosts)
     target = f"the {len(hosts)} not passing in {failed.fleet_operation_id}"
     if gone:
         target += f" ({gone} no longer in the inventory)"
-    return FleetRequest(target, FleetPlan(plans, left_out))
+    return FleetRequest(target, FleetPlan(plans, without))
 
 
 async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, command: Body,
@@ -151,13 +156,13 @@ async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, co
     try:
         fleet = await verify_fleet(request.plan.plans, target=request.target, origin=origin, audit=context.audit,
                                    fleet=context.inventory.fleet, on_host_done=on_host_done,
-                                   operation_id=operation_id)
+                                   operation_id=operation_id, without_backup=request.plan.without_backup or None)
     except BaseException:
         await progress.abandon()
         raise
     await progress.close()
     addresses = {plan.host.name: plan.host.address for plan in request.plan.plans}
-    await post_outcome(client, paced, channel, ts, fleet, FleetView(user, request.plan.left_out, addresses))
+    await post_outcome(client, paced, channel, ts, fleet, FleetView(user, request.plan.without_backup, addresses))
     return fleet
 
 

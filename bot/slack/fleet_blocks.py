@@ -8,7 +8,6 @@ one section, passing hosts are one line of names; every message stays inside Sla
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from bot.slack.blocks import (
 )
 from commands.findings import Finding
 from commands.fleet.grouping import OutcomeGroup
+from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
 
@@ -50,66 +50,25 @@ class FleetView:
     """What the renderers need besides the result: who asked, and which hosts' files were not compared."""
 
     user_id: str
-    left_out: Mapping[str, str]  # host -> reason, e.g. "no backup 'pre-ddtree': files not compared"
+    left_out: Mapping[str, str]  # host -> why its files were not compared, e.g. "no backup pre-ddtree"
     addresses: Mapping[str, str]
 
 
-def compress_hosts(names: Sequence[str]) -> list[str]:
-    """Host names with the same prefix and a number of the same width folded into ranges, like
-    ``pdsh``/``dshbak``: ct129 ct130 ct131 ct140 → ``ct[129-131,140]``. Order of first appearance."""
-    return [token for token, _ in _compressed(names)]
-
-
-def _compressed(names: Sequence[str]) -> list[tuple[str, int]]:
-    """(token, how many hosts it stands for)."""
-    numbered: dict[tuple[str, int, str], list[int]] = {}
-    order: list[tuple[str, int, str] | str] = []
-    for name in names:
-        match = re.fullmatch(r"(.*?)(\d+)(\D*)", name)
-        if match is None:
-            order.append(name)
-            continue
-        key = (match[1], len(match[2]), match[3])
-        if key not in numbered:
-            numbered[key] = []
-            order.append(key)
-        numbered[key].append(int(match[2]))
-    out: list[tuple[str, int]] = []
-    for item in order:
-        if isinstance(item, str):
-            out.append((item, 1))
-            continue
-        key = item
-        prefix, width, suffix = key
-        numbers = sorted(set(numbered[key]))
-        runs: list[str] = []
-        start = prev = numbers[0]
-        for number in [*numbers[1:], None]:
-            if number is not None and number == prev + 1:
-                prev = number
-                continue
-            runs.append(f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}")
-            if number is not None:
-                start = prev = number
-        body = runs[0] if len(numbers) == 1 else f"[{','.join(runs)}]"
-        out.append((f"{prefix}{body}{suffix}", len(numbers)))
-    return out
-
-
 def hosts_words(names: Sequence[str], limit: int = 1200) -> str:
-    """Compressed host names in code spans, cut with "… and N more" to fit ``limit`` characters."""
-    shown: list[str] = []
-    used = counted = 0
-    tokens = _compressed(names)
-    for index, (token, count) in enumerate(tokens):
-        word = f"`{escape(token)}`"
-        room = limit if index == len(tokens) - 1 else limit - 30  # room left for "… and N more"
-        if used + len(word) > room:
-            return ", ".join(shown) + f" … and {len(names) - counted} more"
-        shown.append(word)
-        used += len(word) + 2
-        counted += count
-    return ", ".join(shown)
+    """Host names compressed (``ct[129-131,140], gpu-a``) in a code span, cut with "… and N more"
+    to fit ``limit`` characters: the longest run of names, in the order given, that fits."""
+    whole = escape(compress_names(names))
+    if len(whole) + 2 <= limit:
+        return f"`{whole}`"
+    fits, too_many = 0, len(names)
+    while too_many - fits > 1:
+        middle = (fits + too_many) // 2
+        if len(escape(compress_names(names[:middle]))) + 2 <= limit - 30:  # room for "… and N more"
+            fits = middle
+        else:
+            too_many = middle
+    shown = f"`{escape(compress_names(names[:fits]))}` " if fits else ""
+    return f"{shown}… and {len(names) - fits} more"
 
 
 def counts_line(done: int, total: int, counts: Mapping[str, int], *, emoji: bool) -> str:
@@ -214,8 +173,8 @@ def _left_out_blocks(left_out: Mapping[str, str]) -> list[Block]:
     by_reason: dict[str, list[str]] = {}
     for host, reason in left_out.items():
         by_reason.setdefault(reason, []).append(host)
-    lines = [f":information_source: {escape(reason)} on {len(hosts)} host{'s' if len(hosts) != 1 else ''}: "
-             f"{hosts_words(hosts, 500)}" for reason, hosts in list(by_reason.items())[:5]]
+    lines = [f":information_source: files not compared on {len(hosts)} host{'s' if len(hosts) != 1 else ''} "
+             f"({escape(reason)}): {hosts_words(hosts, 500)}" for reason, hosts in list(by_reason.items())[:5]]
     return [section_block("\n".join(lines))] if lines else []
 
 

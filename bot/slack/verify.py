@@ -28,7 +28,7 @@ from commands.findings import Finding
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
-from commands.verify.plan import fleet_plan
+from commands.verify.fleet import plan_fleet
 from commands.verify.rerun import not_passing
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
@@ -56,7 +56,7 @@ def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetReq
         hosts = inventory.targets(targets)
     except UnknownHost as unknown:  # a typo, or one word too many: say both the names and the usage
         raise UnknownHost(unknown.message, hint=f"{USAGE}\n{unknown.hint}") from None
-    return FleetRequest(" ".join(targets), fleet_plan(hosts, backup))
+    return FleetRequest(" ".join(targets), plan_fleet(hosts, backup))
 
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
