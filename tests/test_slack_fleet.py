@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
+from hypothesis import example, given, settings
 
 from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
@@ -28,7 +29,7 @@ from bot.slack.fleet import FleetRequest, Paced, ParentProgress, post_outcome
 from bot.slack.fleet_blocks import FleetView, fleet_table, fleet_verdict_message, group_reply_message
 from bot.slack.redacting import RedactingWebClient
 from bot.slack.verify import verify_request
-from commands.errors import UsageError
+from commands.errors import ProofbotError, UsageError
 from commands.findings import Evidence, Finding
 from commands.fleet import group_outcomes
 from commands.inventory import parse_inventory
@@ -42,6 +43,8 @@ from tests.slack_fake.blockkit import validate_blocks
 from tests.slack_fake.server import FakeSlack, Message
 from tests.slack_fake.serving import serving
 from tests.test_slack_restore import CHANNEL, REQUESTER, Rig
+from tests.test_slack_text_fuzz import INVENTORY as FUZZ_INVENTORY
+from tests.test_slack_text_fuzz import TEXT
 
 SECRET = "fleet-secret"
 SEEDED = [f"ct{n}" for n in range(101, 113)]  # the seed's broken state: patched file, extra file, bad flag
@@ -279,3 +282,23 @@ def test_slash_text_is_one_host_or_a_fleet(clean_host: DemoHost) -> None:
         with pytest.raises(UsageError) as refused:
             verify_request(inventory, {"text": text})
         assert words in refused.value.message
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+@example("ct129 ct130 pre-ddtree")
+@example("all other")
+def test_fleet_text_names_only_inventory_hosts_and_backups(text: str) -> None:
+    """Whatever is typed, a fleet is made of inventory hosts (each once) and a backup some of them have."""
+    try:
+        request = verify_request(FUZZ_INVENTORY, {"text": text})
+    except ProofbotError:
+        return
+    if isinstance(request, VerifyPlan):
+        assert request.host is FUZZ_INVENTORY.hosts[request.host.name]
+        return
+    hosts = [plan.host for plan in request.plan.plans]
+    assert all(host is FUZZ_INVENTORY.hosts[host.name] for host in hosts) and len(set(map(id, hosts))) == len(hosts)
+    for plan in request.plan.plans:
+        assert plan.backup_name is None or plan.backup_name in plan.host.backups
+    assert set(request.target.split()) <= FUZZ_INVENTORY.hosts.keys() | FUZZ_INVENTORY.groups.keys()
