@@ -7,14 +7,20 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sqlite3
 import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
 from bot.demo.host import DemoHost
 from bot.slack.blocks import audit_operation_message, interrupted_message
+from bot.slack.context import BotContext
+from bot.slack.recovery import recover_in_slack
+from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from commands.store.recovery import recover
 from commands.store.trail import recent_operations
@@ -22,6 +28,9 @@ from tests.conftest import REPO, run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
+from tests.slack_fake.server import FakeSlack
+
+INVENTORY = "channels: [C0OPS]\nhosts:\n  ct129: {address: 10.0.0.1}\n  ct130: {address: 10.0.0.2}\n"
 
 
 def _inventory(tmp_path: Path, seeded_host: DemoHost, clean_host: DemoHost, **fleet: Any) -> Path:
@@ -131,3 +140,32 @@ async def test_a_fleet_whose_process_died_is_interrupted_once_with_its_unfinishe
     assert "run `/verify gpu-west` again" in json.dumps(blocks) and "actions" not in json.dumps(blocks)
     chain = await run_cli("audit", "verify", "--db", str(db))
     assert chain.code == 0, chain.stdout
+
+
+async def test_after_a_restart_only_the_fleets_thread_is_told(tmp_path: Path) -> None:
+    """A Slack fleet whose bot died mid-run: one message, in the fleet's thread, none per host."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # a process that certainly ended: the bot that ran the fleet
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        async with FakeSlack(channels={"C0OPS": "ops"}) as slack:
+            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+            parent = str((await client.chat_postMessage(channel="C0OPS", text="verify gpu-west: 1/2 hosts"))["ts"])
+            origin = {"actor": "slack:U0ALICE", "via": "slack", "channel": "C0OPS", "thread_ts": parent,
+                      "process": {"machine": socket.gethostname(), "pid": gone.pid, "started": None}}
+            await store.append("requested", operation_id="op-fleet", operation="verify", host=None,
+                               actor="slack:U0ALICE",
+                               details={"fleet": {"target": "gpu-west", "hosts": ["ct129", "ct130"]}, "origin": origin})
+            for host in ("ct129", "ct130"):
+                await store.append("requested", operation_id=f"op-{host}", operation="verify", host=host,
+                                   actor="slack:U0ALICE", details={"fleet_operation_id": "op-fleet", "origin": origin})
+            await store.append("finished", operation_id="op-ct129", operation="verify", host="ct129",
+                               actor="slack:U0ALICE", details={"verdict": "pass"})
+            slack.calls.clear()
+            interrupted = await recover_in_slack(BotContext(parse_inventory(INVENTORY, "i.yml"), store), client)
+            posted = [call.args for call in slack.calls_to("chat.postMessage")]
+    finally:
+        store.close()
+    assert sorted(op.operation_id for op in interrupted) == ["op-ct130", "op-fleet"]
+    assert [(args["channel"], args["thread_ts"], args["text"]) for args in posted] == [
+        ("C0OPS", parent, "proofbot restarted: verify of gpu-west was interrupted")]
