@@ -65,6 +65,7 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
     hung_block = "\n".join(lines[hung:passing])
     assert f"timed out after {DEADLINE_S} s (fleet.host_deadline_s)" in hung_block
     assert "? error  7 more not checked: the same cause: file:eagle_info.py, extra-files, main-pid" in hung_block
+    assert len(hung_block.splitlines()) == 3  # the group, the cause, one line for the checks it stopped
     assert "also: file:eagle_info.py" in failed_block  # the example's passing checks, named on one line
     assert lines[-1].startswith("operation op-")
 
