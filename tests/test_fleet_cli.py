@@ -90,6 +90,11 @@ async def test_json_is_one_object_with_every_host_as_one_host_prints_it(
         assert set(host) == SINGLE_HOST_KEYS and host["operation_id"] != report["operation_id"]
     assert {c["name"]: c["status"] for c in report["hosts"][1]["checks"]}["cmdline"] == "fail"
 
+    verbose = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "gpu-west", "-v")
+    example = verbose.stdout.split("✗ FAIL · 1 host: ct129", 1)[1].split("✓ PASS · 1 host: ct130", 1)[0]
+    assert "✓ pass   main-pid" in example and "also:" not in example  # -v: every check of the example
+    assert example.count("(exit 0") == 8  # and the evidence of each, passing ones too
+
     one = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "ct130", "--json")
     assert one.code == 0 and set(json.loads(one.stdout)) == SINGLE_HOST_KEYS | {"schema_version"}  # as ever
 
