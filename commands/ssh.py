@@ -270,7 +270,7 @@ class _Registry:
     def __init__(self) -> None:
         self.current: dict[str, _Shared] = {}
         self.opening: dict[str, asyncio.Lock] = {}
-        self.failed: dict[str, tuple[int, ProofbotError]] = {}
+        self.failed: dict[str, tuple[int, ProofbotError, float]] = {}
         self.attempts: dict[str, int] = {}
         self.open = 0
         self.slots = asyncio.Condition()
@@ -316,8 +316,10 @@ async def _through(registry: _Registry, hops: tuple[JumpHop, ...]
         return
     async with _through(registry, hops[:-1]) as tunnel:
         key = _chain_key(hops)
+        # A bastion that failed is not tried again for connect_timeout_s: a fleet's hosts all get
+        # that one error (said once, naming the bastion), not one attempt each.
         shared = await _acquire(registry, key, hops[-1].ssh.max_sessions,
-                                lambda: _open_hop(registry, hops, tunnel))
+                                lambda: _open_hop(registry, hops, tunnel), remember_s=hops[-1].ssh.connect_timeout_s)
         try:
             yield shared.conn
         finally:
@@ -331,20 +333,20 @@ def _chain_key(hops: tuple[JumpHop, ...]) -> str:
 
 
 async def _acquire(registry: _Registry, key: str, max_sessions: int,
-                   opener: Callable[[], Awaitable[asyncssh.SSHClientConnection]]) -> _Shared:
+                   opener: Callable[[], Awaitable[asyncssh.SSHClientConnection]], remember_s: float = 0) -> _Shared:
     seen_attempts = registry.attempts.get(key, 0)
     # One open per key at a time: whoever waited here shares what the first opened, or its failure.
     async with registry.opening.setdefault(key, asyncio.Lock()):
         shared = registry.current.get(key)
         if shared is None or not shared.reusable():
             failed = registry.failed.get(key)
-            if failed and failed[0] > seen_attempts:
+            if failed and (failed[0] > seen_attempts or time.monotonic() - failed[2] < remember_s):
                 raise type(failed[1])(failed[1].message, hint=failed[1].hint)
             registry.attempts[key] = attempt = registry.attempts.get(key, 0) + 1
             try:
                 shared = _Shared(await opener(), max_sessions)
             except ProofbotError as exc:
-                registry.failed[key] = (attempt, exc)
+                registry.failed[key] = (attempt, exc, time.monotonic())
                 raise
             registry.failed.pop(key, None)
             registry.current[key] = shared
