@@ -40,9 +40,12 @@ MIB = 1024 * 1024
 MAX_OUTPUT_BYTES = 16 * MIB  # per exec channel: far above any batch proofbot sends, far below the bot's memory
 READ_CHUNK = 65536
 EXIT_STATUS = re.compile(rb"[0-9]{1,3}")  # what sh's $? prints: 0..255
-# A session refused for want of a slot (OpenSSH says "administratively prohibited: open failed" past
-# MaxSessions, also for a moment after a session closed and before sshd freed it) is tried again.
-SESSION_RETRY_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_RESOURCE_SHORTAGE)
+# A session refused for want of a slot is tried again: OpenSSH 9.2 answers a session past MaxSessions
+# with "connect failed: open failed" (also for a moment after a session closed, before sshd freed it);
+# others say "administratively prohibited" or "resource shortage". Only sessions: sshd refuses
+# nothing else that way for a limit.
+SESSION_RETRY_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_CONNECT_FAILED,
+                       asyncssh.OPEN_RESOURCE_SHORTAGE)
 RETRY_FIRST_S = 0.02
 RETRY_MAX_S = 0.5
 
@@ -55,6 +58,11 @@ class HostConnection:
         self._shared = shared
         self._conn = shared.conn
         self.exec_round_trips = 0  # this operation's own, even on a shared connection
+
+    @property
+    def refused_sessions(self) -> int:
+        """Sessions sshd refused on this connection (past its MaxSessions) that were tried again."""
+        return self._shared.refused_sessions
 
     def host_key_fingerprint(self) -> str:
         """The SHA256 fingerprint of the key the host proved it holds (already checked against known_hosts)."""
