@@ -82,6 +82,19 @@ class BastionLab(NetnsLab):
         """Logins the bastion's sshd accepted (its INFO line `Accepted publickey for root from …`)."""
         return self.bastion_log().count("Accepted publickey for ")
 
+    def route_behind_directly(self) -> None:
+        """For a benchmark's baseline only: the bastion's netns routes (IP forwarding, no sshd) between here
+        and the hosts behind it, so the same hosts can be reached directly. The root-side routes go with
+        the bastion's veth when the lab stops; the lab's /16 stays unreachable otherwise."""
+        bastion = self.bastion.net
+        assert bastion is not None
+        self.bastion.net_run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        for name in self.behind:
+            hidden = self.hosts[name]
+            assert isinstance(hidden, NetnsHost) and hidden.net is not None
+            sh(["ip", "route", "replace", f"{hidden.net.address}/32", "via", bastion.address, "dev", bastion.veth])
+            hidden.net_run(["ip", "route", "replace", f"{bastion.gateway}/32", "via", hidden.net.gateway])
+
     def inventory(self, approvers: Any = ("UAPPROVER",)) -> dict[str, Any]:
         document = super().inventory(approvers)
         for name in self.behind:
