@@ -45,7 +45,7 @@ class SshSettings(_Strict):
     # SSH connections open at once across all hosts (one per host however many operations overlap).
     max_connections: int = Field(default=32, ge=1, le=4096)
     # The hops to the host (ProxyJump), resolved at load from `jump:` (see _resolve_jumps).
-    jump: tuple[JumpHop, ...] = ()
+    jump: tuple[Hop, ...] = ()
     # OpenSSH's defaults: MaxStartups 10 (unauthenticated connections per sshd) and MaxSessions 10.
     max_startups: int = Field(default=10, ge=1, le=1024)
     max_sessions: int = Field(default=10, ge=1, le=1024)
@@ -64,7 +64,7 @@ class SshSettings(_Strict):
         return [Path(os.path.expanduser(key)) for key in self.client_keys]
 
 
-class JumpHop(_Strict):
+class Hop(_Strict):
     """One hop of ``ssh.jump``: where it is and how to log in; ``name`` is how messages call it."""
 
     name: str  # an inventory host's name, or the hop as written (user@address:port)
@@ -480,7 +480,7 @@ def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[s
     resolved: dict[str, Host] = {}
     for name, host in hosts.items():
         key, specs = jumps[name]
-        hops: list[JumpHop] = []
+        hops: list[Hop] = []
         for spec in specs:
             if spec.host == name:
                 break
@@ -489,7 +489,7 @@ def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[s
             update: dict[str, Any] = {"jump": ()}
             if spec.user:
                 update["user"] = spec.user
-            hops.append(JumpHop(
+            hops.append(Hop(
                 name=spec.host if known is not None and spec.written == spec.host else spec.written,
                 address=known.address if known is not None else spec.host,
                 port=spec.port or (known.port if known is not None else 22),

@@ -32,7 +32,7 @@ from commands.errors import (
     MissingOutput,
     ProofbotError,
 )
-from commands.inventory import Host, JumpHop, SshSettings
+from commands.inventory import Hop, Host, SshSettings
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -316,7 +316,7 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
 
 
 @asynccontextmanager
-async def _through(registry: _Registry, hops: tuple[JumpHop, ...]
+async def _through(registry: _Registry, hops: tuple[Hop, ...]
                    ) -> AsyncIterator[asyncssh.SSHClientConnection | None]:
     """The shared connection to the last of hops (each reached through the ones before), or None."""
     if not hops:
@@ -334,7 +334,7 @@ async def _through(registry: _Registry, hops: tuple[JumpHop, ...]
             await _release(registry, key, shared, counted=False)
 
 
-def _chain_key(hops: tuple[JumpHop, ...]) -> str:
+def _chain_key(hops: tuple[Hop, ...]) -> str:
     """Hops that log in the same way share one connection, whichever hosts they lead to."""
     login = {"user", "known_hosts", "client_keys"}
     return "jump " + " ".join(f"{hop.ssh.model_dump_json(include=login)}@{hop.address}:{hop.port}" for hop in hops)
@@ -393,8 +393,8 @@ def _startup_slot(registry: _Registry, sshd: str, settings: SshSettings) -> asyn
     return registry.startups.setdefault(sshd, asyncio.Semaphore(settings.max_startups))
 
 
-async def _open(registry: _Registry, host: Host | JumpHop,
-                tunnel: asyncssh.SSHClientConnection | None, via: tuple[JumpHop, ...] = ()
+async def _open(registry: _Registry, host: Host | Hop,
+                tunnel: asyncssh.SSHClientConnection | None, via: tuple[Hop, ...] = ()
                 ) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host (through tunnel, the connection to via[-1]) with its key checked."""
     settings = host.ssh
@@ -424,7 +424,7 @@ async def _open(registry: _Registry, host: Host | JumpHop,
         raise _map_error(host, exc) from exc
 
 
-async def _open_hop(registry: _Registry, hops: tuple[JumpHop, ...],
+async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
                     tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
     """The connection to hops[-1]; any failure is one ``BastionUnreachable`` naming the bastion."""
     hop = hops[-1]
@@ -439,7 +439,7 @@ async def _open_hop(registry: _Registry, hops: tuple[JumpHop, ...],
         ) from exc
 
 
-def _client_options(host: Host | JumpHop) -> dict[str, Any]:
+def _client_options(host: Host | Hop) -> dict[str, Any]:
     """asyncssh options for one login: host key checked against known_hosts, key files only."""
     settings = host.ssh
     known_hosts = settings.known_hosts_path()
@@ -470,7 +470,7 @@ async def _close(conn: asyncssh.SSHClientConnection) -> None:
         pass
 
 
-def _map_error(host: Host | JumpHop, exc: BaseException) -> ProofbotError:
+def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyNotVerified(
