@@ -380,7 +380,7 @@ async def _open_counted(registry: _Registry, host: Host,
         await registry.slots.wait_for(lambda: registry.open < host.ssh.max_connections)
         registry.open += 1
     try:
-        return await _open(registry, host, tunnel)
+        return await _open(registry, host, tunnel, host.ssh.jump)
     except BaseException:
         async with registry.slots:
             registry.open -= 1

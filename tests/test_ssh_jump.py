@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ import asyncssh
 import yaml
 
 from bot.demo.host import DemoHost, Logins, _CommandServer
-from commands.errors import BastionUnreachable
+from commands.errors import BastionUnreachable, HostUnreachable
 from commands.fleet import group_outcomes
 from commands.inventory import FleetSettings, Inventory, parse_inventory
 from commands.operation import Origin
@@ -179,3 +180,23 @@ async def test_sessions_on_one_connection_stay_within_max_sessions(clean_host: D
         seen = await asyncio.gather(*(conn.run(["sh", "-c", count]) for _ in range(12)))
     assert all(r.exit_status == 0 for r in seen)
     assert max(int(r.text) for r in seen) <= 3
+
+
+async def test_a_host_the_bastion_cannot_reach_is_unreachable_naming_the_bastion(
+        clean_host: DemoHost, tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on, as the bastion sees it
+        closed.bind(("127.0.0.1", 0))
+        port = int(closed.getsockname()[1])
+    async with bastion_server(clean_host.client_key.with_name("authorized_keys")) as bastion:
+        inventory = behind(clean_host, ["gpu0", "gpu1"], bastion.port, bastion.known_hosts_line, tmp_path)
+        gone = inventory.host("gpu1").model_copy(update={"port": port})
+        async with connect(inventory.host("gpu0")) as conn:
+            try:
+                async with connect(gone):
+                    raise AssertionError("connected to a port nothing listens on")
+            except HostUnreachable as exc:
+                said = exc
+            assert (await conn.run(["true"])).exit_status == 0  # the bastion connection is fine, still shared
+    assert not isinstance(said, BastionUnreachable)
+    assert str(said).startswith(f"gpu1 (127.0.0.1:{port}): the bastion bastion could not connect to it: "), said
+    assert bastion.logins.total == 1
