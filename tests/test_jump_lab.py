@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from commands.errors import HostUnreachable
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.ssh import connect
@@ -134,3 +135,19 @@ async def test_forwarded_channels_do_not_count_against_max_sessions(lab: Bastion
         refused = conn.refused_sessions
     assert all(banner.startswith(b"SSH-2.0-") for banner in banners), banners
     assert [r.exit_status for r in results] == [0] * 10 and refused == 0
+
+
+async def test_a_session_refused_past_the_deadline_is_an_error_saying_why(lab: BastionLab) -> None:
+    host = one_sshd_many_names(lab, 1, max_sessions=20, command_timeout_s=1).host("b00")
+    marks = lab.bastion.local_path("/tmp/held")
+    marks.mkdir(exist_ok=True)
+    async with connect(host) as conn:
+        held = [asyncio.create_task(conn.run(["sh", "-c", f"touch /tmp/held/{i}; sleep 3"], timeout_s=10))
+                for i in range(10)]
+        await until("ten sessions open on the host", lambda: len(list(marks.iterdir())) == 10)
+        with pytest.raises(HostUnreachable) as refused:
+            await conn.run(["true"])  # the eleventh: sshd says no until its 1 s deadline
+        assert [r.exit_status for r in await asyncio.gather(*held)] == [0] * 10
+    said = str(refused.value)
+    assert said.startswith(f"b00 ({lab.bastion.address}:22): sshd refused a session channel "), said
+    assert " times in 1 s: open failed (its MaxSessions may be lower than ssh.max_sessions" in said, said
