@@ -48,6 +48,7 @@ SESSION_RETRY_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_
                        asyncssh.OPEN_RESOURCE_SHORTAGE)
 RETRY_FIRST_S = 0.02
 RETRY_MAX_S = 0.5
+BASTION_LINGER_S = 1.0  # an unused bastion connection waits this long for the next host before closing
 
 
 class HostConnection:
@@ -283,6 +284,7 @@ class _Registry:
         self.open = 0
         self.slots = asyncio.Condition()
         self.startups: dict[str, asyncio.Semaphore] = {}
+        self.lingering: set[asyncio.Task[None]] = set()
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
@@ -331,7 +333,13 @@ async def _through(registry: _Registry, hops: tuple[Hop, ...]
         try:
             yield shared.conn
         finally:
-            await _release(registry, key, shared, counted=False)
+            if shared.users == 1 and shared.reusable():
+                # The last host behind it is done: kept a moment for the next host of the same run
+                # (a fleet one host at a time, a rolling restart), then closed.
+                shared.users -= 1
+                registry.lingering.add(asyncio.create_task(_linger(registry, key, shared)))
+            else:
+                await _release(registry, key, shared, counted=False)
 
 
 def _chain_key(hops: tuple[Hop, ...]) -> str:
@@ -372,6 +380,18 @@ async def _release(registry: _Registry, key: str, shared: _Shared, *, counted: b
             async with registry.slots:
                 registry.open -= 1
                 registry.slots.notify_all()
+
+
+async def _linger(registry: _Registry, key: str, shared: _Shared) -> None:
+    """Close an unused bastion connection after BASTION_LINGER_S, unless a host took it meanwhile."""
+    try:
+        await asyncio.sleep(BASTION_LINGER_S)
+    finally:
+        registry.lingering.discard(asyncio.current_task())
+        if shared.users == 0:
+            if registry.current.get(key) is shared:
+                del registry.current[key]
+            shared.conn.close()  # not awaited: this may run as the event loop shuts down
 
 
 async def _open_counted(registry: _Registry, host: Host,

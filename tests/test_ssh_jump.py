@@ -200,3 +200,19 @@ async def test_a_host_the_bastion_cannot_reach_is_unreachable_naming_the_bastion
     assert not isinstance(said, BastionUnreachable)
     assert str(said).startswith(f"gpu1 (127.0.0.1:{port}): the bastion bastion could not connect to it: "), said
     assert bastion.logins.total == 1
+
+
+async def test_a_fleet_one_host_at_a_time_logs_into_the_bastion_once(clean_host: DemoHost, tmp_path: Path) -> None:
+    names = [f"gpu{i}" for i in range(3)]
+    async with bastion_server(clean_host.client_key.with_name("authorized_keys")) as bastion:
+        inventory = behind(clean_host, names, bastion.port, bastion.known_hosts_line, tmp_path)
+        audit = AuditStore.open(tmp_path / "audit.db")
+        try:
+            fleet = await verify_fleet([VerifyPlan.for_host(inventory.host(name), None) for name in names],
+                                       target="gpu", origin=Origin.local_user(), audit=audit,
+                                       fleet=FleetSettings(max_parallel=1))
+        finally:
+            audit.close()
+        assert [r.verdict for r in fleet.results] == ["pass"] * 3
+        assert bastion.logins.total == 1  # kept between one host and the next, not opened per host
+        await until("the bastion connection closed after the run", lambda: bastion.logins.open == 0)
