@@ -344,8 +344,8 @@ async def _through(registry: _Registry, hops: tuple[Hop, ...]
 
 def _chain_key(hops: tuple[Hop, ...]) -> str:
     """Hops that log in the same way share one connection, whichever hosts they lead to."""
-    login = {"user", "known_hosts", "client_keys"}
-    return "jump " + " ".join(f"{hop.ssh.model_dump_json(include=login)}@{hop.address}:{hop.port}" for hop in hops)
+    not_login = {"jump", "connect_timeout_s", "command_timeout_s", "max_connections", "max_startups", "max_sessions"}
+    return "jump " + " ".join(f"{hop.ssh.model_dump_json(exclude=not_login)}@{hop.address}:{hop.port}" for hop in hops)
 
 
 async def _acquire(registry: _Registry, key: str, max_sessions: int,
