@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from commands.operation import OperationResult, Origin
 from commands.ssh import connect
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
+from tests.conftest import run_cli, write_inventory
 from tests.lab import net, require_root_netns, skip_or_fail
 from tests.lab.bastion import BASTION, SSHD_LOG, BastionLab
 from tests.lab.common import make_keypair
@@ -151,3 +153,18 @@ async def test_a_session_refused_past_the_deadline_is_an_error_saying_why(lab: B
     said = str(refused.value)
     assert said.startswith(f"b00 ({lab.bastion.address}:22): sshd refused a session channel "), said
     assert " times in 1 s: open failed (its MaxSessions may be lower than ssh.max_sessions" in said, said
+
+
+async def test_the_cli_pings_and_verifies_hosts_it_can_reach_only_through_the_bastion(
+        lab: BastionLab, tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inventory.yml", lab.inventory())
+    before = lab.accepted_logins()
+    ping = await run_cli("ping", *lab.behind[:5], "--inventory", str(inventory))
+    assert ping.code == 0, ping.stdout + ping.stderr
+    assert [line.split()[:3] for line in ping.stdout.splitlines()] == [["✓", "pass", name] for name in lab.behind[:5]]
+    run = await run_cli("verify", lab.behind[-1], "--json", "--inventory", str(inventory),
+                        "--db", str(tmp_path / "a.db"))
+    assert run.code == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["verdict"] == "pass"
+    assert "Warning" not in run.stderr and "unclosed" not in run.stderr, run.stderr
+    assert lab.accepted_logins() - before == 2  # one bastion login per CLI run
