@@ -150,6 +150,9 @@ async def test_a_bastion_that_is_down_is_tried_once_and_named_by_every_host(
     assert all(cause == causes[0] for cause in causes), causes  # one cause, word for word
     assert causes[0].startswith(f"could not check: could not reach the bastion bastion (127.0.0.1:{port}): "), causes
     assert all(f.summary.startswith("not checked: the same cause") for r in results for f in r.checks[1:])
+    step = results[0].checks[0].next_step
+    assert step is not None
+    assert step.advice.startswith(f"check that the bastion answers SSH (bastion (127.0.0.1:{port}))"), step
     assert accepted == 1  # tried once for the whole fleet, not once per host
     assert clean_host.logins.total == before
 
