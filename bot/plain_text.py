@@ -266,12 +266,20 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def shorten_middle(text: str, limit: int) -> str:
+    """A command line's program and its last flags (where launch options differ), the middle cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]
+
+
 def rollout_host_line(plan: RestartPlan, width: int = 0, cmdline_chars: int = 90) -> str:
     """``ct129  PID 4122  sglang (supervisord)  python3 /srv/app/fake_llm.py --port 30000 …``"""
     before = plan.before
     pid = f"PID {before.main_pid}" if before.main_pid else f"no PID ({before.state})"
     return (f"{plan.host.name.ljust(width)}  {pid:<11} {plan.service.unit} ({plan.service.manager})  "
-            f"{shorten(before.cmdline or '(cmdline unreadable)', cmdline_chars)}")
+            f"{shorten_middle(before.cmdline or '(cmdline unreadable)', cmdline_chars)}")
 
 
 def rollout_proof_words(plan: RolloutPlan) -> str:

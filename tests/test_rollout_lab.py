@@ -63,6 +63,21 @@ async def approved_plan(lab: NetnsLab, tmp_path: Path) -> tuple[Any, Any, AuditS
 
 
 @pytest.mark.tier2
+async def test_without_yes_and_without_a_terminal_nothing_is_restarted(lab: NetnsLab, tmp_path: Path) -> None:
+    before = await pids(lab)
+    inventory = write_inventory(tmp_path / "inv.yml", document(lab))
+    db = tmp_path / "a.db"
+    run = await run_cli("restart", "gpu-west", "--inventory", str(inventory), "--db", str(db))
+    assert run.code == 4, run.stderr
+    assert "not restarted: no terminal to ask for confirmation on" in run.stderr
+    assert "Rolling restart plan for gpu-west: 4 hosts, 1 at a time" in run.stdout
+    assert await pids(lab) == before
+    assert rows(db, "SELECT state FROM plans") == [("void",)]
+    assert rows(db, "SELECT kind, host FROM events WHERE kind = 'refused'") == [("refused", None)]
+    assert rows(db, "SELECT COUNT(*) FROM locks") == [(0,)]
+
+
+@pytest.mark.tier2
 async def test_a_pid_changed_between_plan_and_approval_voids_the_whole_plan(lab: NetnsLab, tmp_path: Path) -> None:
     before = await pids(lab)
     inventory, plan, audit, decided = await approved_plan(lab, tmp_path)

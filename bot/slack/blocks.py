@@ -30,6 +30,7 @@ from bot.plain_text import (
     render_restart_plan,
     rollout_proof_words,
     shorten,
+    shorten_middle,
     verdict_word,
     when,
 )
@@ -421,7 +422,7 @@ def _rollout_groups(plan: RolloutPlan) -> list[tuple[str, list[RestartPlan]]]:
     groups: dict[str, list[RestartPlan]] = {}
     for host_plan in plan.hosts:
         service = host_plan.service
-        cmdline = shorten(host_plan.before.cmdline or "(cmdline unreadable)", 300)
+        cmdline = shorten_middle(host_plan.before.cmdline or "(cmdline unreadable)", 300)
         key = f"`{escape(service.unit)}` ({service.manager}) · `{escape(cmdline)}`"
         groups.setdefault(key, []).append(host_plan)
     return list(groups.items())

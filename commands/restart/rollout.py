@@ -345,8 +345,9 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
                 outcome = HostOutcome(name, "untouched", reason=void.message)
             else:
                 state: HostState = "done" if result.verdict == "pass" else "failed"
-                failing = [f"{f.name}: {f.summary}" for f in result.checks if f.status in ("fail", "error")]
-                outcome = HostOutcome(name, state, result, "; ".join(failing))
+                worst = sorted((f for f in result.checks if f.status in ("fail", "error")),
+                               key=lambda f: f.status != "fail")  # the first failed check says it best
+                outcome = HostOutcome(name, state, result, f"{worst[0].name}: {worst[0].summary}" if worst else "")
             finally:
                 await locks.release(run.audit, lock)
             run.outcomes[name] = outcome
