@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from commands.store.events import AuditStore
 from tests.slack_fake.blockkit import validate_blocks
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
-from tests.test_slack_restore import APPROVER, CHANNEL, SECRET, Rig
+from tests.test_slack_restore import APPROVER, CHANNEL, REQUESTER, SECRET, Rig
 
 NAMES = ["ct129", "ct130", "ct131"]
 
@@ -37,15 +38,19 @@ async def _pid(host: DemoHost) -> int:
     return int((await host.supervisorctl("pid", "sglang")).strip())
 
 
-async def test_rolling_restart_in_slack_one_approval_progress_and_one_reply_per_host(tmp_path: Path) -> None:
+@asynccontextmanager
+async def rollout_rig(tmp_path: Path, names: list[str], expire_after_s: float = 900) -> AsyncIterator[
+        tuple[Rig, list[DemoHost]]]:
+    """The real bolt app over loopback hosts (each its own supervisord), grouped as gpu-west."""
     async with AsyncExitStack() as stack:
         hosts = [await stack.enter_async_context(demo_host(name, flags=["--speculative-algorithm", "NEXTN"]))
-                 for name in NAMES]
+                 for name in names]
         document = hosts[0].inventory()
         document["hosts"] = {host.name: _entry(host) for host in hosts}
-        document["groups"] = {"gpu-west": NAMES}
+        document["groups"] = {"gpu-west": names}
         document["fleet"] = {"restart_batch": 1}
-        document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 900}
+        document["approvals"] = {"approvers": [APPROVER, REQUESTER], "allow_self_approval": False,
+                                 "expire_after_s": expire_after_s}
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
         stack.callback(audit.close)
@@ -54,7 +59,12 @@ async def test_rolling_restart_in_slack_one_approval_progress_and_one_reply_per_
         app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
         url = await stack.enter_async_context(serving(app))
         stack.callback(lambda: [timer.cancel() for timer in list(context.timers)])
-        rig = Rig(slack, url, tmp_path / "audit.db", hosts[0])
+        yield Rig(slack, url, tmp_path / "audit.db", hosts[0]), hosts
+
+
+async def test_rolling_restart_in_slack_one_approval_progress_and_one_reply_per_host(tmp_path: Path) -> None:
+    async with rollout_rig(tmp_path, NAMES) as (rig, hosts):
+        slack = rig.slack
         before = {host.name: await _pid(host) for host in hosts}
 
         assert (await rig.command("/restart", "gpu-west")).status_code == 200
@@ -89,6 +99,37 @@ async def test_rolling_restart_in_slack_one_approval_progress_and_one_reply_per_
         assert approved == [(approved[0][0], "rollout")]  # one approval for the group
         assert sorted(row[0] for row in linked) == NAMES
         assert slack.warnings == []
+
+
+async def test_self_approval_is_refused_and_a_rejection_restarts_nothing(tmp_path: Path) -> None:
+    async with rollout_rig(tmp_path, NAMES[:2]) as (rig, hosts):
+        before = [await _pid(host) for host in hosts]
+        assert (await rig.command("/restart", "gpu-west")).status_code == 200
+        plan = await rig.restore_plan_message()
+        _, own_url = await rig.click(plan, "rollout_approve", REQUESTER)
+        await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(own_url)), what="the refusal")
+        assert "another approver must approve it" in rig.slack.responses_to(own_url)[0].body["text"]
+        await rig.click(plan, "rollout_reject", APPROVER)
+        await rig.slack.wait_until(lambda: "rejected by" in json.dumps(rig.slack.message(CHANNEL, plan.ts).blocks),
+                                   timeout=20, what="the rejection on the plan")
+        final = rig.slack.message(CHANNEL, plan.ts)
+        assert "nothing was restarted" in json.dumps(final.blocks)
+        assert not any(block["type"] == "actions" for block in final.blocks or [])
+        assert [await _pid(host) for host in hosts] == before
+        assert rig.events("approved") == [] and [e["verdict"] for e in rig.events("finished")] == ["rejected"]
+
+
+async def test_an_undecided_rollout_plan_expires_and_loses_its_buttons(tmp_path: Path) -> None:
+    async with rollout_rig(tmp_path, NAMES[:2], expire_after_s=3) as (rig, hosts):
+        before = [await _pid(host) for host in hosts]
+        assert (await rig.command("/restart", "gpu-west")).status_code == 200
+        plan = await rig.restore_plan_message()
+        await rig.slack.wait_until(lambda: "expired at" in json.dumps(rig.slack.message(CHANNEL, plan.ts).blocks),
+                                   timeout=30, what="the plan marked expired")
+        final = rig.slack.message(CHANNEL, plan.ts)
+        assert not any(block["type"] == "actions" for block in final.blocks or [])
+        assert [await _pid(host) for host in hosts] == before
+        assert [e["verdict"] for e in rig.events("finished")] == ["expired"]
 
 
 def _plan(count: int, *, same_cmdline: bool, tmp_path: Path) -> RolloutPlan:
