@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ParamSpec
 
 from commands.findings import Finding, NextStep
+from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.redact import redact
 from commands.registry import OPERATIONS
@@ -333,7 +334,7 @@ def render_rollout_result(result: RolloutResult, *, verbose: bool = False) -> st
         lines.append(f"  {result.halted}")
     for state in ("done", "failed", "untouched"):
         names = result.named(state)
-        lines.append(f"  {state + ' (' + str(len(names)) + '):':<16}{', '.join(names) or '-'}")
+        lines.append(f"  {state + ' (' + str(len(names)) + '):':<16}{compress_names(names) or '-'}")
     for outcome in result.hosts:
         if outcome.result is not None and (verbose or outcome.state == "failed"):
             lines.append("")

@@ -181,4 +181,5 @@ def test_a_500_host_plan_and_its_summary_stay_inside_block_kit(tmp_path: Path) -
     text, blocks = rollout_result_message(plan, "U0REQ", "approved", result)
     assert validate_blocks(blocks) == [] and len(blocks) <= 50
     assert "done 250, failed 1, untouched 249" in text
-    assert "failed (1): gpu-west-250" in "\n".join(_sections(blocks))
+    summary = "\n".join(_sections(blocks))
+    assert "failed (1): gpu-west-250" in summary and "untouched (249): gpu-west-[251-499]" in summary

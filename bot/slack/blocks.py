@@ -35,6 +35,7 @@ from bot.plain_text import (
     when,
 )
 from commands.findings import Finding, NextStep
+from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.plans import Decidable
 from commands.redact import redact
@@ -485,8 +486,7 @@ def rollout_status_message(plan: RolloutPlan, requester: str, status: str, progr
 
 
 def _names(names: list[str], limit: int = 600) -> str:
-    text = ", ".join(names) or "-"
-    return escape(shorten(text, limit))
+    return escape(shorten(compress_names(names) or "-", limit))
 
 
 def rollout_result_message(plan: RolloutPlan, requester: str, status: str, result: RolloutResult) -> Message:
