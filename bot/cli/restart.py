@@ -154,4 +154,7 @@ class _StatusLine:
             self._stream.flush()
 
 
-COMMAND = CliCommand("restart", add_arguments, run)
+EPILOG = ("HOST may be a group of the inventory (or `all`): a rolling restart, one plan and one confirmation "
+          "for every host, fleet.restart_batch hosts at a time, each proven before the next; it halts at the "
+          "first host not proven (README \"Rolling restart\").")
+COMMAND = CliCommand("restart", add_arguments, run, epilog=EPILOG)
