@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from commands.restart.rollout import apply_rollout, request_rollout
 from commands.store import approvals
 from commands.store.events import AuditStore
 from tests.conftest import run_cli, write_inventory
-from tests.lab.common import Scenario
+from tests.lab.common import LabHost, Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsLab
 
@@ -163,3 +164,42 @@ async def test_rolling_restart_halts_at_the_crash_looping_third_host(lab: NetnsL
                                rollout)[0][0])
     assert finished["counts"] == {"done": 2, "failed": 1, "untouched": 1}
     assert rows(db, "SELECT COUNT(*) FROM locks") == [(0,)]
+
+
+@pytest.mark.tier2
+async def test_in_a_batch_of_two_the_rest_of_the_failing_batch_finishes(lab: NetnsLab, tmp_path: Path) -> None:
+    """Batches [ct190, ct191], [ct192, ct193]: ct192 crash-loops, ct193 beside it is still restarted and proven."""
+    crashing = lab["ct192"]
+    await settled(crashing)
+    doc = document(lab, restart_batch=2)
+    inventory = parse_inventory(json.dumps(doc), "lab.yml")
+    audit = AuditStore.open(tmp_path / "a.db")
+    before = await pids(lab)
+    crashing.set_next_start(Scenario(exit_after_s=1.5))
+    try:
+        plan = await request_rollout(inventory, "gpu-west", origin=Origin.local_user(), audit=audit)
+        assert [[p.host.name for p in batch] for batch in plan.batches()] == [["ct190", "ct191"], ["ct192", "ct193"]]
+        decided = await approvals.decide(audit, plan.operation_id, "alice@cli", "approved", inventory.approvals)
+        result = await apply_rollout(plan, decided, origin=Origin.local_user(), audit=audit, fleet=inventory.fleet)
+    finally:
+        crashing.set_next_start(Scenario())
+        audit.close()
+    after = await pids(lab)
+    assert (result.named("done"), result.named("failed"), result.named("untouched")) == (
+        ["ct190", "ct191", "ct193"], ["ct192"], [])
+    assert result.verdict == "fail"
+    assert result.halted == ("halted after batch 2 of 2: ct192 failed its proof; "
+                             "the rest of that batch finished (ct193)")
+    assert all(after[name] not in (before[name], 0) for name in ("ct190", "ct191", "ct193"))
+
+
+async def settled(host: LabHost) -> None:
+    """The crash-looping host of an earlier test back to one steady, healthy process."""
+    deadline = time.monotonic() + 60
+    seen: list[int] = []
+    while len(seen) < 3 or len(set(seen[-3:])) != 1 or seen[-1] == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{host.name} did not settle: PIDs {seen}")
+        seen.append(await asyncio.to_thread(host.service_pid))
+        await asyncio.sleep(1.0)
+    assert await asyncio.to_thread(host.health) == 200

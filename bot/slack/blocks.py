@@ -297,23 +297,22 @@ def _head(plan: RestartPlan, requester: str) -> list[Block]:
     return [section_block(head), section_block(code_block(render_restart_plan(plan, title=False)))]
 
 
-def approval_footer(plan: Decidable, expires_at: str, approvers: Sequence[str], confirm: ConfirmObject,
-                    approve: str, reject: str) -> list[Block]:
-    """A plan's ids, expiry and approvers, then Approve (with its confirm dialog) and Reject."""
+def approval_footer(plan: Decidable, expires_at: str, approvers: Sequence[str], *buttons: ButtonElement) -> list[Block]:
+    """A plan's ids, expiry and approvers, then its buttons (Approve with its confirm dialog, Reject)."""
     who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
     return [context_block(f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at}"
-                          f" · approvers: {who}"),
-            ActionsBlock(elements=[
-                ButtonElement(text="Approve", action_id=approve, value=plan.operation_id, style="primary",
-                              confirm=confirm),
-                ButtonElement(text="Reject", action_id=reject, value=plan.operation_id, style="danger")])]
+                          f" · approvers: {who}"), ActionsBlock(elements=list(buttons))]
 
 
 def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
     confirm = ConfirmObject(title="Restart now?", confirm="Restart", deny="Cancel",
                             text=f"Restart {plan.service.unit} on {plan.host.name}, then prove it came back right.")
     blocks = [*_head(plan, requester),
-              *approval_footer(plan, expires_at, approvers, confirm, RESTART_APPROVE, RESTART_REJECT)]
+              *approval_footer(plan, expires_at, approvers,
+                               ButtonElement(text="Approve", action_id=RESTART_APPROVE, value=plan.operation_id,
+                                             style="primary", confirm=confirm),
+                               ButtonElement(text="Reject", action_id=RESTART_REJECT, value=plan.operation_id,
+                                             style="danger"))]
     text = f"Restart plan for {plan.host.name}: approval needed"
     return text, as_dicts(blocks)
 
@@ -472,7 +471,11 @@ def rollout_plan_message(plan: RolloutPlan, requester: str, expires_at: str, app
                             text=f"Restart {count} hosts of {plan.target}, {plan.restart_batch} at a time, each "
                                  "proven before the next; it halts at the first host not proven.")
     blocks = [*_rollout_head(plan, requester),
-              *approval_footer(plan, expires_at, approvers, confirm, ROLLOUT_APPROVE, ROLLOUT_REJECT)]
+              *approval_footer(plan, expires_at, approvers,
+                               ButtonElement(text="Approve", action_id=ROLLOUT_APPROVE, value=plan.operation_id,
+                                             style="primary", confirm=confirm),
+                               ButtonElement(text="Reject", action_id=ROLLOUT_REJECT, value=plan.operation_id,
+                                             style="danger"))]
     return f"Rolling restart plan for {plan.target} ({count} hosts): approval needed", as_dicts(blocks)
 
 
