@@ -6,7 +6,11 @@ black-holed DelayProxy in front of the clean one (times out at ``fleet.host_dead
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import pty
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +24,12 @@ from commands.findings import Evidence, Finding
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 
+# The black-holed host's wait; long enough that the others, on a machine shared with other suites, finish.
+DEADLINE_S = 10
 SINGLE_HOST_KEYS = {"host", "operation", "verdict", "started_at", "duration_s", "operation_id", "checks"}
 
 
@@ -32,7 +38,9 @@ async def black_hole(clean_host: DemoHost, tmp_path: Path) -> AsyncIterator[dict
     """The clean host's entry reached through a proxy that swallows every byte: it never answers."""
     async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy:
         proxy.blackhole()
-        yield fleet_entry(clean_host, proxy.port, proxied_known_hosts(clean_host, proxy.port, tmp_path / "kh"))
+        entry = fleet_entry(clean_host, proxy.port, proxied_known_hosts(clean_host, proxy.port, tmp_path / "kh"))
+        entry["ssh"]["connect_timeout_s"] = 60  # so the host meets its fleet deadline, not the connect timeout
+        yield entry
 
 
 async def fleet_cli(tmp_path: Path, document: str, *args: str) -> Any:
@@ -45,7 +53,7 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
         seeded_host: DemoHost, clean_host: DemoHost, black_hole: dict[str, Any], tmp_path: Path) -> None:
     hosts = {"ct129": fleet_entry(seeded_host), "ct130": fleet_entry(clean_host), "ct131": fleet_entry(clean_host),
              "ct132": fleet_entry(seeded_host), "ct133": black_hole}
-    run = await fleet_cli(tmp_path, fleet_document(hosts, clean_host, host_deadline_s=3), "gpu-west")
+    run = await fleet_cli(tmp_path, fleet_document(hosts, clean_host, host_deadline_s=DEADLINE_S), "gpu-west")
     assert run.code == 1, run.stdout + run.stderr  # the worst host's: a failure outranks a could-not-check
     lines = run.stdout.splitlines()
     assert lines[0].startswith("proofbot verify gpu-west: FAIL · 5 hosts · 2 pass · 2 fail · 1 could not check · ")
@@ -59,8 +67,9 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
     assert "→ " in failed_block and "proofbot restore ct129" in failed_block  # the next step, as typed
     assert run.stdout.count("$ sha256sum -- ") == 1  # one example's evidence, not every host's
     hung_block = "\n".join(lines[hung:passing])
-    assert "timed out after 3 s (fleet.host_deadline_s)" in hung_block
+    assert f"timed out after {DEADLINE_S} s (fleet.host_deadline_s)" in hung_block
     assert "? error  7 more not checked: the same cause: file:eagle_info.py, extra-files, main-pid" in hung_block
+    assert len(hung_block.splitlines()) == 3  # the group, the cause, one line for the checks it stopped
     assert "also: file:eagle_info.py" in failed_block  # the example's passing checks, named on one line
     assert lines[-1].startswith("operation op-")
 
@@ -81,6 +90,11 @@ async def test_json_is_one_object_with_every_host_as_one_host_prints_it(
         assert set(host) == SINGLE_HOST_KEYS and host["operation_id"] != report["operation_id"]
     assert {c["name"]: c["status"] for c in report["hosts"][1]["checks"]}["cmdline"] == "fail"
 
+    verbose = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "gpu-west", "-v")
+    example = verbose.stdout.split("✗ FAIL · 1 host: ct129", 1)[1].split("✓ PASS · 1 host: ct130", 1)[0]
+    assert "✓ pass   main-pid" in example and "also:" not in example  # -v: every check of the example
+    assert example.count("(exit 0") == 8  # and the evidence of each, passing ones too
+
     one = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "ct130", "--json")
     assert one.code == 0 and set(json.loads(one.stdout)) == SINGLE_HOST_KEYS | {"schema_version"}  # as ever
 
@@ -92,8 +106,8 @@ async def test_exit_code_is_the_worst_hosts(clean_host: DemoHost, black_hole: di
     assert passing.stdout.splitlines()[0].startswith("proofbot verify gpu-west: PASS · 2 hosts · 2 pass · ")
     assert "✓ PASS · 2 hosts: ct[130-131]" in passing.stdout
 
-    hung = await fleet_cli(tmp_path, fleet_document({**clean, "ct140": black_hole}, clean_host, host_deadline_s=2),
-                           "all", "--json")
+    document = fleet_document({**clean, "ct140": black_hole}, clean_host, host_deadline_s=DEADLINE_S)
+    hung = await fleet_cli(tmp_path, document, "all", "--json")
     assert hung.code == 3, hung.stdout  # nothing failed, one host could not be checked
     report = json.loads(hung.stdout)
     assert report["verdict"] == "error" and report["counts"]["error"] == 1
@@ -166,3 +180,30 @@ def test_host_names_are_said_briefly_and_completely() -> None:
     assert compress_names(["a", "b", "a"]) == "a, b"
     assert compress_names([f"n{i}" for i in range(500)]) == "n[0-499]"
     assert compress_names([f"gpu{i:02d}" for i in range(1, 13)]) == "gpu[01-12]"
+
+
+async def test_on_a_terminal_the_host_still_hanging_is_named_while_it_hangs(
+        clean_host: DemoHost, black_hole: dict[str, Any], tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(fleet_document({"ct130": fleet_entry(clean_host), "ct131": fleet_entry(clean_host),
+                                         "ct140": black_hole}, clean_host, host_deadline_s=DEADLINE_S))
+    controller, terminal = pty.openpty()  # stderr is a terminal, as when a person runs it; stdout a pipe
+    try:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "verify", "gpu-west", "--inventory", str(inventory),
+            "--db", str(tmp_path / "a.db"), cwd=REPO, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=terminal)
+        os.close(terminal)
+        seen = b""
+        while b"waiting on ct140" not in seen.rsplit(b"\r", 1)[-1] or b"2/3 hosts" not in seen:
+            chunk = await asyncio.to_thread(os.read, controller, 4096)  # the child is still running
+            assert chunk, seen
+            seen += chunk
+        assert child.returncode is None  # named while it hangs, before the deadline ends the run
+        out, _ = await child.communicate()
+    finally:
+        os.close(controller)
+    assert child.returncode == 3
+    assert seen.decode().startswith("0/3 hosts · 0 ✓ · waiting on ct130, ct131, ct140")
+    assert "\r\x1b[K2/3 hosts · 2 ✓ · waiting on ct140" in seen.decode()
+    assert out.decode().startswith("proofbot verify gpu-west: COULD NOT CHECK · 3 hosts")  # stdout: the summary

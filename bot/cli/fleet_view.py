@@ -8,28 +8,27 @@ names. The exit code is the worst host's (README "Using it").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
-from bot.plain_text import MARKS, VERDICT_WORDS, final_text, finding_lines
-from commands.fleet.grouping import OutcomeGroup, group_outcomes
+from bot.plain_text import FLEET_COUNT_WORDS, MARKS, VERDICT_WORDS, final_text, finding_lines, fleet_counts_words
+from commands.fleet.grouping import OutcomeGroup, group_outcomes, outcome_of
 from commands.fleet.names import compress_names
+from commands.operation import OperationResult
 from commands.redact import redact_data
 from commands.verify.fleet import FleetResult
 
-# In the counts line, in this order; "could not check" as everywhere else in proofbot.
-COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("error", "could not check"))
 SAME_CAUSE = "not checked: the same cause"  # commands.verify.operation's words for the checks a cause stopped
 GROUP_WORDS = {"fail": "✗ FAIL", "error": "? COULD NOT CHECK", "warn": "! PASS WITH A WARNING", "pass": "✓ PASS"}
 
 
 def counts_line(fleet: FleetResult) -> str:
     """``50 hosts · 46 pass · 3 fail · 1 could not check · 12.3 s``."""
-    counts, total = fleet.counts(), len(fleet.results)
-    parts = [f"{total} host{'s' if total != 1 else ''}"]
-    parts += [f"{counts[key]} {words}" for key, words in COUNT_WORDS if counts[key]]
-    return " · ".join([*parts, f"{fleet.duration_s:.1f} s"])
+    total = len(fleet.results)
+    parts = [f"{total} host{'s' if total != 1 else ''}", fleet_counts_words(fleet.counts())]
+    return " · ".join([*filter(None, parts), f"{fleet.duration_s:.1f} s"])
 
 
 @final_text
@@ -44,6 +43,21 @@ def render_fleet(fleet: FleetResult, *, addresses: Mapping[str, str] | None = No
     lines.append(f"operation {fleet.operation_id}: `proofbot audit` lists it; each host's own part in "
                  "`proofbot audit HOST`")
     return "\n".join(lines)
+
+
+@final_text
+def progress_text(done: Sequence[OperationResult], hosts: Sequence[str]) -> str:
+    """The live line while a fleet runs: ``31/50 hosts · 27 ✓ · 3 ✗ · 1 ? · waiting on ct133, ct140 +17``,
+    so a host that hangs is named while it hangs, not only at the end."""
+    outcomes = Counter(outcome_of(result) for result in done)
+    finished = {result.host for result in done}
+    waiting = [host for host in hosts if host not in finished]
+    parts = [f"{len(done)}/{len(hosts)} hosts", f"{outcomes['pass'] + outcomes['warn']} ✓"]
+    parts += [f"{outcomes[key]} {mark}" for key, mark in (("fail", "✗"), ("error", "?")) if outcomes[key]]
+    if waiting:
+        more = f" +{len(waiting) - 3}" if len(waiting) > 3 else ""
+        parts.append(f"waiting on {', '.join(waiting[:3])}{more}")
+    return " · ".join(parts)
 
 
 def _group_lines(group: OutcomeGroup, *, verbose: bool) -> list[str]:
@@ -89,7 +103,7 @@ def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None =
         "operation_id": fleet.operation_id,
         "target": fleet.target,
         "verdict": fleet.verdict,
-        "counts": {key: counts[key] for key, _ in COUNT_WORDS},
+        "counts": {key: counts[key] for key, _ in FLEET_COUNT_WORDS},
         "started_at": fleet.started_at,
         "duration_s": round(fleet.duration_s, 3),
         "without_backup": [{"host": host, "reason": reason} for host, reason in (without_backup or {}).items()],
