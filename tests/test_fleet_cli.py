@@ -10,8 +10,10 @@ import asyncio
 import json
 import os
 import pty
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,10 @@ async def test_backup_applies_to_the_hosts_that_have_it_and_the_others_are_said(
     checks = {host["host"]: [c["name"] for c in host["checks"]] for host in report["hosts"]}
     assert not any(name.startswith("file:") for name in checks["ct131"]) and "main-pid" in checks["ct131"]
     assert "file:spec_info.py" in checks["ct129"] and unnamed.code == 1
+    with closing(sqlite3.connect(tmp_path / "a.db")) as db:  # the fleet's request says it too
+        (asked,) = db.execute("SELECT details FROM events WHERE operation_id = ? AND kind = 'requested'",
+                              [report["operation_id"]]).fetchone()
+    assert json.loads(asked)["fleet"]["without_backup"] == {"ct131": report["without_backup"][0]["reason"]}
 
     typo = await fleet_cli(tmp_path, document, "gpu-west", "--backup", "pre-ddtre")
     assert typo.code == 2 and typo.stdout == ""
