@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import ParamSpec
 
 from commands.findings import Finding, NextStep
+from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.redact import redact
 from commands.registry import OPERATIONS
 from commands.restart.plan import RestartPlan
+from commands.restart.rollout import HostOutcome, RolloutPlan, RolloutResult
 from commands.restart.watch import RestartProgress
 from commands.restore.plan import RestorePlan
 from commands.store.chain import ChainReport
@@ -288,4 +290,82 @@ def render_chain(report: ChainReport, db: Path) -> str:
         lines.append(f"  {report.events} events checked; only the first broken link is reported")
     if report.missing_guards:
         lines.append("append-only triggers missing (dropped by hand?): " + ", ".join(report.missing_guards))
+    return "\n".join(lines)
+
+
+# -- rolling restart (README "Rolling restart") --------------------------------------------
+
+ROLLOUT_WORDS = {"pass": "PASS", "fail": "FAIL", "error": "COULD NOT CHECK", "refused": "HALTED, NOT ALL RESTARTED"}
+ROLLOUT_MARKS = {"done": OK, "failed": BAD, "untouched": "-"}
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def shorten_middle(text: str, limit: int) -> str:
+    """A command line's program and its last flags (where launch options differ), the middle cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]
+
+
+def rollout_host_line(plan: RestartPlan, width: int = 0, cmdline_chars: int = 90) -> str:
+    """``ct129  PID 4122  sglang (supervisord)  python3 /srv/app/fake_llm.py --port 30000 …``"""
+    before = plan.before
+    pid = f"PID {before.main_pid}" if before.main_pid else f"no PID ({before.state})"
+    return (f"{plan.host.name.ljust(width)}  {pid:<11} {plan.service.unit} ({plan.service.manager})  "
+            f"{shorten_middle(before.cmdline or '(cmdline unreadable)', cmdline_chars)}")
+
+
+def rollout_proof_words(plan: RolloutPlan) -> str:
+    """What each host must prove before the next batch starts (from its first host's service)."""
+    first = plan.hosts[0].service if plan.hosts else None
+    probe = ", one real request" if first is not None and first.probe else ""
+    return f"a NEW main PID, the unit active, health 200, the cmdline flags{probe}"
+
+
+@final_text
+def render_rollout_plan(plan: RolloutPlan) -> str:
+    """The one plan a person approves for a whole group: every host's PID and cmdline, shortened."""
+    count = len(plan.hosts)
+    lines = [f"Rolling restart plan for {plan.target}: {count} host{'s' if count != 1 else ''}, "
+             f"{plan.restart_batch} at a time (operation {plan.operation_id}, plan {plan.plan_hash[:12]})",
+             f"  each host is restarted, then must prove {rollout_proof_words(plan)}",
+             "  before the next batch starts; the first host not proven halts the rollout (its batch finishes,",
+             "  later hosts are not touched)"]
+    width = max((len(p.host.name) for p in plan.hosts), default=0)
+    for number, batch in enumerate(plan.batches(), 1):
+        for host_plan in batch:
+            lines.append(f"  {number:>3}. {rollout_host_line(host_plan, width)}")
+    return "\n".join(lines)
+
+
+@final_text
+def rollout_host_done_line(outcome: HostOutcome) -> str:
+    result = outcome.result
+    if result is None:
+        return f"  - {outcome.host} not restarted: {outcome.reason}"
+    old, new = result.extra.get("old_pid"), result.extra.get("new_pid")
+    if outcome.state == "done":
+        ready = result.extra.get("ready_after_s")
+        return (f"  {OK} {outcome.host} restarted and proven: PID {old} → {new}"
+                + (f", ready {ready:.2f} s" if ready is not None else ""))
+    return f"  {BAD} {outcome.host} {VERDICT_WORDS[result.verdict]}: {outcome.reason or 'not proven'}"
+
+
+@final_text
+def render_rollout_result(result: RolloutResult, *, verbose: bool = False) -> str:
+    lines = [f"proofbot restart {result.target}: {ROLLOUT_WORDS[result.verdict]} "
+             f"({len(result.hosts)} hosts in {result.duration_s:.1f} s, operation {result.operation_id})"]
+    if result.halted:
+        lines.append(f"  {result.halted}")
+    for state in ("done", "failed", "untouched"):
+        names = result.named(state)
+        lines.append(f"  {state + ' (' + str(len(names)) + '):':<16}{compress_names(names) or '-'}")
+    for outcome in result.hosts:
+        if outcome.result is not None and (verbose or outcome.state == "failed"):
+            lines.append("")
+            lines.append(render_result(outcome.result, verbose=verbose))
     return "\n".join(lines)

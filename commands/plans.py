@@ -1,7 +1,8 @@
 """One lifecycle for every approvable operation: request a plan, decide, apply or close it.
 
 Restore and restart plans derive from ``Plan`` (an id, a host, the hash an approval binds
-to, JSON to keep it). ``request_plan`` takes the host's lock, records the request, makes
+to, JSON to keep it); a rolling restart's plan over many hosts is a ``Decidable`` too (one
+approval, no single host). ``request_plan`` takes the host's lock, records the request, makes
 the plan on the host and stores it awaiting a decision; ``lock_for_apply`` checks that the
 decision is for this very plan before anything runs; ``withdraw`` ends a plan its own
 requester declined. A stored plan is rebuilt against today's inventory and is void
@@ -24,12 +25,11 @@ from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore, append_event
 
 
-class Plan(ABC):
-    """A plan shown to people, stored while it awaits a decision, applied once approved."""
+class Decidable(ABC):
+    """Anything that waits for one approval: one host's plan (``Plan``) or a plan over many hosts."""
 
     operation: ClassVar[str]
     operation_id: str
-    host: Host
 
     @property
     @abstractmethod
@@ -39,6 +39,35 @@ class Plan(ABC):
     @abstractmethod
     def to_json(self) -> dict[str, Any]:
         """The plan as stored and audited; holds ``plan_hash``."""
+
+    @property
+    @abstractmethod
+    def audit_host(self) -> str | None:
+        """The host its events name; None for a fleet operation (its hosts' own operations name them)."""
+
+    @property
+    def locked_hosts(self) -> tuple[str, ...]:
+        """The hosts whose locks this plan holds while it awaits a decision."""
+        return ()
+
+    @classmethod
+    @abstractmethod
+    def load(cls, inventory: Inventory, pending: PendingPlan) -> Self:
+        """The plan a decision was made on, from its row (read once by the caller)."""
+
+
+class Plan(Decidable):
+    """A plan for one host, shown to people, stored while it awaits a decision, applied once approved."""
+
+    host: Host
+
+    @property
+    def audit_host(self) -> str | None:
+        return self.host.name
+
+    @property
+    def locked_hosts(self) -> tuple[str, ...]:
+        return (self.host.name,)
 
     @classmethod
     @abstractmethod
@@ -128,15 +157,16 @@ async def finish(audit: AuditStore, plan: Plan, actor: str, verdict: str, summar
                        actor=actor, details={"verdict": verdict, "summary": summary, **(extra or {})})
 
 
-async def withdraw(audit: AuditStore, plan: Plan, actor: str, *, refused: bool, reason: str) -> None:
+async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: bool, reason: str) -> None:
     """The requester's own front-end declined before any approval (no terminal to ask on, or "no"):
     in one transaction the plan is closed, the event says why (``refused`` or ``cancelled``), the
     host is freed."""
     def close(db: sqlite_utils.Database) -> None:
         db.execute("UPDATE plans SET state = 'void' WHERE id = ?", [plan.operation_id])
         append_event(db, "refused" if refused else "cancelled", operation_id=plan.operation_id,
-                     operation=plan.operation, host=plan.host.name, actor=actor,
+                     operation=plan.operation, host=plan.audit_host, actor=actor,
                      details={"reason": reason, "plan_hash": plan.plan_hash})
-        locks.free(db, plan.host.name, plan.operation_id)
+        for host in plan.locked_hosts:
+            locks.free(db, host, plan.operation_id)
 
     await audit.write(close)

@@ -28,7 +28,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         name="restart",
-        usage="HOST",
+        usage="HOST | GROUP",
         summary="Restart a service after approval and prove it: new PID, health 200, right flags, a real request",
         mutating=True,
     ),

@@ -1,8 +1,10 @@
-"""``proofbot restart HOST [--yes] [--json]``: show the plan, ask, restart, prove it took effect.
+"""``proofbot restart TARGET [--yes] [--json]``: show the plan, ask, restart, prove it took effect.
 
 Without ``--yes`` the plan is confirmed on the terminal; with no terminal to ask on
 nothing changes and the exit code is 4 (README "Restart"). While it waits, a live status
 line on stderr (when it is a terminal) shows the elapsed time and each signal's state.
+TARGET a group: one plan for every host, one confirmation, then a rolling restart with a
+line per host as it starts and ends, and the done / failed / untouched lists at the end.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import shutil
 import sys
 import time
@@ -18,14 +21,23 @@ from typing import TextIO
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
+    SCHEMA_VERSION,
+    Session,
     add_host_and_output_arguments,
     approve_at_terminal,
     print_result,
     session,
 )
-from bot.plain_text import progress_line, render_restart_plan
+from bot.plain_text import (
+    progress_line,
+    render_restart_plan,
+    render_rollout_plan,
+    render_rollout_result,
+    rollout_host_done_line,
+)
 from commands.errors import ProofbotError
 from commands.restart import RestartProgress, apply_restart, request_restart
+from commands.restart.rollout import HostOutcome, RolloutResult, apply_rollout, request_rollout
 
 TICK_S = 0.2
 
@@ -37,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     async with session(args) as cli:
+        if cli.inventory.is_group(args.host):
+            return await _rollout(cli, args)
         try:
             host = cli.inventory.host(args.host)
         except ProofbotError as exc:
@@ -60,6 +74,46 @@ async def run(args: argparse.Namespace) -> int:
         print(f"  PID {result.extra.get('old_pid')} → {result.extra.get('new_pid') or 'no new PID'}"
               + (f" · ready {ready:.2f} s after the restart command" if ready is not None else " · never ready"))
     return code
+
+
+EXIT_FOR_ROLLOUT = {"pass": 0, "fail": 1, "error": 3, "refused": 4}
+
+
+async def _rollout(cli: Session, args: argparse.Namespace) -> int:
+    """A group: one plan, one confirmation, hosts restarted batch by batch, each proven before the next."""
+    target = args.host
+    try:
+        plan = await request_rollout(cli.inventory, target, origin=cli.origin, audit=cli.audit)
+    except ProofbotError as exc:
+        await cli.refused("restart", target, exc)
+        raise
+    out = sys.stderr if args.json else sys.stdout
+    print(render_rollout_plan(plan), file=out, flush=True)
+    decided = await approve_at_terminal(cli, plan, yes=args.yes, refusal_words="not restarted: {}",
+                                        question=f"Restart {len(plan.hosts)} hosts of {target}, "
+                                                 f"{plan.restart_batch} at a time?",
+                                        hint="pass --yes to restart without asking")
+
+    async def started(host: str, batch: int, batches: int) -> None:
+        print(f"  [batch {batch}/{batches}] {host}: restarting…", file=out, flush=True)
+
+    async def done(outcome: HostOutcome) -> None:
+        print(rollout_host_done_line(outcome), file=out, flush=True)
+
+    result = await apply_rollout(plan, decided, origin=cli.origin, audit=cli.audit, fleet=cli.inventory.fleet,
+                                 on_host_start=started, on_host_done=done)
+    return _print_rollout(result, args)
+
+
+def _print_rollout(result: RolloutResult, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
+    else:
+        print(render_rollout_result(result, verbose=args.verbose))
+    warned = any(f.status == "warn" for o in result.hosts if o.result is not None for f in o.result.checks)
+    if args.strict and result.verdict == "pass" and warned:
+        return 1
+    return EXIT_FOR_ROLLOUT[result.verdict]
 
 
 class _StatusLine:
@@ -100,4 +154,7 @@ class _StatusLine:
             self._stream.flush()
 
 
-COMMAND = CliCommand("restart", add_arguments, run)
+EPILOG = ("HOST may be a group of the inventory (or `all`): a rolling restart, one plan and one confirmation "
+          "for every host, fleet.restart_batch hosts at a time, each proven before the next; it halts at the "
+          "first host not proven (README \"Rolling restart\").")
+COMMAND = CliCommand("restart", add_arguments, run, epilog=EPILOG)

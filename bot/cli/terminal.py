@@ -18,7 +18,7 @@ from bot.plain_text import render_result
 from commands.errors import ProofbotError, Refused
 from commands.inventory import Inventory, inventory_path, load_inventory
 from commands.operation import OperationResult, Origin
-from commands.plans import Plan, withdraw
+from commands.plans import Decidable, withdraw
 from commands.store import approvals
 from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore, db_path
@@ -93,7 +93,7 @@ async def confirm(question: str) -> str:
     return "" if answer.strip().lower() in ("y", "yes") else "not confirmed at the prompt"
 
 
-async def approve_at_terminal(cli: Session, plan: Plan, *, yes: bool, question: str, refusal_words: str,
+async def approve_at_terminal(cli: Session, plan: Decidable, *, yes: bool, question: str, refusal_words: str,
                               hint: str) -> PendingPlan:
     """The CLI's approval: ``--yes`` or a "y" at the prompt; otherwise the plan is withdrawn and
     ``Refused`` raised (``refusal_words`` with ``{}`` for why), nothing changed."""

@@ -48,6 +48,8 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             app.action(action_id)(_action_listener(context, listener))
         if command.approvable is not None:
             context.approvables[spec.name] = command.approvable
+        for approvable in command.more_approvables:
+            context.approvables[approvable.plan_type.operation] = approvable
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,

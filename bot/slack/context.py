@@ -18,12 +18,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.blocks import Message
 from commands.errors import Refused
 from commands.inventory import Inventory
-from commands.plans import Plan
+from commands.plans import Decidable
 from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore
 
 Body = dict[str, Any]
-P = TypeVar("P", bound=Plan)
+P = TypeVar("P", bound=Decidable)
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,5 @@ class SlackCommand:
     actions: Mapping[str, Listener] = field(default_factory=dict)
     approvable: Approvable[Any] | None = None
     empty_text_is_help: bool = True
+    # Plans of another kind this command also makes (``/restart GROUP``: a rolling restart's plan).
+    more_approvables: tuple[Approvable[Any], ...] = ()

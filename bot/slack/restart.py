@@ -1,5 +1,6 @@
 """``/restart HOST`` in Slack (and the "Restart now" button): a plan with Approve/Reject, then the
 restart with live progress on the parent (at most every 2 s), each signal's evidence a reply.
+``/restart GROUP`` is a rolling restart (``bot.slack.rollout``).
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack import rollout
 from bot.slack.blocks import (
     RESTART_APPROVE,
     RESTART_NOW,
@@ -26,10 +28,16 @@ from commands.operation import Origin
 from commands.restart import RestartPlan, RestartProgress, apply_restart, request_restart
 from commands.store import approvals, locks
 
-USAGE = "usage: /restart HOST"
+USAGE = "usage: /restart HOST or /restart GROUP"
 
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
+    words = command.get("text", "").split()
+    if len(words) == 1 and context.inventory.is_group(words[0]):
+        await rollout.check_group(context, words[0])
+        await ack()
+        await rollout.plan_in_thread(context, client, command, words[0])
+        return
     host = await _restartable(context, command)
     await ack()
     await plan_in_thread(context, client, command, host)
@@ -102,5 +110,6 @@ async def on_click(context: BotContext, ack: AsyncAck, body: Body, client: Async
     await on_decision(context, APPROVABLE, ack, body, client)
 
 
-COMMAND = SlackCommand("restart", on_command, approvable=APPROVABLE,
-                       actions={RESTART_APPROVE: on_click, RESTART_REJECT: on_click, RESTART_NOW: on_restart_now})
+COMMAND = SlackCommand("restart", on_command, approvable=APPROVABLE, more_approvables=(rollout.APPROVABLE,),
+                       actions={RESTART_APPROVE: on_click, RESTART_REJECT: on_click, RESTART_NOW: on_restart_now,
+                                **rollout.ACTIONS})

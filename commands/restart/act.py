@@ -33,7 +33,7 @@ from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
 from commands.host_http import fetch_via_host, run_probe
 from commands.operation import OnFinding, OperationResult, Origin, utc_now
-from commands.restart.plan import RestartPlan, read_snapshot, restart_argv
+from commands.restart.plan import RestartPlan, ServiceSnapshot, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
 from commands.restart.verdict import check_names, restart_findings
 from commands.restart.watch import Phase, Poll, Watch
@@ -49,18 +49,21 @@ START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process re
 
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
-                  poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S) -> OperationResult:
+                  poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S,
+                  fleet_operation_id: str | None = None) -> OperationResult:
     """Restart the planned service and prove it came back right; every step goes to the audit log.
 
     Raises ``Locked`` (another mutating operation holds the host) or ``PlanVoid``
     (the host changed since the plan): both are ``Refused`` and nothing was restarted.
     ``request_recorded``: the caller already appended ``requested`` for plan.operation_id
-    (e.g. when it showed the plan for approval).
+    (e.g. when it showed the plan for approval). A restart that is one host of a rolling restart
+    names the rollout (``fleet_operation_id``) in its request.
     """
     run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
     if not request_recorded:
+        fleet = {"fleet_operation_id": fleet_operation_id} if fleet_operation_id else {}
         await run.event("requested", {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
-                                      "checks": check_names(plan), "origin": origin.to_json()})
+                                      "checks": check_names(plan), "origin": origin.to_json(), **fleet})
     try:
         lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
                                     origin.channel, origin.thread_ts)
@@ -91,6 +94,19 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     await run.event("finished", {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
                                  "statuses": {f.name: f.status for f in findings}, **extra})
     return result
+
+
+def changes_since(before: ServiceSnapshot, now: ServiceSnapshot) -> list[str]:
+    """How the running process differs from the planned one (empty: it is the same process)."""
+    changed = []
+    if now.main_pid != before.main_pid:
+        changed.append(f"main PID {before.main_pid} → {now.main_pid}")
+    if now.invocation_id != before.invocation_id:
+        changed.append(f"InvocationID {before.invocation_id} → {now.invocation_id}")
+    if (now.main_pid == before.main_pid and now.started_epoch is not None and before.started_epoch is not None
+            and abs(now.started_epoch - before.started_epoch) > START_TOLERANCE_S):
+        changed.append(f"PID {now.main_pid} now belongs to a process started {now.started_at}")
+    return changed
 
 
 class _Run:
@@ -136,16 +152,7 @@ class _Run:
     async def _recheck(self, conn: HostConnection) -> None:
         """Approval binds to the plan: the planned process must still be the one running."""
         now, _ = await read_snapshot(conn, self.service)
-        before = self.plan.before
-        changed = []
-        if now.main_pid != before.main_pid:
-            changed.append(f"main PID {before.main_pid} → {now.main_pid}")
-        if now.invocation_id != before.invocation_id:
-            changed.append(f"InvocationID {before.invocation_id} → {now.invocation_id}")
-        if (now.main_pid == before.main_pid and now.started_epoch is not None and before.started_epoch is not None
-                and abs(now.started_epoch - before.started_epoch) > START_TOLERANCE_S):
-            changed.append(f"PID {now.main_pid} now belongs to a process started {now.started_at}")
-        if changed:
+        if changed := changes_since(self.plan.before, now):
             raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")
         await self.event("step", {"step": "before", "state": asdict(now)})

@@ -110,3 +110,27 @@ async def refuse_if_busy(store: AuditStore, host: str) -> None:
         raise Locked(f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "
                      f"since {current.acquired_at}", hint="one mutating operation per host at a time",
                      holder=asdict(current))
+
+
+async def acquire_all(store: AuditStore, hosts: list[str], operation_id: str, operation: str, holder: str,
+                      channel: str | None = None, thread_ts: str | None = None) -> list[LockHolder]:
+    """Every host's lock for one fleet operation, or none: a busy host raises Locked naming its holder,
+    and the locks taken before it are freed."""
+    taken: list[LockHolder] = []
+    try:
+        for host in hosts:
+            taken.append(await acquire(store, host, operation_id, operation, holder, channel, thread_ts))
+    except BaseException:
+        for lock in taken:
+            await release(store, lock)
+        raise
+    return taken
+
+
+async def hand_over(store: AuditStore, lock: LockHolder, operation_id: str, operation: str) -> LockHolder:
+    """A fleet operation passes one host's lock to that host's own operation, which frees it when it ends."""
+    await store.write(lambda db: db.execute(
+        "UPDATE locks SET operation_id = ?, operation = ? WHERE host = ? AND operation_id = ?",
+        [operation_id, operation, lock.host, lock.operation_id]))
+    return LockHolder(lock.host, operation_id, operation, lock.holder, lock.pid, lock.machine, lock.acquired_at,
+                      lock.channel, lock.thread_ts)

@@ -1,0 +1,104 @@
+"""``/restart GROUP`` in Slack: one plan (every host's PID, compressed within Block Kit's limits, the
+whole plan attached as a file past 20 hosts), one Approve, then the rolling restart with its progress
+on the parent ("2/4 restarted · restarting ct131"), one reply per host (its proof), the summary last.
+"""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.plain_text import render_rollout_plan
+from bot.slack.blocks import (
+    ROLLOUT_APPROVE,
+    ROLLOUT_FILE_OVER,
+    ROLLOUT_REJECT,
+    rollout_host_message,
+    rollout_plan_message,
+    rollout_result_message,
+    rollout_status_message,
+)
+from bot.slack.context import Approvable, Body, BotContext, Click
+from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.thread import OperationThread
+from commands.errors import ProofbotError, Refused
+from commands.operation import Origin
+from commands.restart.rollout import HostOutcome, RolloutPlan, apply_rollout, request_rollout, restartable_hosts
+from commands.store import approvals, locks
+
+
+async def check_group(context: BotContext, target: str) -> None:
+    """Before the ack: every host of the group has a service and none is busy (who holds it is said)."""
+    for host in restartable_hosts(context.inventory, target):
+        await locks.refuse_if_busy(context.audit, host.name)
+
+
+async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, target: str) -> None:
+    user = command["user_id"]
+    count = len(context.inventory.groups[target])
+    posted = await client.chat_postMessage(channel=command["channel_id"],
+                                           text=f"Planning a rolling restart of {target} ({count} hosts) for "
+                                                f"<@{user}>…")
+    channel, ts = str(posted["channel"]), str(posted["ts"])
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
+    try:
+        plan = await request_rollout(context.inventory, target, origin=origin, audit=context.audit)
+    except ProofbotError as exc:  # recorded by request_rollout; the placeholder says why
+        await client.chat_update(channel=channel, ts=ts, text=f":no_entry: no rolling restart of {target}: "
+                                 f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""), blocks=[])
+        return
+    pending = await approvals.get(context.audit, plan.operation_id)
+    text, blocks = rollout_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    if len(plan.hosts) > ROLLOUT_FILE_OVER:
+        await client.files_upload_v2(channel=channel, thread_ts=ts, content=render_rollout_plan(plan),
+                                     filename=f"rollout-{target}-{plan.operation_id}.txt",
+                                     title=f"Rolling restart plan for {target}: every host")
+    arm_expiry(context, client, plan.operation_id)
+
+
+async def rollout_in_thread(context: BotContext, client: AsyncWebClient, click: Click, plan: RolloutPlan) -> None:
+    user, requester, decided = click.user, click.requester, click.decided
+    thread = OperationThread(client, click.channel, click.ts)
+    approved = f":white_check_mark: approved by <@{user}> at {decided.decided_at}"
+    total = len(plan.hosts)
+    finished: list[HostOutcome] = []
+    running: list[str] = []
+
+    def progress() -> str:
+        done = sum(1 for outcome in finished if outcome.state == "done")
+        failed = len(finished) - done
+        return (f"{done}/{total} restarted" + (f" · {failed} not proven" if failed else "")
+                + (f" · restarting {', '.join(running)}" if running else ""))
+
+    async def started(host: str, batch: int, batches: int) -> None:
+        running.append(host)
+        thread.update(rollout_status_message(plan, requester, f"{approved} — batch {batch}/{batches}", progress()))
+
+    async def done(outcome: HostOutcome) -> None:
+        running.remove(outcome.host)
+        finished.append(outcome)
+        thread.reply(rollout_host_message(outcome, requester))
+        thread.update(rollout_status_message(plan, requester, approved, progress()))
+
+    thread.update(rollout_status_message(plan, requester, approved + " — starting…", progress()))
+    origin = Origin(actor=f"slack:{user}", via="slack", channel=click.channel, thread_ts=click.ts)
+    try:
+        result = await apply_rollout(plan, decided, origin=origin, audit=context.audit, fleet=context.inventory.fleet,
+                                     on_host_start=started, on_host_done=done)
+    except Refused as refused:
+        await thread.finish(rollout_status_message(plan, requester, f":no_entry_sign: {refused.message}; "
+                                                                     "nothing was restarted"))
+        return
+    await thread.finish(rollout_result_message(plan, requester, approved, result))
+
+
+APPROVABLE = Approvable(RolloutPlan, ROLLOUT_REJECT, "nothing was restarted", rollout_status_message,
+                        rollout_in_thread)
+
+
+async def on_click(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+    await on_decision(context, APPROVABLE, ack, body, client)
+
+
+ACTIONS = {ROLLOUT_APPROVE: on_click, ROLLOUT_REJECT: on_click}

@@ -1,0 +1,374 @@
+"""Rolling restart of a group: one plan over every host, one approval, then hosts restarted in batches.
+
+``request_rollout`` reads every host's running service concurrently (``fleet.max_parallel``
+at a time, each within ``fleet.host_deadline_s``) into ONE plan listing each host's main PID
+and command line; a host that cannot be read refuses the plan, naming it. ``apply_rollout``
+takes every host's lock at once (a busy host refuses the rollout, naming the holder: nobody
+else restarts or restores a host of the group mid-rollout), re-reads every host (a changed
+PID voids the plan, nothing restarted), then restarts ``fleet.restart_batch`` hosts at a
+time through the single-host path (``commands.restart.act.restart``: the same re-check just
+before each host, the same proof, the same audit events, each per-host operation naming the
+rollout as ``fleet_operation_id``). The first host not proven halts it: the rest of its batch
+finishes, later batches are never touched (README "Restart", "Rolling restart").
+
+Locks are taken at apply, not while the plan waits: a pending plan must not freeze a whole
+group for ``expire_after_s``, and the PID re-check voids whatever changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
+
+from commands.errors import CouldNotCheck, Locked, PlanVoid, Refused, UsageError
+from commands.fleet.run import run_bounded
+from commands.inventory import FleetSettings, Host, Inventory
+from commands.operation import OperationResult, Origin, new_operation_id, utc_now
+from commands.plans import Decidable
+from commands.redact import redact_data
+from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
+from commands.restart.plan import RestartPlan, ServiceSnapshot, plan_restart, read_snapshot
+from commands.restart.progress import OnProgress
+from commands.ssh import connect
+from commands.store import approvals, locks
+from commands.store.approvals import PendingPlan
+from commands.store.events import AuditStore
+
+OPERATION = "rollout"
+HostState = Literal["done", "failed", "untouched"]
+RolloutVerdict = Literal["pass", "fail", "error", "refused"]
+OnHostStart = Callable[[str, int, int], Awaitable[None]]  # (host, batch number, batches)
+OnHostDone = Callable[["HostOutcome"], Awaitable[None]]
+OnHostProgress = Callable[[str], OnProgress | None]
+
+
+@dataclass(frozen=True)
+class RolloutPlan(Decidable):
+    """Every host's restart plan (its own operation id and the process it was planned against)."""
+
+    operation: ClassVar[str] = OPERATION
+    operation_id: str
+    target: str
+    restart_batch: int
+    hosts: tuple[RestartPlan, ...]
+    created_at: str = field(default_factory=utc_now)
+
+    @property
+    def audit_host(self) -> str | None:
+        return None
+
+    def content(self) -> dict[str, Any]:
+        return {"target": self.target, "restart_batch": self.restart_batch,
+                "hosts": [{"operation_id": plan.operation_id, **plan.content()} for plan in self.hosts]}
+
+    @property
+    def plan_hash(self) -> str:
+        canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        """As shown and stored; each host's part is its restart plan as stored (masked, without the
+        plan's raw evidence: the PID and cmdline shown are it)."""
+        return redact_data({"operation_id": self.operation_id, "operation": self.operation,
+                            "created_at": self.created_at, "plan_hash": self.plan_hash, "target": self.target,
+                            "restart_batch": self.restart_batch, "hosts": [plan.to_json() for plan in self.hosts]})
+
+    @classmethod
+    def load(cls, inventory: Inventory, pending: PendingPlan) -> RolloutPlan:
+        """Rebuilt against today's inventory: a host gone or changed in it voids the plan."""
+        if pending.operation != cls.operation:
+            raise PlanVoid(f"plan {pending.id} is a {pending.operation} plan, not a rolling restart")
+        data = pending.details
+        plans = []
+        for entry in data.get("hosts", []):
+            host = inventory.hosts.get(str(entry.get("host")))
+            if host is None:
+                raise PlanVoid(f"plan void: {entry.get('host')} is no longer in the inventory",
+                               hint="request a new plan")
+            plans.append(RestartPlan.from_json(entry, host))
+        plan = cls(str(data["operation_id"]), str(data["target"]), int(data["restart_batch"]), tuple(plans),
+                   str(data["created_at"]))
+        if plan.plan_hash != pending.plan_hash or plan.plan_hash != data.get("plan_hash"):
+            raise PlanVoid(f"plan void: plan {pending.id} no longer matches the hash that was approved",
+                           hint="request a new plan")
+        return plan
+
+    def batches(self) -> list[tuple[RestartPlan, ...]]:
+        size = self.restart_batch
+        return [self.hosts[start:start + size] for start in range(0, len(self.hosts), size)]
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    """One host of a rollout: proven (done), restarted but not proven (failed), or never restarted."""
+
+    host: str
+    state: HostState
+    result: OperationResult | None = None  # None: never restarted
+    reason: str = ""  # why untouched, or what failed
+
+    def to_json(self) -> dict[str, Any]:
+        if self.result is not None:
+            return {**self.result.to_json(), "rollout_state": self.state}
+        return {"host": self.host, "operation": "restart", "verdict": None, "rollout_state": self.state,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    operation_id: str
+    target: str
+    started_at: str
+    duration_s: float
+    hosts: list[HostOutcome]  # in the plan's order
+    halted: str  # "" when every host was reached
+
+    def named(self, state: HostState) -> list[str]:
+        return [outcome.host for outcome in self.hosts if outcome.state == state]
+
+    @property
+    def verdict(self) -> RolloutVerdict:
+        """The worst host's: a failed proof, then a could-not-check, then a host refused (changed since
+        the plan); pass only when every host was restarted and proven."""
+        failed = [o.result.verdict for o in self.hosts if o.state == "failed" and o.result is not None]
+        if "fail" in failed:
+            return "fail"
+        if "error" in failed:
+            return "error"
+        return "pass" if all(o.state == "done" for o in self.hosts) else "refused"
+
+    def counts(self) -> Counter[str]:
+        return Counter(outcome.state for outcome in self.hosts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operation": "restart", "target": self.target, "verdict": self.verdict,
+                "operation_id": self.operation_id, "started_at": self.started_at,
+                "duration_s": round(self.duration_s, 3), "halted": self.halted or None,
+                "done": self.named("done"), "failed": self.named("failed"), "untouched": self.named("untouched"),
+                "hosts": [outcome.to_json() for outcome in self.hosts]}
+
+
+def restartable_hosts(inventory: Inventory, target: str) -> list[Host]:
+    """The group's hosts; every one must have a service (else the request is refused, naming them)."""
+    hosts = inventory.targets([target])
+    without = [host.name for host in hosts if host.service is None]
+    if without:
+        raise UsageError(f"{target}: {len(without)} host(s) have no service in the inventory: "
+                         + ", ".join(without[:20]) + (" …" if len(without) > 20 else ""),
+                         hint="add hosts.<name>.service, or restart a group without them")
+    return hosts
+
+
+async def _read_all(hosts: list[Host], fleet: FleetSettings,
+                    read: Callable[[Host], Awaitable[Any]]) -> list[Any | str]:
+    """``read(host)`` for every host, bounded; a host that fails or passes its deadline gives a string
+    saying why, so one unreachable host is named, never holding the others."""
+    async def one(host: Host) -> Any | str:
+        try:
+            async with asyncio.timeout(fleet.host_deadline_s):
+                return await read(host)
+        except TimeoutError:
+            return f"{host.name}: timed out after {fleet.host_deadline_s:g} s (fleet.host_deadline_s)"
+        except CouldNotCheck as exc:
+            return str(exc) if host.name in str(exc) else f"{host.name}: {exc}"
+    return await run_bounded(hosts, one, max_parallel=fleet.max_parallel)
+
+
+def _unreadable(results: list[Any], words: str) -> None:
+    problems = [result for result in results if isinstance(result, str)]
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; … {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise Refused(f"{words}: {len(problems)} host(s) could not be read: {shown}",
+                      hint="nothing was restarted; fix or leave out those hosts and ask again")
+
+
+async def plan_rollout(inventory: Inventory, target: str, *, operation_id: str | None = None) -> RolloutPlan:
+    """Read every host's service (bounded, a deadline each); nothing on any host changes."""
+    hosts = restartable_hosts(inventory, target)
+    fleet = inventory.fleet
+    plans = await _read_all(hosts, fleet, plan_restart)
+    _unreadable(plans, f"no plan for {target}")
+    return RolloutPlan(operation_id or new_operation_id(), target, fleet.restart_batch,
+                       tuple(replace(plan, evidence=()) for plan in plans if isinstance(plan, RestartPlan)))
+
+
+def _fleet_details(plan_hosts: list[str], target: str, fleet: FleetSettings) -> dict[str, Any]:
+    return {"target": target, "hosts": plan_hosts, "restart_batch": fleet.restart_batch,
+            "max_parallel": fleet.max_parallel, "host_deadline_s": fleet.host_deadline_s}
+
+
+async def request_rollout(inventory: Inventory, target: str, *, origin: Origin, audit: AuditStore) -> RolloutPlan:
+    """Plan a rolling restart of a group; it awaits one approval. A busy host refuses at once."""
+    hosts = restartable_hosts(inventory, target)
+    for host in hosts:
+        await locks.refuse_if_busy(audit, host.name)
+    operation_id = new_operation_id()
+    await audit.append("requested", operation_id=operation_id, operation=OPERATION, host=None, actor=origin.actor,
+                       details={"fleet": _fleet_details([h.name for h in hosts], target, inventory.fleet),
+                                "origin": origin.to_json()})
+    try:
+        plan = await plan_rollout(inventory, target, operation_id=operation_id)
+    except BaseException as exc:
+        verdict = "refused" if isinstance(exc, Refused) else "error"
+        await audit.append("finished", operation_id=operation_id, operation=OPERATION, host=None,
+                           actor=origin.actor, details={"verdict": verdict, "summary": f"planning failed: {exc}"})
+        raise
+    await audit.append("plan-shown", operation_id=operation_id, operation=OPERATION, host=None, actor=origin.actor,
+                       details=plan.to_json())
+    await approvals.create(audit, plan_id=operation_id, operation=OPERATION, host=target,
+                           requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
+                           approvals=inventory.approvals, channel=origin.channel, message_ts=origin.thread_ts)
+    return plan
+
+
+class _Rollout:
+    """One approved rollout: its locks, its events, its hosts' outcomes."""
+
+    def __init__(self, plan: RolloutPlan, origin: Origin, audit: AuditStore) -> None:
+        self.plan, self.origin, self.audit = plan, origin, audit
+        self.locks: dict[str, locks.LockHolder] = {}
+        self.outcomes: dict[str, HostOutcome] = {}
+        self.started_at, self.started = utc_now(), time.monotonic()
+
+    async def event(self, kind: str, details: dict[str, Any]) -> None:
+        await self.audit.append(kind, operation_id=self.plan.operation_id, operation=OPERATION, host=None,
+                                actor=self.origin.actor, details=details)
+
+    async def refuse(self, exc: Refused) -> None:
+        """Nothing was restarted: the plan is closed void and the rollout finished refused."""
+        await approvals.close(self.audit, self.plan.operation_id, "void")
+        details: dict[str, Any] = {"reason": str(exc), "plan_hash": self.plan.plan_hash}
+        if isinstance(exc, Locked):
+            details["holder"] = exc.holder
+        await self.event("refused", details)
+        await self.event("finished", {"verdict": "refused", "summary": exc.message})
+
+    async def release_untaken(self) -> None:
+        for host, lock in list(self.locks.items()):
+            await locks.release(self.audit, lock)
+            del self.locks[host]
+
+    async def recheck(self, fleet: FleetSettings) -> None:
+        """Every host still runs the planned process; else the whole plan is void."""
+        by_name = {plan.host.name: plan for plan in self.plan.hosts}
+
+        async def read(host: Host) -> ServiceSnapshot:
+            async with connect(host) as conn:
+                snapshot, _ = await read_snapshot(conn, by_name[host.name].service)
+            return snapshot
+
+        hosts = [plan.host for plan in self.plan.hosts]
+        nows = await _read_all(hosts, fleet, read)
+        _unreadable(nows, "plan void, nothing restarted")
+        changed = [f"{host.name}: " + "; ".join(diff) for host, now in zip(hosts, nows, strict=True)
+                   if isinstance(now, ServiceSnapshot) and (diff := changes_since(by_name[host.name].before, now))]
+        if changed:
+            raise PlanVoid(f"plan void, nothing restarted: {len(changed)} host(s) changed since the plan: "
+                           + "; ".join(changed[:10]), hint="request a new plan")
+
+
+async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Origin, audit: AuditStore,
+                        fleet: FleetSettings, on_host_start: OnHostStart | None = None,
+                        on_host_done: OnHostDone | None = None, on_host_progress: OnHostProgress | None = None,
+                        poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S) -> RolloutResult:
+    """Restart an approved rolling plan batch by batch, halting at the first host not proven.
+
+    Raises ``Refused`` (not approved, a host busy, unreadable or changed since the plan) with
+    nothing restarted. ``fleet`` gives the deadline and fan-out of the re-read; the batch size is
+    the plan's own (it was shown and approved).
+    """
+    if decided.id != plan.operation_id or decided.state != "approved":
+        raise Refused(f"plan {plan.operation_id} is not approved ({decided.state})", hint="nothing was done")
+    run = _Rollout(plan, origin, audit)
+    try:
+        if decided.plan_hash != plan.plan_hash:
+            raise PlanVoid(f"plan void: plan {decided.id} no longer matches the hash that was approved",
+                           hint="request a new plan")
+        taken = await locks.acquire_all(audit, [p.host.name for p in plan.hosts], plan.operation_id, OPERATION,
+                                        origin.actor, origin.channel, origin.thread_ts)
+        run.locks = {lock.host: lock for lock in taken}
+        await run.recheck(fleet)
+    except Refused as exc:
+        await run.release_untaken()
+        await run.refuse(exc)
+        raise
+    except BaseException:
+        await run.release_untaken()
+        raise
+    try:
+        halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
+    except BaseException as exc:
+        await asyncio.shield(run.event("interrupted", {"reason": repr(exc), "outcomes": {
+            host: outcome.state for host, outcome in run.outcomes.items()}}))
+        raise
+    finally:
+        await run.release_untaken()
+    for restart_plan in plan.hosts:
+        run.outcomes.setdefault(restart_plan.host.name, HostOutcome(
+            restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
+    result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
+                           [run.outcomes[p.host.name] for p in plan.hosts], halted)
+    await approvals.close(audit, plan.operation_id, "applied")
+    await run.event("finished", {
+        "verdict": result.verdict, "duration_s": round(result.duration_s, 3),
+        "counts": dict(sorted(result.counts().items())), "halted": halted or None,
+        "done": result.named("done"), "failed": result.named("failed"), "untouched": result.named("untouched"),
+        "hosts": {o.host: o.result.operation_id for o in result.hosts if o.result is not None}})
+    return result
+
+
+async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_done: OnHostDone | None,
+                   on_host_progress: OnHostProgress | None, poll_interval_s: float, settle_s: float) -> str:
+    """Each batch restarted concurrently and proven; returns why it halted ("" when it did not)."""
+    batches = run.plan.batches()
+    for number, batch in enumerate(batches, 1):
+        await run.event("step", {"step": "batch", "batch": number, "of": len(batches),
+                                 "hosts": [p.host.name for p in batch]})
+
+        async def one(host_plan: RestartPlan, number: int = number) -> HostOutcome:
+            name = host_plan.host.name
+            if on_host_start is not None:
+                await on_host_start(name, number, len(batches))
+            lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, "restart")
+            try:
+                result = await restart(host_plan, origin=run.origin, audit=run.audit,
+                                       on_progress=on_host_progress(name) if on_host_progress else None,
+                                       poll_interval_s=poll_interval_s, settle_s=settle_s,
+                                       fleet_operation_id=run.plan.operation_id)
+            except PlanVoid as void:
+                outcome = HostOutcome(name, "untouched", reason=void.message)
+            else:
+                state: HostState = "done" if result.verdict == "pass" else "failed"
+                worst = sorted((f for f in result.checks if f.status in ("fail", "error")),
+                               key=lambda f: f.status != "fail")  # the first failed check says it best
+                outcome = HostOutcome(name, state, result, f"{worst[0].name}: {worst[0].summary}" if worst else "")
+            finally:
+                await locks.release(run.audit, lock)
+            run.outcomes[name] = outcome
+            if on_host_done is not None:
+                await on_host_done(outcome)
+            return outcome
+
+        outcomes = await run_bounded(list(batch), one, max_parallel=len(batch))
+        bad = [o for o in outcomes if o.state != "done"]
+        if bad:
+            rest = [o.host for o in outcomes if o not in bad]
+            why = ", ".join(f"{o.host} {_what_went_wrong(o)}" for o in bad)
+            halted = (f"halted after batch {number} of {len(batches)}: {why}"
+                      + (f"; the rest of that batch finished ({', '.join(rest)})" if rest else ""))
+            await run.event("step", {"step": "halted", "batch": number, "reason": halted})
+            return halted
+    return ""
+
+
+def _what_went_wrong(outcome: HostOutcome) -> str:
+    if outcome.state == "untouched":
+        return "was not restarted (changed since the plan)"
+    return "could not be checked" if outcome.result is not None and outcome.result.verdict == "error" \
+        else "failed its proof"

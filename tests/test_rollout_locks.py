@@ -1,0 +1,53 @@
+"""A rolling restart takes every host's lock at apply, all or none: one busy host refuses it, naming the
+holder, and the locks it had taken are given back (no host is contacted before that)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from commands.errors import Locked
+from commands.inventory import parse_inventory
+from commands.operation import Origin
+from commands.restart.plan import RestartPlan, ServiceSnapshot
+from commands.restart.rollout import RolloutPlan, apply_rollout
+from commands.store import approvals, locks
+from commands.store.events import AuditStore
+
+NAMES = ["ct129", "ct130", "ct131"]
+
+
+async def test_one_busy_host_refuses_the_whole_rollout_and_frees_the_others(tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    service = {"manager": "supervisord", "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"}
+    document = {"ssh": {"user": "root", "known_hosts": str(known), "client_keys": []},
+                "approvals": {"approvers": ["U0APPROVER"]}, "groups": {"gpu-west": NAMES},
+                "hosts": {name: {"address": "192.0.2.1", "service": service} for name in NAMES}}
+    inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+    plan = RolloutPlan("op-rollout", "gpu-west", 1, tuple(
+        RestartPlan(f"op-{name}", inventory.hosts[name], ServiceSnapshot(4000 + i, True, "RUNNING"))
+        for i, name in enumerate(NAMES)))
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        await approvals.create(audit, plan_id=plan.operation_id, operation="rollout", host="gpu-west",
+                               requested_by="alice@cli", plan_hash=plan.plan_hash, details=plan.to_json(),
+                               approvals=inventory.approvals)
+        decided = await approvals.decide(audit, plan.operation_id, "bob@cli", "approved", inventory.approvals)
+        await locks.acquire(audit, "ct130", "op-restore", "restore", "carol@cli")
+        with pytest.raises(Locked) as busy:
+            await apply_rollout(plan, decided, origin=Origin.local_user(), audit=audit, fleet=inventory.fleet)
+    finally:
+        audit.close()
+    assert busy.value.message.startswith("ct130 is busy: restore op-restore by carol@cli since ")
+    db = sqlite3.connect(tmp_path / "a.db")
+    assert db.execute("SELECT host, operation_id FROM locks").fetchall() == [("ct130", "op-restore")]
+    assert db.execute("SELECT state FROM plans").fetchall() == [("void",)]
+    refused = json.loads(db.execute("SELECT details FROM events WHERE kind = 'refused'").fetchone()[0])
+    assert refused["holder"]["operation_id"] == "op-restore"
+    finished = json.loads(db.execute("SELECT details FROM events WHERE kind = 'finished'").fetchone()[0])
+    assert finished["verdict"] == "refused"
