@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
@@ -252,4 +252,16 @@ def render_chain(report: ChainReport, db: Path) -> str:
         lines.append(f"  {report.events} events checked; only the first broken link is reported")
     if report.missing_guards:
         lines.append("append-only triggers missing (dropped by hand?): " + ", ".join(report.missing_guards))
+    return "\n".join(lines)
+
+
+def render_ssh_values(values: Mapping[str, Mapping[str, Any]]) -> str:
+    """``proofbot ping -v``: one line per SSH value, with where it came from."""
+    width = max(len(key) for key in values)
+    lines = []
+    for key, entry in values.items():
+        value = entry["value"]
+        shown = ", ".join(str(item) for item in value) if isinstance(value, list) else \
+            "none" if value is None else str(value)
+        lines.append(f"      {key.ljust(width)}  {shown or 'none'}  ← {entry['origin']}")
     return "\n".join(lines)

@@ -31,7 +31,8 @@ from commands.errors import (
     MissingOutput,
     ProofbotError,
 )
-from commands.inventory import Host
+from commands.inventory import Host, JumpHop
+from commands.ssh_options import client_options
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -302,39 +303,53 @@ async def _open_counted(registry: _Registry, host: Host) -> asyncssh.SSHClientCo
 
 
 async def _open(host: Host) -> asyncssh.SSHClientConnection:
-    """Open one SSH connection to host with its key checked against known_hosts."""
+    """Open one SSH connection to host (through the ssh config's ProxyJump hops, if any), every key checked."""
     settings = host.ssh
-    known_hosts = settings.known_hosts_path()
-    if not known_hosts.is_file():
-        raise HostKeyNotVerified(
-            f"{host.name}: known_hosts file {known_hosts} does not exist",
-            hint="create it with the host's verified key (ssh-keyscan, checked out of band)",
-        )
-    options: dict[str, Any] = {
-        "username": settings.user,
-        "known_hosts": str(known_hosts),
-        "client_keys": [str(path) for path in settings.client_key_paths()],
-        "connect_timeout": settings.connect_timeout_s,
-        "keepalive_interval": KEEPALIVE_INTERVAL_S,
-        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
-        "config": None,
-        "agent_path": None,
-        "password": None,
-        "kbdint_auth": False,
-    }
+    deadline = settings.connect_timeout_s * (1 + len(host.proxy_jump)) + 1
+    hops: list[asyncssh.SSHClientConnection] = []
     try:
-        return await asyncio.wait_for(
-            asyncssh.connect(host.address, host.port, **options),
-            timeout=settings.connect_timeout_s + 1,
-        )
+        async with client_options(host, time.time()) as options:
+            options |= {"connect_timeout": settings.connect_timeout_s,
+                        "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
+            async with asyncio.timeout(deadline):
+                for hop in host.proxy_jump:
+                    hops.append(await _connect_hop(host, hop, hops[-1] if hops else None, options))
+                conn = await asyncssh.connect(host.address, host.port, tunnel=hops[-1] if hops else (), **options)
     except TimeoutError:
+        _close_now(hops)
         raise HostUnreachable(
-            f"{host.name} ({host.address}:{host.port}): no SSH answer within "
-            f"{settings.connect_timeout_s:g} s",
+            f"{host.name} ({host.address}:{host.port}): no SSH answer within {deadline:g} s"
+            + (f" (through {len(hops)} of {len(host.proxy_jump)} jump hops)" if host.proxy_jump else ""),
             hint="check the address, the network path and that sshd runs",
         ) from None
     except (OSError, asyncssh.Error, ValueError) as exc:
+        _close_now(hops)
         raise _map_error(host, exc) from exc
+    except BaseException:
+        _close_now(hops)
+        raise
+    if hops:
+        conn.set_tunnel(hops[-1])  # closing the connection closes its hops, last to first
+    return conn
+
+
+async def _connect_hop(host: Host, hop: JumpHop, through: asyncssh.SSHClientConnection | None,
+                       options: dict[str, Any]) -> asyncssh.SSHClientConnection:
+    """One ProxyJump hop, its host key checked against the same known_hosts files as the host's."""
+    try:
+        conn = await asyncssh.connect(hop.address, hop.port, tunnel=through or (), **{**options, "username": hop.user})
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        error = _map_error(host, exc)
+        raise type(error)(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port} ({hop.origin}): "
+                          + error.message.split(": ", 1)[-1], hint=error.hint) from exc
+    if through is not None:
+        conn.set_tunnel(through)
+    return conn
+
+
+def _close_now(conns: list[asyncssh.SSHClientConnection]) -> None:
+    for conn in reversed(conns):
+        conn.close()
 
 
 async def _close(conn: asyncssh.SSHClientConnection) -> None:
@@ -349,7 +364,7 @@ def _map_error(host: Host, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyNotVerified(
-            f"{where}: host key not verified against {host.ssh.known_hosts_path()}: {exc.reason}",
+            f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.reason}",
             hint="the key is unknown or changed; verify it out of band before trusting it",
         )
     if isinstance(exc, asyncssh.PermissionDenied):
