@@ -163,3 +163,26 @@ async def test_ping_v_shows_each_value_and_where_it_came_from(clean_host: DemoHo
     assert ssh["ssh_config"]["origin"] == "inventory ssh.config"
     plain = await run_cli("ping", "gpu-1", "--json", "--inventory", str(inventory))
     assert "ssh" not in json.loads(plain.stdout)["hosts"][0]
+
+
+async def test_the_configs_proxyjump_is_a_hop_whose_key_is_checked_too(clean_host: DemoHost, tmp_path: Path) -> None:
+    """ProxyJump bastion, bastion itself resolved through the config: two logins, the second through the first."""
+    config = operator_config(clean_host, tmp_path, extra="    ProxyJump ops@bastion\n")
+    # First match wins, as in OpenSSH: the bastion's block goes before `Host *`.
+    config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {clean_host.ssh_port}\n\n" + config.read_text())
+    host = host_of(alias_only(clean_host, config))
+    assert [(hop.address, hop.port, hop.user) for hop in host.proxy_jump] == [("127.0.0.1", clean_host.ssh_port, "ops")]
+    assert host.proxy_jump[0].origin == f"{config} line 13 (Host gpu-*): ops@bastion"
+    before = clean_host.logins.total
+    async with connect(host) as conn:
+        assert (await conn.run(["true"])).exit_status == 0
+        assert clean_host.logins.open >= 2
+        # The second login came through the first: the host was asked to forward to its own sshd.
+        assert ("127.0.0.1", clean_host.ssh_port) in clean_host.logins.forwards
+    assert clean_host.logins.total == before + 2
+    unknown = tmp_path / "empty_known_hosts"
+    unknown.write_text("")
+    stranger = host.model_copy(update={"ssh": host.ssh.model_copy(update={"known_hosts": str(unknown)})})
+    with pytest.raises(HostKeyNotVerified, match=r"gpu-1: jump hop ops@127\.0\.0\.1:\d+ \(.* line 13 \(Host gpu-\*\)"):
+        async with connect(stranger):
+            pass
