@@ -365,7 +365,7 @@ def _map_error(host: Host, exc: BaseException) -> ProofbotError:
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyNotVerified(
             f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.reason}",
-            hint="the key is unknown or changed; verify it out of band before trusting it",
+            hint=_host_key_hint(exc.reason),
         )
     if isinstance(exc, asyncssh.PermissionDenied):
         return AuthenticationFailed(
@@ -383,6 +383,14 @@ def _map_error(host: Host, exc: BaseException) -> ProofbotError:
         return HostUnreachable(f"{where}: cannot connect: {detail}",
                                hint="check the address, the network path and that sshd runs")
     return ConnectionLost(f"{where}: SSH error: {exc}")
+
+
+def _host_key_hint(reason: str) -> str:
+    if "revoked" in reason:
+        return "known_hosts marks this key (or its CA) @revoked: do not trust the host until it is re-keyed"
+    if "CA key is not trusted" in reason or "certificate" in reason.lower() or "principal" in reason:
+        return "the host's certificate is not from a CA that known_hosts trusts (@cert-authority) for this name"
+    return "the key is unknown or changed; verify it out of band before trusting it"
 
 
 def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False,

@@ -256,7 +256,7 @@ def known_hosts_files(host: Host) -> list[str]:
         raise HostKeyNotVerified(
             f"{host.name}: known_hosts file{'s' if len(paths) > 1 else ''} {shown} "
             f"do{'' if len(paths) > 1 else 'es'} not exist",
-            hint="create it with the host's verified key or its CA's @cert-authority line "
+            hint="create one with the host's verified key or its CA's @cert-authority line "
                  "(ssh-keyscan, checked out of band)")
     return present
 

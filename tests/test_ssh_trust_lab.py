@@ -167,8 +167,10 @@ async def test_a_host_ca_that_is_not_trusted_is_refused(fleet: Fleet) -> None:
     known = fleet.dir / "other_ca_known_hosts"
     known.write_text(f"@cert-authority *.{DOMAIN} {other_ca}\n")
     host = parse_inventory(yaml.safe_dump(alias_inventory(fleet, operator_config(fleet, known))), "i.yml").host("ct190")
-    with pytest.raises(HostKeyNotVerified, match="not trusted"):
+    not_trusted = r"Host CA key is not trusted for host ct190\.fleet\.example"
+    with pytest.raises(HostKeyNotVerified, match=not_trusted) as refused:
         await runs(host)
+    assert "@cert-authority" in (refused.value.hint or "")
 
 
 @pytest.mark.tier2
@@ -181,6 +183,7 @@ async def test_a_revoked_host_key_is_refused_though_its_ca_is_trusted(fleet: Fle
     with pytest.raises(HostKeyNotVerified, match="revoked") as refused:
         await runs(inventory.host("ct191"))
     assert "ct191" in str(refused.value) and str(known) in str(refused.value)
+    assert "@revoked" in (refused.value.hint or "")
 
 
 def user_cert(fleet: Fleet, name: str, validity: str, principals: str = "root") -> Path:
