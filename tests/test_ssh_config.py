@@ -166,13 +166,19 @@ async def test_ping_v_shows_each_value_and_where_it_came_from(clean_host: DemoHo
 
 
 async def test_the_configs_proxyjump_is_a_hop_whose_key_is_checked_too(clean_host: DemoHost, tmp_path: Path) -> None:
-    """ProxyJump bastion, bastion itself resolved through the config: two logins, the second through the first."""
+    """ProxyJump bastion, bastion itself resolved through the config: verify passes every check through it;
+    two logins, the second through the first."""
     config = operator_config(clean_host, tmp_path, extra="    ProxyJump ops@bastion\n")
     # First match wins, as in OpenSSH: the bastion's block goes before `Host *`.
     config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {clean_host.ssh_port}\n\n" + config.read_text())
     host = host_of(alias_only(clean_host, config))
     assert [(hop.address, hop.port, hop.user) for hop in host.proxy_jump] == [("127.0.0.1", clean_host.ssh_port, "ops")]
     assert host.proxy_jump[0].origin == f"{config} line 13 (Host gpu-*): ops@bastion"
+    inventory = write_inventory(tmp_path / "i.yml", alias_only(clean_host, config))
+    run = await run_cli("verify", "gpu-1", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    assert run.code == 0, run.stdout + run.stderr
+    statuses = {check["name"]: check["status"] for check in json.loads(run.stdout)["checks"]}
+    assert len(statuses) == 8 and set(statuses.values()) == {"pass"}, statuses  # health and probe too, via the hop
     before = clean_host.logins.total
     async with connect(host) as conn:
         assert (await conn.run(["true"])).exit_status == 0

@@ -205,6 +205,11 @@ async def test_a_user_certificate_beside_its_key_or_named_in_client_certs_logs_i
     with pytest.raises(AuthenticationFailed, match="was refused"):
         await runs(direct(fleet, "ct190", client_keys=[str(key)]))  # the key alone is in no authorized_keys
     assert await runs(direct(fleet, "ct190", client_keys=[str(key)], client_certs=[str(elsewhere)])) == "root"
+    config = operator_config(fleet, fleet.ca_known_hosts(), extra=f"    CertificateFile {elsewhere}\n")
+    from_config = alias_inventory(fleet, config, client_keys=[str(key)])
+    host = parse_inventory(yaml.safe_dump(from_config), "i.yml").host("ct190")
+    assert host.origins["client_certs"] == f"{config} line 6 (Host ct19?)"
+    assert await runs(host) == "root"
 
 
 @pytest.mark.tier2
