@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from commands.errors import InventoryError, UnknownBackup, UnknownHost
-from commands.ssh_options import resolve_entry
+from commands.ssh_config import resolve_entry
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
@@ -44,7 +44,7 @@ class SshSettings(_Strict):
     client_keys: list[str] = Field(default_factory=lambda: ["~/.ssh/id_ed25519"])
     # User certificates; a KEY-cert.pub beside a client key is used without being named here.
     client_certs: list[str] = Field(default_factory=list)
-    # The operator's OpenSSH client config (opt-in): see commands/ssh_options.py for what is taken.
+    # The operator's OpenSSH client config (opt-in): see commands/ssh_config.py for what is taken.
     config: str | None = None
     # Keys of the ssh-agent at SSH_AUTH_SOCK (opt-in); the agent is never forwarded.
     agent: bool = Field(default=False, strict=True)
