@@ -188,8 +188,9 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
         resolved["port"] = values["port"]
     resolved["ssh"] = {**ssh, **{key: values[key] for key in ("user", "client_keys", "client_certs", "known_hosts")}}
     jump = values.get("jump")
-    if isinstance(jump, str) and jump.lower() != "none" and "jump" in from_config and origins["jump"] != "default":
-        resolved["proxy_jump"] = _hops(jump, origins["jump"], traced, config_path, where)
+    # Only the config's ProxyJump becomes hops here; a jump the inventory writes is the inventory's own.
+    if isinstance(jump, str) and jump.lower() != "none" and not origins.get("jump", "").startswith("inventory"):
+        resolved["proxy_jump"] = _hops(jump, origins["jump"], config_path, where)
     return resolved
 
 
@@ -211,7 +212,7 @@ def _check_config_values(where: str, values: dict[str, Any], origins: dict[str, 
             hint="set ssh.known_hosts in the inventory to a file with this host's key or its CA")
 
 
-def _hops(jump: str, origin: str, traced: _Traced, config_path: object, where: str) -> list[dict[str, Any]]:
+def _hops(jump: str, origin: str, config_path: object, where: str) -> list[dict[str, Any]]:
     """ProxyJump ``[user@]host[:port],…`` as hops, each hop name resolved through the same config."""
     hops: list[dict[str, Any]] = []
     for hop in jump.split(",")[:MAX_HOPS + 1]:
