@@ -192,3 +192,16 @@ async def test_the_configs_proxyjump_is_a_hop_whose_key_is_checked_too(clean_hos
     with pytest.raises(HostKeyNotVerified, match=r"gpu-1: jump hop ops@127\.0\.0\.1:\d+ \(.* line 13 \(Host gpu-\*\)"):
         async with connect(stranger):
             pass
+
+
+async def test_several_known_hosts_files_are_named_in_what_verify_says_to_do(clean_host: DemoHost,
+                                                                            tmp_path: Path) -> None:
+    first, second = tmp_path / "known_a", tmp_path / "known_b"
+    first.write_text("# a comment, no key\n")
+    document = clean_host.inventory()
+    document["ssh"]["known_hosts"] = [str(first), str(second)]
+    inventory = write_inventory(tmp_path / "i.yml", document)
+    run = await run_cli("verify", clean_host.name, "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    assert run.code == 3, run.stdout + run.stderr
+    assert f"host key not verified against {first}, {second}" in run.stdout
+    assert f"host key is in {first}, {second}, then" in run.stdout
