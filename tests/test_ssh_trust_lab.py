@@ -319,3 +319,31 @@ async def test_the_agent_is_never_forwarded_even_when_the_ssh_config_says_forwar
     document = alias_inventory(fleet, config, agent=True, client_keys=[])
     host = parse_inventory(yaml.safe_dump(document), "i.yml").host("ct190")
     assert await runs(host, ["sh", "-c", "echo \"sock=${SSH_AUTH_SOCK:-none}\""]) == "sock=none"
+
+
+@pytest.mark.tier2
+async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_hop_can(
+        fleet: Fleet, tmp_path: Path) -> None:
+    """`inner` is ct190's own loopback sshd, reachable only through ct190: verify passes through the hop."""
+    ct190 = fleet.host("ct190")
+    inner_key = sh(["nsenter", f"--net=/run/netns/{ct190.netns}", "ssh-keyscan", "-t", "ed25519", "127.0.0.1"]).stdout
+    known = fleet.ca_known_hosts(extra=inner_key)
+    config = fleet.dir / "jump_config"
+    config.write_text(
+        "Host inner\n    HostName 127.0.0.1\n    ProxyJump ct190\n\n"
+        f"Host ct19?\n    HostName %h.{DOMAIN}\n\n"
+        f"Host *\n    User root\n    IdentityFile {fleet.lab.client_key}\n    UserKnownHostsFile {known}\n")
+    config.chmod(0o600)
+    document = alias_inventory(fleet, config)
+    document["hosts"] = {"inner": document["hosts"]["ct190"]}
+    inventory = write_inventory(tmp_path / "inventory.yml", document)
+    run = await run_cli("verify", "inner", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    assert run.code == 0, run.stdout + run.stderr
+    statuses = {check["name"]: check["status"] for check in json.loads(run.stdout)["checks"]}
+    assert set(statuses) == EVERY_CHECK and set(statuses.values()) == {"pass"}, statuses
+    host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
+    assert [(hop.address, hop.user) for hop in host.proxy_jump] == [(f"ct190.{DOMAIN}", "root")]
+    revoked = fleet.ca_known_hosts(extra=inner_key + f"@revoked * {' '.join(ct190.host_key_pub.split()[:2])}\n")
+    hop_revoked = host.model_copy(update={"ssh": host.ssh.model_copy(update={"known_hosts": str(revoked)})})
+    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop root@ct190\.{DOMAIN}:22 .*revoked"):
+        await runs(hop_revoked)
