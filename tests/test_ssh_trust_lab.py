@@ -1,7 +1,8 @@
 """Tier 2: SSH trust as fleets have it, decided by a real OpenSSH sshd: a host CA (``@cert-authority``) and
 ``@revoked`` in known_hosts, user certificates under ``TrustedUserCAKeys`` (and an expired one), hashed
 known_hosts written by ``ssh-keyscan -H`` / ``ssh-keygen -H``, ``[host]:port`` and IPv6 entries, several
-files, the operator's ssh config naming the hosts, and the ssh-agent (opt-in, never forwarded).
+files, the operator's ssh config naming the hosts (and its ProxyJump through a real sshd), and the
+ssh-agent (opt-in, never forwarded).
 
 Every key, certificate and known_hosts file here is made by OpenSSH's own tools in the test. The hosts'
 names under ``fleet.example`` resolve through lines this module adds to /etc/hosts (and removes).
