@@ -236,6 +236,9 @@ class JumpHop(_Strict):
     port: int = Field(ge=1, le=65535)
     user: str
     origin: str
+    # The hop's own IdentityFile / UserKnownHostsFile in the config; empty: the host's.
+    client_keys: tuple[str, ...] = ()
+    known_hosts: tuple[str, ...] = ()
 
 
 class Host(_Strict):

@@ -32,7 +32,7 @@ from commands.errors import (
     ProofbotError,
 )
 from commands.inventory import Host, JumpHop
-from commands.ssh_options import client_options
+from commands.ssh_options import client_options, hop_options
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -335,13 +335,19 @@ async def _open(host: Host) -> asyncssh.SSHClientConnection:
 
 async def _connect_hop(host: Host, hop: JumpHop, through: asyncssh.SSHClientConnection | None,
                        options: dict[str, Any]) -> asyncssh.SSHClientConnection:
-    """One ProxyJump hop, its host key checked against the same known_hosts files as the host's."""
+    """One ProxyJump hop, its host key checked against its own known_hosts files, else the host's."""
     try:
-        conn = await asyncssh.connect(hop.address, hop.port, tunnel=through or (), **{**options, "username": hop.user})
+        conn = await asyncssh.connect(hop.address, hop.port, tunnel=through or (), **hop_options(host, hop, options))
     except (OSError, asyncssh.Error, ValueError) as exc:
         error = _map_error(host, exc)
-        raise type(error)(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port} ({hop.origin}): "
-                          + error.message.split(": ", 1)[-1], hint=error.hint) from exc
+        detail = error.message.split(": ", 1)[-1]
+        if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+            detail = f"host key not verified against {', '.join(hop.known_hosts or host.ssh.known_hosts_list())}: " \
+                     f"{exc.reason}"
+        elif isinstance(exc, asyncssh.PermissionDenied):
+            detail = f"user {hop.user} was refused: {exc.reason}"
+        raise type(error)(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port} ({hop.origin}): {detail}",
+                          hint=error.hint) from exc
     if through is not None:
         conn.set_tunnel(through)
     return conn

@@ -213,7 +213,8 @@ def _check_config_values(where: str, values: dict[str, Any], origins: dict[str, 
 
 
 def _hops(jump: str, origin: str, config_path: object, where: str) -> list[dict[str, Any]]:
-    """ProxyJump ``[user@]host[:port],…`` as hops, each hop name resolved through the same config."""
+    """ProxyJump ``[user@]host[:port],…`` as hops, each hop name resolved through the same config
+    (HostName, Port, User, and its own IdentityFile and UserKnownHostsFile when it has them)."""
     hops: list[dict[str, Any]] = []
     for hop in jump.split(",")[:MAX_HOPS + 1]:
         user, _, rest = hop.rpartition("@")
@@ -223,13 +224,19 @@ def _hops(jump: str, origin: str, config_path: object, where: str) -> list[dict[
         alias = match.group(1) or match.group(3)
         port_text = match.group(2) or match.group(4)
         hop_config = read_config(Path(os.path.expanduser(str(config_path))), alias, where).options
+        known_hosts = [str(path) for path in hop_config.get("UserKnownHostsFile", [])]
+        if any(os.path.realpath(os.path.expanduser(path)) == "/dev/null" for path in known_hosts):
+            raise InventoryError(f"{where}: ProxyJump hop {hop!r} ({origin}): its UserKnownHostsFile /dev/null "
+                                 "would trust no host key and proofbot always checks host keys")
         address = str(hop_config.get("Hostname", alias))
         hop_user = user or str(hop_config.get("User", DEFAULTS["user"]))
         port = int(port_text) if port_text else int(hop_config.get("Port", 22))
         if not ADDRESS.fullmatch(address) or not USER.fullmatch(hop_user) or not 1 <= port <= 65535:
             raise InventoryError(f"{where}: ProxyJump hop {hop!r} ({origin}) resolves to {hop_user}@{address}:{port}, "
                                  "not a valid user, host and port")
-        hops.append({"address": address, "port": port, "user": hop_user, "origin": f"{origin}: {hop}"})
+        hops.append({"address": address, "port": port, "user": hop_user, "origin": f"{origin}: {hop}",
+                     "client_keys": [str(path) for path in hop_config.get("IdentityFile", [])],
+                     "known_hosts": known_hosts})
     if len(hops) > MAX_HOPS:
         raise InventoryError(f"{where}: ProxyJump ({origin}) has more than {MAX_HOPS} hops")
     return hops

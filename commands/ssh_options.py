@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ import asyncssh
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
 
 if TYPE_CHECKING:
-    from commands.inventory import Host
+    from commands.inventory import Host, JumpHop
 
 
 def known_hosts_files(host: Host) -> list[str]:
@@ -134,6 +135,30 @@ async def client_options(host: Host, now: float) -> AsyncIterator[dict[str, Any]
             "host_based_auth": False,
             "x509_trusted_certs": None,
         }
+
+
+def hop_options(host: Host, hop: JumpHop, options: dict[str, Any]) -> dict[str, Any]:
+    """The host's options with the hop's user, and its own identity files and known_hosts when the config
+    gives it some (agent keys, when allowed, are offered to every hop)."""
+    changed: dict[str, Any] = {"username": hop.user}
+    if hop.client_keys:
+        files = [path for path in (os.path.expanduser(key) for key in hop.client_keys) if os.path.isfile(path)]
+        agent_keys = [key for key in options["client_keys"] if not isinstance(key, str)]
+        if not files and not agent_keys:
+            raise AuthenticationFailed(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port}: none of its "
+                                       f"identity files {', '.join(hop.client_keys)} exists ({hop.origin})")
+        changed["client_keys"] = files + agent_keys
+        changed["client_certs"] = [path + "-cert.pub" for path in files if os.path.isfile(path + "-cert.pub")]
+        for path in changed["client_certs"]:
+            check_certificate(host.name, path, time.time())
+    if hop.known_hosts:
+        present = [path for path in (os.path.expanduser(file) for file in hop.known_hosts) if os.path.isfile(path)]
+        if not present:
+            raise HostKeyNotVerified(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port}: known_hosts "
+                                     f"{', '.join(hop.known_hosts)} (its UserKnownHostsFile, {hop.origin}) "
+                                     "do not exist")
+        changed["known_hosts"] = present
+    return {**options, **changed}
 
 
 def effective(host: Host) -> dict[str, dict[str, Any]]:

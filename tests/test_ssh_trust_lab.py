@@ -345,6 +345,38 @@ async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_h
     host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
     assert [(hop.address, hop.user) for hop in host.proxy_jump] == [(f"ct190.{DOMAIN}", "root")]
     revoked = fleet.ca_known_hosts(extra=inner_key + f"@revoked * {' '.join(ct190.host_key_pub.split()[:2])}\n")
-    hop_revoked = host.model_copy(update={"ssh": host.ssh.model_copy(update={"known_hosts": str(revoked)})})
+    hop_revoked = host.model_copy(update={"proxy_jump": tuple(
+        hop.model_copy(update={"known_hosts": (str(revoked),)}) for hop in host.proxy_jump)})
     with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop root@ct190\.{DOMAIN}:22 .*revoked"):
         await runs(hop_revoked)
+
+
+@pytest.mark.tier2
+async def test_a_hop_logs_in_with_its_own_identity_file_and_known_hosts_from_the_config(fleet: Fleet) -> None:
+    """The hop (as nobody, with a certificate only for nobody, its key checked through the CA) and the host
+    (as root, with the lab key, its key from ssh-keyscan) each need their own block's values."""
+    ct190 = fleet.host("ct190")
+    inner_known = fleet.dir / "inner_known_hosts"
+    inner_known.write_text(
+        sh(["nsenter", f"--net=/run/netns/{ct190.netns}", "ssh-keyscan", "-t", "ed25519", "127.0.0.1"]).stdout)
+    nobody_key = user_cert(fleet, "nobody_ed25519", "-5m:+1h", principals="nobody")
+    config = fleet.dir / "hop_config"
+    config.write_text(
+        f"Host inner\n    HostName 127.0.0.1\n    ProxyJump ct190\n    User root\n"
+        f"    IdentityFile {fleet.lab.client_key}\n    UserKnownHostsFile {inner_known}\n\n"
+        f"Host ct19?\n    HostName %h.{DOMAIN}\n    User nobody\n"
+        f"    IdentityFile {nobody_key}\n    UserKnownHostsFile {fleet.ca_known_hosts()}\n")
+    config.chmod(0o600)
+    document = alias_inventory(fleet, config)
+    document["hosts"] = {"inner": document["hosts"]["ct190"]}
+    host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
+    assert [(hop.user, hop.client_keys) for hop in host.proxy_jump] == [("nobody", (str(nobody_key),))]
+    assert await runs(host) == "root"
+    with_host_values = host.model_copy(update={"proxy_jump": tuple(
+        hop.model_copy(update={"client_keys": (), "known_hosts": ()}) for hop in host.proxy_jump)})
+    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop nobody@ct190\.{DOMAIN}:22 .*{inner_known}"):
+        await runs(with_host_values)  # the host's known_hosts does not know the hop
+    host_keys_only = host.model_copy(update={"proxy_jump": tuple(
+        hop.model_copy(update={"client_keys": ()}) for hop in host.proxy_jump)})
+    with pytest.raises(AuthenticationFailed, match="user nobody was refused"):
+        await runs(host_keys_only)  # the lab key is root's only
