@@ -5,13 +5,16 @@ files, the operator's ssh config naming the hosts (and its ProxyJump through a r
 ssh-agent (opt-in, never forwarded).
 
 Every key, certificate and known_hosts file here is made by OpenSSH's own tools in the test. The hosts'
-names under ``fleet.example`` resolve through lines this module adds to /etc/hosts (and removes).
+names (``ct190.labR.fleet.example``, one domain per lab so parallel runs never share a name) resolve
+through lines this module adds to /etc/hosts (and removes, under a lock).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,7 +39,7 @@ from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.sysutil import sh
 
 HOSTS = {"ct190": Scenario(), "ct191": Scenario()}
-DOMAIN = "fleet.example"
+CA_DOMAIN = "fleet.example"  # what the CA is trusted for: `@cert-authority *.fleet.example`
 SECOND_PORT = 2222
 EVERY_CHECK = {"file:spec_info.py", "file:eagle_info.py", "file:server_args.py", "extra-files", "main-pid",
                "health", "cmdline", "stale-process", "probe"}
@@ -49,6 +52,7 @@ class Fleet:
     host_ca_pub: str
     user_ca: Path
     v6: dict[str, str]  # host name -> its IPv6 address
+    domain: str  # the hosts' DNS domain, one per lab (labs of parallel test runs never share a name)
 
     def host(self, name: str) -> LabHost:
         return self.lab.hosts[name]
@@ -56,28 +60,41 @@ class Fleet:
     def ca_known_hosts(self, extra: str = "") -> Path:
         """A known_hosts file with only the @cert-authority line (and extra)."""
         path = self.dir / f"ca_known_hosts{len(list(self.dir.glob('ca_known_hosts*')))}"
-        path.write_text(f"# fleet host CA\n@cert-authority *.{DOMAIN} {self.host_ca_pub}\n{extra}")
+        path.write_text(f"# fleet host CA\n@cert-authority *.{CA_DOMAIN} {self.host_ca_pub}\n{extra}")
         return path
+
+
+@contextmanager
+def _hosts_file_locked() -> Iterator[None]:
+    """Test runs in parallel (every engineer's suite) edit /etc/hosts one at a time."""
+    Path("/run/proofbot-lab").mkdir(parents=True, exist_ok=True)
+    with open("/run/proofbot-lab/etc-hosts.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextmanager
 def etc_hosts(names: dict[str, str]) -> Iterator[None]:
     """Names resolvable by this machine's resolver while the context lasts; only our own lines are removed."""
     tag = f"# proofbot-test-{os.getpid()}"
-    with open("/etc/hosts", "a", encoding="utf-8") as hosts:
+    with _hosts_file_locked(), open("/etc/hosts", "a", encoding="utf-8") as hosts:
         hosts.write("".join(f"{address} {name} {tag}\n" for name, address in names.items()))
     try:
         yield
     finally:
-        text = Path("/etc/hosts").read_text(encoding="utf-8")
-        Path("/etc/hosts").write_text("".join(line for line in text.splitlines(keepends=True)
-                                              if not line.rstrip("\n").endswith(tag)), encoding="utf-8")
+        with _hosts_file_locked():
+            text = Path("/etc/hosts").read_text(encoding="utf-8")
+            Path("/etc/hosts").write_text("".join(line for line in text.splitlines(keepends=True)
+                                                  if not line.rstrip("\n").endswith(tag)), encoding="utf-8")
 
 
-def _trust_host(host: LabHost, index: int, octet: int, work: Path, host_ca: Path, user_ca: Path) -> str:
+def _trust_host(host: LabHost, index: int, octet: int, domain: str, host_ca: Path, user_ca: Path) -> str:
     """Sign host's key by the CA, trust the user CA, listen on a second port and on IPv6; its IPv6 address."""
     key_pub = host.local_path("/etc/ssh/ssh_host_ed25519_key.pub")
-    sh(["ssh-keygen", "-q", "-s", str(host_ca), "-I", f"{host.name}-host", "-h", "-n", f"{host.name}.{DOMAIN}",
+    sh(["ssh-keygen", "-q", "-s", str(host_ca), "-I", f"{host.name}-host", "-h", "-n", f"{host.name}.{domain}",
         "-V", "-1h:+52w", str(key_pub)])
     shutil.copy(user_ca.with_name(user_ca.name + ".pub"), host.local_path("/etc/ssh/user_ca.pub"))
     with host.local_path("/etc/ssh/sshd_config").open("a") as config:
@@ -103,10 +120,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         host_ca_pub = make_keypair(host_ca, "fleet host CA")
         make_keypair(user_ca, "fleet user CA")
         assert lab.octet is not None
-        v6 = {host.name: _trust_host(host, index, lab.octet, work, host_ca, user_ca)
+        domain = f"lab{lab.octet}.{CA_DOMAIN}"
+        v6 = {host.name: _trust_host(host, index, lab.octet, domain, host_ca, user_ca)
               for index, host in enumerate(lab.hosts.values())}
-        with etc_hosts({f"{name}.{DOMAIN}": host.address for name, host in lab.hosts.items()}):
-            yield Fleet(lab, work, host_ca_pub, user_ca, v6)
+        with etc_hosts({f"{name}.{domain}": host.address for name, host in lab.hosts.items()}):
+            yield Fleet(lab, work, host_ca_pub, user_ca, v6, domain)
 
 
 def operator_config(fleet: Fleet, known_hosts: Path, extra: str = "") -> Path:
@@ -114,7 +132,7 @@ def operator_config(fleet: Fleet, known_hosts: Path, extra: str = "") -> Path:
     config = fleet.dir / f"ssh_config{len(list(fleet.dir.glob('ssh_config*')))}"
     config.write_text(
         "Host ct19?\n"
-        f"    HostName %h.{DOMAIN}\n"
+        f"    HostName %h.{fleet.domain}\n"
         "    User root\n"
         f"    IdentityFile {fleet.lab.client_key}\n"
         f"    UserKnownHostsFile {known_hosts}\n"
@@ -159,16 +177,16 @@ async def test_a_fleet_trusted_only_through_a_host_ca_and_named_only_in_ssh_conf
         assert set(statuses) == EVERY_CHECK and set(statuses.values()) == {"pass"}, statuses
     ping = await run_cli("ping", "ct190", "-v", "--inventory", str(inventory))
     assert ping.code == 0, ping.stdout + ping.stderr
-    assert f"ct190.{DOMAIN}  ← {config} line 2 (Host ct19?)" in ping.stdout
+    assert f"ct190.{fleet.domain}  ← {config} line 2 (Host ct19?)" in ping.stdout
 
 
 @pytest.mark.tier2
 async def test_a_host_ca_that_is_not_trusted_is_refused(fleet: Fleet) -> None:
     other_ca = make_keypair(fleet.dir / "other_ca", "some other CA")
     known = fleet.dir / "other_ca_known_hosts"
-    known.write_text(f"@cert-authority *.{DOMAIN} {other_ca}\n")
+    known.write_text(f"@cert-authority *.{CA_DOMAIN} {other_ca}\n")
     host = parse_inventory(yaml.safe_dump(alias_inventory(fleet, operator_config(fleet, known))), "i.yml").host("ct190")
-    not_trusted = r"Host CA key is not trusted for host ct190\.fleet\.example"
+    not_trusted = rf"Host CA key is not trusted for host ct190\.{re.escape(fleet.domain)}"
     with pytest.raises(HostKeyNotVerified, match=not_trusted) as refused:
         await runs(host)
     assert "@cert-authority" in (refused.value.hint or "")
@@ -332,7 +350,7 @@ async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_h
     config = fleet.dir / "jump_config"
     config.write_text(
         "Host inner\n    HostName 127.0.0.1\n    ProxyJump ct190\n\n"
-        f"Host ct19?\n    HostName %h.{DOMAIN}\n\n"
+        f"Host ct19?\n    HostName %h.{fleet.domain}\n\n"
         f"Host *\n    User root\n    IdentityFile {fleet.lab.client_key}\n    UserKnownHostsFile {known}\n")
     config.chmod(0o600)
     document = alias_inventory(fleet, config)
@@ -343,11 +361,12 @@ async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_h
     statuses = {check["name"]: check["status"] for check in json.loads(run.stdout)["checks"]}
     assert set(statuses) == EVERY_CHECK and set(statuses.values()) == {"pass"}, statuses
     host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
-    assert [(hop.address, hop.user) for hop in host.proxy_jump] == [(f"ct190.{DOMAIN}", "root")]
+    assert [(hop.address, hop.user) for hop in host.proxy_jump] == [(f"ct190.{fleet.domain}", "root")]
     revoked = fleet.ca_known_hosts(extra=inner_key + f"@revoked * {' '.join(ct190.host_key_pub.split()[:2])}\n")
     hop_revoked = host.model_copy(update={"proxy_jump": tuple(
         hop.model_copy(update={"known_hosts": (str(revoked),)}) for hop in host.proxy_jump)})
-    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop root@ct190\.{DOMAIN}:22 .*revoked"):
+    hop_name = re.escape(f"root@ct190.{fleet.domain}:22")
+    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop {hop_name} .*revoked"):
         await runs(hop_revoked)
 
 
@@ -364,7 +383,7 @@ async def test_a_hop_logs_in_with_its_own_identity_file_and_known_hosts_from_the
     config.write_text(
         f"Host inner\n    HostName 127.0.0.1\n    ProxyJump ct190\n    User root\n"
         f"    IdentityFile {fleet.lab.client_key}\n    UserKnownHostsFile {inner_known}\n\n"
-        f"Host ct19?\n    HostName %h.{DOMAIN}\n    User nobody\n"
+        f"Host ct19?\n    HostName %h.{fleet.domain}\n    User nobody\n"
         f"    IdentityFile {nobody_key}\n    UserKnownHostsFile {fleet.ca_known_hosts()}\n")
     config.chmod(0o600)
     document = alias_inventory(fleet, config)
@@ -374,7 +393,8 @@ async def test_a_hop_logs_in_with_its_own_identity_file_and_known_hosts_from_the
     assert await runs(host) == "root"
     with_host_values = host.model_copy(update={"proxy_jump": tuple(
         hop.model_copy(update={"client_keys": (), "known_hosts": ()}) for hop in host.proxy_jump)})
-    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop nobody@ct190\.{DOMAIN}:22 .*{inner_known}"):
+    hop_name = re.escape(f"nobody@ct190.{fleet.domain}:22")
+    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop {hop_name} .*{inner_known}"):
         await runs(with_host_values)  # the host's known_hosts does not know the hop
     host_keys_only = host.model_copy(update={"proxy_jump": tuple(
         hop.model_copy(update={"client_keys": ()}) for hop in host.proxy_jump)})
