@@ -147,7 +147,8 @@ def alias_inventory(fleet: Fleet, config: Path, **ssh: Any) -> dict[str, Any]:
     document = fleet.lab.inventory()
     for entry in document["hosts"].values():
         del entry["address"], entry["port"]
-    document["ssh"] = {"config": str(config), "connect_timeout_s": 5, "command_timeout_s": 20, **ssh}
+    # Generous: a verify through a hop on a loaded 2-core machine does two handshakes.
+    document["ssh"] = {"config": str(config), "connect_timeout_s": 10, "command_timeout_s": 30, **ssh}
     return document
 
 
