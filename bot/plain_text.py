@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from commands.findings import Finding, NextStep
 from commands.fleet.names import compress_names
@@ -368,4 +368,16 @@ def render_rollout_result(result: RolloutResult, *, verbose: bool = False) -> st
         if outcome.result is not None and (verbose or outcome.state == "failed"):
             lines.append("")
             lines.append(render_result(outcome.result, verbose=verbose))
+    return "\n".join(lines)
+
+
+def render_ssh_values(values: Mapping[str, Mapping[str, Any]]) -> str:
+    """``proofbot ping -v``: one line per SSH value, with where it came from."""
+    width = max(len(key) for key in values)
+    lines = []
+    for key, entry in values.items():
+        value = entry["value"]
+        shown = ", ".join(str(item) for item in value) if isinstance(value, list) else \
+            "none" if value is None else str(value)
+        lines.append(f"      {key.ljust(width)}  {shown or 'none'}  ← {entry['origin']}")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from commands.errors import InventoryError, UnknownBackup, UnknownHost
+from commands.ssh_config import resolve_entry
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
@@ -38,8 +39,16 @@ class _Strict(BaseModel):
 
 class SshSettings(_Strict):
     user: str = "root"
-    known_hosts: str = "~/.ssh/known_hosts"
+    # One file or several (as OpenSSH's `UserKnownHostsFile a b`): hashed names, [host]:port,
+    # @cert-authority and @revoked lines are all honoured.
+    known_hosts: str | list[str] = "~/.ssh/known_hosts"
     client_keys: list[str] = Field(default_factory=lambda: ["~/.ssh/id_ed25519"])
+    # User certificates; a KEY-cert.pub beside a client key is used without being named here.
+    client_certs: list[str] = Field(default_factory=list)
+    # The operator's OpenSSH client config (opt-in): see commands/ssh_config.py for what is taken.
+    config: str | None = None
+    # Keys of the ssh-agent at SSH_AUTH_SOCK (opt-in); the agent is never forwarded.
+    agent: bool = Field(default=False, strict=True)
     connect_timeout_s: float = Field(default=10, gt=0)
     command_timeout_s: float = Field(default=60, gt=0)
     # SSH connections open at once across all hosts (one per host however many operations overlap).
@@ -57,8 +66,23 @@ class SshSettings(_Strict):
             raise ValueError(f"not a valid user name: {value!r}")
         return value
 
+    @field_validator("known_hosts", "client_keys", "client_certs")
+    @classmethod
+    def _paths(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
+        paths = [value] if isinstance(value, str) else value
+        if info.field_name == "known_hosts" and not paths:
+            raise ValueError("name at least one known_hosts file: host keys are always checked")
+        for path in paths:
+            if not path or "\x00" in path or "\n" in path:
+                raise ValueError(f"not a file path: {path!r}")
+        return value
+
+    def known_hosts_list(self) -> list[str]:
+        return [self.known_hosts] if isinstance(self.known_hosts, str) else list(self.known_hosts)
+
     def known_hosts_path(self) -> Path:
-        return Path(os.path.expanduser(self.known_hosts))
+        """The first known_hosts file (where a message names one)."""
+        return Path(os.path.expanduser(self.known_hosts_list()[0]))
 
     def client_key_paths(self) -> list[Path]:
         return [Path(os.path.expanduser(key)) for key in self.client_keys]
@@ -223,11 +247,27 @@ class Packages(_Strict):
         return list(dict.fromkeys(value))
 
 
+class JumpHop(_Strict):
+    """One ProxyJump hop of the operator's ssh config, resolved through the same config."""
+
+    address: str
+    port: int = Field(ge=1, le=65535)
+    user: str
+    origin: str
+    # The hop's own IdentityFile / UserKnownHostsFile in the config; empty: the host's.
+    client_keys: tuple[str, ...] = ()
+    known_hosts: tuple[str, ...] = ()
+
+
 class Host(_Strict):
     name: str
     address: str
     port: int = Field(default=22, ge=1, le=65535)
     ssh: SshSettings
+    # Filled in by the loader, never written: where each SSH value came from (`proofbot ping -v`),
+    # and the hops of the ssh config's ProxyJump.
+    origins: dict[str, str] = Field(default_factory=dict)
+    proxy_jump: tuple[JumpHop, ...] = ()
     service: Service | None = None
     backups: dict[str, Backup] = Field(default_factory=dict)
     packages: Packages | None = None
@@ -358,13 +398,22 @@ def parse_inventory(text: str, source: str) -> Inventory:
         if isinstance(own_ssh, dict) and "max_connections" in own_ssh:
             raise InventoryError(f"{source}: hosts.{name}.ssh.max_connections: a bound on the whole bot, "
                                  "set it in the top-level ssh section only")
+        for loader_only in ("origins", "proxy_jump"):
+            if loader_only in entry:
+                raise InventoryError(f"{source}: hosts.{name}.{loader_only}: not an inventory key "
+                                     "(proofbot fills it in)")
+        if not isinstance(own_ssh, dict):
+            raise InventoryError(f"{source}: hosts.{name}.ssh: must be a mapping")
         jumps[str(name)] = top_jump
-        if isinstance(own_ssh, dict) and "jump" in own_ssh:
+        if "jump" in own_ssh:
             own_ssh = dict(own_ssh)
             key = f"hosts.{name}.ssh.jump"
             jumps[str(name)] = (key, _jump_spec(source, key, own_ssh.pop("jump")))
-        merged_ssh = {**top_ssh, **own_ssh}
-        merged = {**entry, "name": str(name), "ssh": merged_ssh}
+        merged = resolve_entry(str(name), entry, top_ssh, own_ssh, source)
+        if jumps[str(name)][1]:
+            # A jump the inventory writes wins over the ssh config's ProxyJump (the inventory wins everywhere).
+            merged.pop("proxy_jump", None)
+            merged["origins"] = {**merged.get("origins", {}), "jump": f"inventory {jumps[str(name)][0]}"}
         # packages merge key by key like ssh: a host may name its own python or dists.
         own = entry.get("packages")
         if isinstance(own, dict) or (own is None and document.packages):

@@ -38,7 +38,7 @@ async def ping(host: Host) -> Finding:
     if result.exit_status != 0:
         return Finding("ping", "fail", f"logged in, but `true` exited {result.exit_status}", evidence)
     return Finding("ping", "pass", f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
-                                   f"{fingerprint} as in {ssh.known_hosts}", evidence)
+                                   f"{fingerprint} as in {', '.join(ssh.known_hosts_list())}", evidence)
 
 
 async def ping_all(hosts: list[Host]) -> list[Finding]:

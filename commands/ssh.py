@@ -32,7 +32,8 @@ from commands.errors import (
     MissingOutput,
     ProofbotError,
 )
-from commands.inventory import Hop, Host, SshSettings
+from commands.inventory import Hop, Host, JumpHop, SshSettings
+from commands.ssh_options import client_options, hop_options
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -417,11 +418,14 @@ async def _open(registry: _Registry, host: Host | Hop,
                 tunnel: asyncssh.SSHClientConnection | None, via: tuple[Hop, ...] = ()
                 ) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host (through tunnel, the connection to via[-1]) with its key checked."""
+    if isinstance(host, Host) and host.proxy_jump:
+        return await _open_through_config_hops(host)
     settings = host.ssh
-    options = _client_options(host)
     sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
     try:
-        async with _startup_slot(registry, sshd, settings):
+        async with _startup_slot(registry, sshd, settings), client_options(host, time.time()) as options:
+            options |= {"connect_timeout": settings.connect_timeout_s,
+                        "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
             return await asyncio.wait_for(
                 asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options),
                 timeout=settings.connect_timeout_s + 1,
@@ -459,27 +463,63 @@ async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
         ) from exc
 
 
-def _client_options(host: Host | Hop) -> dict[str, Any]:
-    """asyncssh options for one login: host key checked against known_hosts, key files only."""
+async def _open_through_config_hops(host: Host) -> asyncssh.SSHClientConnection:
+    """Open one SSH connection to host through the ssh config's ProxyJump hops, every key checked.
+
+    These hops are this host's own (one hop login per host); ``ssh.jump`` in the inventory shares one
+    bastion connection between hosts and bounds its handshakes."""
     settings = host.ssh
-    known_hosts = settings.known_hosts_path()
-    if not known_hosts.is_file():
-        raise HostKeyNotVerified(
-            f"{host.name}: known_hosts file {known_hosts} does not exist",
-            hint="create it with the host's verified key (ssh-keyscan, checked out of band)",
-        )
-    return {
-        "username": settings.user,
-        "known_hosts": str(known_hosts),
-        "client_keys": [str(path) for path in settings.client_key_paths()],
-        "connect_timeout": settings.connect_timeout_s,
-        "keepalive_interval": KEEPALIVE_INTERVAL_S,
-        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
-        "config": None,
-        "agent_path": None,
-        "password": None,
-        "kbdint_auth": False,
-    }
+    deadline = settings.connect_timeout_s * (1 + len(host.proxy_jump)) + 1
+    hops: list[asyncssh.SSHClientConnection] = []
+    try:
+        async with client_options(host, time.time()) as options:
+            options |= {"connect_timeout": settings.connect_timeout_s,
+                        "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
+            async with asyncio.timeout(deadline):
+                for hop in host.proxy_jump:
+                    hops.append(await _connect_hop(host, hop, hops[-1] if hops else None, options))
+                conn = await asyncssh.connect(host.address, host.port, tunnel=hops[-1] if hops else (), **options)
+    except TimeoutError:
+        _close_now(hops)
+        raise HostUnreachable(
+            f"{host.name} ({host.address}:{host.port}): no SSH answer within {deadline:g} s"
+            + (f" (through {len(hops)} of {len(host.proxy_jump)} jump hops)" if host.proxy_jump else ""),
+            hint="check the address, the network path and that sshd runs",
+        ) from None
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        _close_now(hops)
+        raise _map_error(host, exc) from exc
+    except BaseException:
+        _close_now(hops)
+        raise
+    if hops:
+        conn.set_tunnel(hops[-1])  # closing the connection closes its hops, last to first
+    return conn
+
+
+async def _connect_hop(host: Host, hop: JumpHop, through: asyncssh.SSHClientConnection | None,
+                       options: dict[str, Any]) -> asyncssh.SSHClientConnection:
+    """One ProxyJump hop, its host key checked against its own known_hosts files, else the host's."""
+    try:
+        conn = await asyncssh.connect(hop.address, hop.port, tunnel=through or (), **hop_options(host, hop, options))
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        error = _map_error(host, exc)
+        detail = error.message.split(": ", 1)[-1]
+        if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+            detail = f"host key not verified against {', '.join(hop.known_hosts or host.ssh.known_hosts_list())}: " \
+                     f"{exc.reason}"
+        elif isinstance(exc, asyncssh.PermissionDenied):
+            detail = f"user {hop.user} was refused: {exc.reason}"
+        raise type(error)(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port} ({hop.origin}): {detail}",
+                          hint=error.hint) from exc
+    if through is not None:
+        conn.set_tunnel(through)
+    return conn
+
+
+def _close_now(conns: list[asyncssh.SSHClientConnection]) -> None:
+    for conn in reversed(conns):
+        conn.close()
 
 
 async def _close(conn: asyncssh.SSHClientConnection) -> None:
@@ -494,8 +534,8 @@ def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyNotVerified(
-            f"{where}: host key not verified against {host.ssh.known_hosts_path()}: {exc.reason}",
-            hint="the key is unknown or changed; verify it out of band before trusting it",
+            f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.reason}",
+            hint=_host_key_hint(exc.reason),
         )
     if isinstance(exc, asyncssh.PermissionDenied):
         return AuthenticationFailed(
@@ -513,6 +553,14 @@ def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
         return HostUnreachable(f"{where}: cannot connect: {detail}",
                                hint="check the address, the network path and that sshd runs")
     return ConnectionLost(f"{where}: SSH error: {exc}")
+
+
+def _host_key_hint(reason: str) -> str:
+    if "revoked" in reason:
+        return "known_hosts marks this key (or its CA) @revoked: do not trust the host until it is re-keyed"
+    if "CA key is not trusted" in reason or "certificate" in reason.lower() or "principal" in reason:
+        return "the host's certificate is not from a CA that known_hosts trusts (@cert-authority) for this name"
+    return "the key is unknown or changed; verify it out of band before trusting it"
 
 
 def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False,

@@ -10,14 +10,18 @@ import argparse
 import json
 
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
-from bot.plain_text import MARKS
+from bot.plain_text import MARKS, render_ssh_values
 from commands.inventory import inventory_path
 from commands.ping import ping_all
+from commands.ssh_options import effective
 
 
 def add_ping_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("hosts", nargs="*", metavar="TARGET", help="hosts and groups to ping (default: every host)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show each SSH value used (address, port, user, keys, known_hosts, jump, "
+                             "certificates) and where it came from")
 
 
 async def run_ping(args: argparse.Namespace) -> int:
@@ -26,12 +30,14 @@ async def run_ping(args: argparse.Namespace) -> int:
     findings = await ping_all(hosts)
     if args.json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, "hosts": [
-            {"host": host.name, **finding.to_json()} for host, finding in zip(hosts, findings, strict=True)]},
-            indent=2, ensure_ascii=False))
+            {"host": host.name, **finding.to_json(), **({"ssh": effective(host)} if args.verbose else {})}
+            for host, finding in zip(hosts, findings, strict=True)]}, indent=2, ensure_ascii=False))
     else:
         width = max(len(host.name) for host in hosts)
         for host, finding in zip(hosts, findings, strict=True):
             print(f"{MARKS[finding.status]}  {host.name.ljust(width)}  {finding.summary}")
+            if args.verbose:
+                print(render_ssh_values(effective(host)))
     return 0 if all(finding.status == "pass" for finding in findings) else 3
 
 

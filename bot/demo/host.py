@@ -46,11 +46,12 @@ PATCHED_SPEC_INFO = 'SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN", "DDTREE")\nfrom
 
 @dataclass
 class Logins:
-    """Logins the lab host's SSH server has seen: in all, open now, and the most open at once."""
+    """Logins the lab host's SSH server has seen: in all, open now, the most open at once; forwards asked."""
 
     total: int = 0
     open: int = 0
     peak: int = 0
+    forwards: list[tuple[str, int]] = field(default_factory=list)  # direct-tcpip targets asked for
 
 
 class _CommandServer(asyncssh.SSHServer):
@@ -70,6 +71,7 @@ class _CommandServer(asyncssh.SSHServer):
 
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
         # Forwarding is what the health check rides on; only loopback targets are allowed.
+        self._logins.forwards.append((dest_host, dest_port))
         return dest_host in ("127.0.0.1", "localhost", "::1")
 
 

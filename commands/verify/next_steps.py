@@ -28,7 +28,7 @@ def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
             return NextStep(f"check that the bastion answers SSH ({way}) and that its host key is known, then",
                             "verify", (host,))
         return NextStep(f"check that {plan.host.address}:{plan.host.port} answers SSH as {ssh.user} and that its "
-                        f"host key is in {ssh.known_hosts}, then", "verify", (host,))
+                        f"host key is in {', '.join(ssh.known_hosts_list())}, then", "verify", (host,))
     if status not in ("fail", "warn"):  # other errors say their own cause; a retry is all there is
         return None
     if name.startswith("file:"):
