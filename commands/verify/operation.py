@@ -96,29 +96,36 @@ async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> N
             await asyncio.gather(sent, return_exceptions=True)
 
 
+def host_batch(plan: VerifyPlan) -> tuple[list[BatchStep], int]:
+    """Every host-side command of plan's verify, as the one batch runs them, and how many lead it for the service."""
+    service, backup, packages = plan.host.service, plan.backup, plan.host.packages
+    batch: list[BatchStep] = []
+    if service:
+        # The script reads the main PID itself, so cmdline and stat need no second round trip.
+        batch += [state_step(service), pid_step(), cmdline_step()]
+        batch += process_start_steps() if backup else []
+    service_steps = len(batch)
+    if backup:
+        batch += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
+        batch.append(listing_argv(listing_paths(backup)))
+    python = packages.python if packages else None
+    # The package probes ride in the same round trip: they need nothing from the others.
+    batch += [package_argv(python, dist) for dist in packages.dists] if packages and python else []
+    batch += [deb_argv(name) for name in packages.deb] if packages else []
+    return batch, service_steps
+
+
 async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
     service, backup = plan.host.service, plan.backup
     health_task: asyncio.Task[HttpOutcome] | None = None
     if service:
         health_task = asyncio.create_task(fetch_via_host(conn, service.health_url))
-    stale_wanted = bool(service and backup)
+    packages = plan.host.packages
+    python = packages.python if packages else None
+    dists = packages.dists if packages and python else []  # the inventory refuses dists without python
+    debs = packages.deb if packages else []
     try:
-        batch: list[BatchStep] = []
-        if service:
-            # The script reads the main PID itself, so cmdline and stat need no second round trip.
-            batch += [state_step(service), pid_step(), cmdline_step()]
-            batch += process_start_steps() if stale_wanted else []
-        service_steps = len(batch)
-        if backup:
-            batch += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
-            batch.append(listing_argv(listing_paths(backup)))
-        packages = plan.host.packages
-        python = packages.python if packages else None
-        dists = packages.dists if packages and python else []  # the inventory refuses dists without python
-        debs = packages.deb if packages else []
-        # The package probes ride in the same round trip: they need nothing from the others.
-        batch += [package_argv(python, dist) for dist in dists] if python else []
-        batch += [deb_argv(name) for name in debs]
+        batch, service_steps = host_batch(plan)
         results = await conn.run_batch(batch)
     except BaseException:
         if health_task:
