@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from dataclasses import replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
@@ -25,7 +25,9 @@ from bot.cli.terminal import (
 )
 from bot.plain_text import progress_line, render_restart_plan
 from commands.errors import ProofbotError
-from commands.restart import RestartProgress, apply_restart, request_restart
+
+if TYPE_CHECKING:
+    from commands.restart import RestartProgress
 
 TICK_S = 0.2
 
@@ -36,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from commands.restart import apply_restart, request_restart  # loaded here: verify never needs it
+
     async with session(args) as cli:
         try:
             host = cli.inventory.host(args.host)

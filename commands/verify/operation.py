@@ -8,6 +8,8 @@ package probes), with health fetched over an SSH channel meanwhile.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import sys
 import time
 
 from commands.checks.cmdline import cmdline_finding
@@ -20,7 +22,6 @@ from commands.checks.service import main_pid_finding
 from commands.checks.stale import parse_process_start, stale_finding
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
-from commands.host_http import fetch_via_host, run_probe
 from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import BatchStep, HostConnection, connect
@@ -67,12 +68,20 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
             await on_finding(finding)
 
     async def checked() -> None:
-        async with connect(host) as conn:
-            stats["connections"] += 1
-            try:
-                await _gather(plan, conn, found)
-            finally:
-                stats["exec_round_trips"] = conn.exec_round_trips
+        # httpx (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
+        http = asyncio.ensure_future(_load_host_http())
+        try:
+            async with connect(host) as conn:
+                stats["connections"] += 1
+                await http
+                try:
+                    await _gather(plan, conn, found)
+                finally:
+                    stats["exec_round_trips"] = conn.exec_round_trips
+        finally:
+            if not http.done():
+                http.cancel()  # the thread finishes the import by itself; nobody waits for it
+            await asyncio.gather(http, return_exceptions=True)
 
     cause: str | None = None
     try:
@@ -100,8 +109,15 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
     return result
 
 
+async def _load_host_http() -> None:
+    if "commands.host_http" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "commands.host_http")
+
+
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
     """The host's facts, with the probe (one real request) sent meanwhile when the host has one."""
+    from commands.host_http import run_probe  # loaded already (_load_host_http): a dict look-up
+
     probe = plan.host.service.probe if plan.host.service else None
     sent = asyncio.create_task(run_probe(conn, probe)) if probe and plan.send_probe else None
     try:
@@ -136,6 +152,8 @@ def host_batch(plan: VerifyPlan) -> tuple[list[BatchStep], int]:
 
 
 async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
+    from commands.host_http import fetch_via_host  # loaded already (_load_host_http): a dict look-up
+
     service, backup = plan.host.service, plan.backup
     health_task: asyncio.Task[HttpOutcome] | None = None
     if service:
