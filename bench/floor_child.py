@@ -22,17 +22,16 @@ async def one(host: dict[str, object]) -> int:
         known_hosts=str(host["known_hosts"]), client_keys=[str(host["client_key"])],
         config=None, agent_path=None, password=None, kbdint_auth=False,
     ) as conn:
-        result = await conn.run("sh -s", input=str(host["script"]), encoding=None, check=False)
+        result = await conn.run("sh -s", input=str(host["script"]).encode(), encoding=None, check=False)
         return len(result.stdout or b"")
 
 
-async def main(spec: str) -> int:
-    with open(spec) as handle:
-        hosts = json.load(handle)
+async def main(hosts: list[dict[str, object]]) -> int:
     sizes = await asyncio.gather(*(one(host) for host in hosts))
     print(json.dumps({"hosts": len(sizes), "bytes": sum(sizes)}))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1])))
+    with open(sys.argv[1]) as spec:
+        sys.exit(asyncio.run(main(json.load(spec))))
