@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec
@@ -43,16 +43,23 @@ def render_result(result: OperationResult, *, verbose: bool = False) -> str:
         f"proofbot {result.operation} {result.host}: {VERDICT_WORDS[result.verdict]} "
         f"({len(result.checks)} checks in {result.duration_s:.2f} s, operation {result.operation_id})",
     ]
-    width = max((len(finding.name) for finding in result.checks), default=0)
-    for finding in result.checks:
-        lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
-        if finding.next_step:
-            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
-        if verbose or finding.status != "pass":
-            lines.extend(_evidence_lines(finding))
+    lines += finding_lines(result.checks, verbose=verbose)
     counts = {status: sum(1 for f in result.checks if f.status == status) for status in MARKS}
     lines.append("  " + " · ".join(f"{n} {status}" for status, n in counts.items() if n))
     return "\n".join(lines)
+
+
+def finding_lines(findings: Sequence[Finding], *, verbose: bool, evidence: bool = True) -> list[str]:
+    """One line per finding with its next step; the evidence of those not passing (all with ``verbose``)."""
+    lines: list[str] = []
+    width = max((len(finding.name) for finding in findings), default=0)
+    for finding in findings:
+        lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
+        if finding.next_step:
+            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
+        if evidence and (verbose or finding.status != "pass"):
+            lines.extend(evidence_lines(finding))
+    return lines
 
 
 def next_step_words(step: NextStep) -> str:
@@ -60,7 +67,7 @@ def next_step_words(step: NextStep) -> str:
     return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
 
 
-def _evidence_lines(finding: Finding) -> list[str]:
+def evidence_lines(finding: Finding) -> list[str]:
     if finding.evidence is None:
         return []
     pad = "           "
@@ -218,6 +225,32 @@ def when(at: str | None) -> str:
     return at.replace("T", " ").split(".")[0].rstrip("Z") + "Z"
 
 
+FLEET_COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("error", "could not check"))
+
+
+def fleet_counts_words(counts: Mapping[str, int]) -> str:
+    """``15 pass · 5 fail · 1 could not check`` (the outcomes with hosts, in this order)."""
+    return " · ".join(f"{counts[key]} {words}" for key, words in FLEET_COUNT_WORDS if counts.get(key))
+
+
+def operation_words(record: OperationRecord) -> str:
+    """What ran, on what: ``verify ct129``, or a fleet's ``verify gpu-west (21 hosts)``."""
+    if record.fleet:
+        count = record.fleet.hosts
+        return f"{record.operation or '?'} {record.fleet.target} ({count} host{'s' if count != 1 else ''})"
+    return f"{record.operation or '?'} {record.host or '?'}"
+
+
+def fleet_words(record: OperationRecord) -> str:
+    """A fleet's counts (`` · 15 pass · 5 fail``), or the fleet a host's part belonged to; else ''."""
+    if record.fleet and record.fleet.counts:
+        return " · " + fleet_counts_words(record.fleet.counts)
+    if record.part_of:
+        part = record.part_of
+        return f" · part of {record.operation or '?'} {part.target} ({part.operation_id})"
+    return ""
+
+
 @final_text
 def render_operations(records: Sequence[OperationRecord], host: str | None) -> str:
     scope = f"for {host}" if host else "across hosts"
@@ -227,8 +260,8 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
     lines = [f"Audit trail {scope}: last {len(records)} {plural}, newest first"]
     for record in records:
         lines.append("")
-        lines.append(f"{when(record.requested_at)}  {record.operation or '?'} {record.host or '?'}: "
-                     f"{verdict_word(record.verdict)}   ({record.operation_id})")
+        lines.append(f"{when(record.requested_at)}  {operation_words(record)}: "
+                     f"{verdict_word(record.verdict)}{fleet_words(record)}   ({record.operation_id})")
         finished = f" · finished {when(record.finished_at)}" if record.finished_at else ""
         lines.append(f"    requested by {record.requested_by or '?'}"
                      f"{f' via {record.via}' if record.via else ''} · "

@@ -6,8 +6,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bot.demo.host import DemoHost
 from commands.fleet import group_outcomes, run_bounded
 from commands.inventory import parse_inventory
@@ -15,36 +13,20 @@ from commands.operation import Origin
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan
 from commands.verify.fleet import verify_fleet
+from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
-
-
-def _entry(host: DemoHost, port: int | None = None, known_hosts: Path | None = None) -> dict[str, Any]:
-    document = host.inventory()
-    entry: dict[str, Any] = document["hosts"][host.name]
-    entry["ssh"] = {"known_hosts": str(known_hosts or host.known_hosts), "client_keys": [str(host.client_key)]}
-    if port is not None:
-        entry["port"] = port
-    return entry
-
-
-def _fleet_document(hosts: dict[str, dict[str, Any]], template: DemoHost, **fleet: Any) -> str:
-    document = template.inventory()
-    document["hosts"] = hosts
-    document["fleet"] = fleet
-    document["groups"] = {"gpu-west": list(hosts)}
-    return yaml.safe_dump(document, sort_keys=False)
 
 
 async def test_one_black_holed_host_times_out_alone_and_identical_hosts_group(
         seeded_host: DemoHost, clean_host: DemoHost, tmp_path: Path) -> None:
     async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy:
         port = proxy.port
-        known = tmp_path / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{port} " + clean_host.known_hosts.read_text().split(" ", 1)[1])
+        known = proxied_known_hosts(clean_host, port, tmp_path / "known_hosts")
         proxy.blackhole()
-        hosts = {"ct129": _entry(seeded_host), "ct130": _entry(clean_host), "ct131": _entry(clean_host, port, known),
-                 "ct132": _entry(seeded_host), "ct133": _entry(clean_host)}
-        inventory = parse_inventory(_fleet_document(hosts, clean_host, max_parallel=2, host_deadline_s=4),
+        hosts = {"ct129": fleet_entry(seeded_host), "ct130": fleet_entry(clean_host),
+                 "ct131": fleet_entry(clean_host, port, known), "ct132": fleet_entry(seeded_host),
+                 "ct133": fleet_entry(clean_host)}
+        inventory = parse_inventory(fleet_document(hosts, clean_host, max_parallel=2, host_deadline_s=4),
                                     "inv.yml")
         audit = AuditStore.open(tmp_path / "a.db")
         finished: list[str] = []
