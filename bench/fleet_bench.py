@@ -7,8 +7,8 @@ Needs root (it starts namespace hosts, see tests/lab). Run:
 1. One host, whole process, at +RTT: ``proofbot verify HOST`` in a fresh process against the
    floor (bench/floor_child.py: a fresh Python process, one asyncssh connection, one batched
    exec of the same work).
-2. N namespace hosts (real OpenSSH + supervisord) at +RTT: proofbot's fleet verify in one
-   process, the floor on N hosts, Ansible (bench/.venv-ansible, installed here on first use:
+2. N namespace hosts (real OpenSSH + supervisord) at +RTT: ``proofbot verify all``, the
+   floor on N hosts, Ansible (bench/.venv-ansible, installed here on first use:
    SSH multiplexing, pipelining, forks = N, no fact gathering; one task per check) and a
    bash loop of one ``ssh`` per check per host.
 3. Scale on tier 1 (in-process asyncssh servers, a few processes): wall time and peak RSS of
@@ -233,32 +233,28 @@ async def namespace_part(args: argparse.Namespace, rows: dict[str, Any]) -> None
 
 async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], hosts: list[Host],
                             inventory_file: Path, db: str, known_hosts: Path, key: Path, work: Path) -> None:
-    first = hosts[0].name
+    """Every tool on one host, then on all of them: rows[f"{tool}_{size}"] = median wall time."""
     r = args.repeats
-    print(f"one host ({first}) at +{args.rtt_ms:g} ms RTT, whole process:", flush=True)
-    rows["floor_1"] = wall(await median_of("floor", [PYTHON, "bench/floor_child.py",
-                                                     str(floor_spec(hosts[:1], work / "floor1.json"))], r))
-    rows["proofbot_1"] = wall(await median_of("proofbot verify", [
-        PYTHON, "-m", "bot.cli", "verify", first, "--inventory", str(inventory_file), "--db", db, "--json"], r))
-    print(f"{len(hosts)} hosts at +{args.rtt_ms:g} ms RTT:", flush=True)
-    rows["floor_n"] = wall(await median_of("floor", [PYTHON, "bench/floor_child.py",
-                                                     str(floor_spec(hosts, work / "floorn.json"))], r))
-    fleet = proofbot_fleet_argv(inventory_file, db, "all")
-    rows["proofbot_fleet_1"] = wall(await median_of("proofbot fleet, 1 host",
-                                                    proofbot_fleet_argv(inventory_file, db, first), r))
-    rows["proofbot_n"] = wall(await median_of("proofbot fleet", fleet, r))
-    if not args.skip_ansible:
-        argv = ansible_setup(hosts, key, known_hosts, work / "ansible")
-        env = {"ANSIBLE_CONFIG": str(work / "ansible" / "ansible.cfg")}
-        rows["ansible_n"] = wall(await median_of("ansible-playbook", argv, r, env))
-    if not args.skip_loop:
-        script = shell_loop(hosts, key, known_hosts, work / "loop.sh")
-        rows["loop_n"] = wall(await median_of("ssh loop", ["bash", str(script)], 1))
+    for chosen in (hosts[:1], hosts):
+        size, target = len(chosen), chosen[0].name if len(chosen) == 1 else "all"
+        print(f"{size} host(s) at +{args.rtt_ms:g} ms RTT, whole process:", flush=True)
+        spec = floor_spec(chosen, work / f"floor{size}.json")
+        rows[f"floor_{size}"] = wall(await median_of("floor", [PYTHON, "bench/floor_child.py", str(spec)], r))
+        rows[f"proofbot_{size}"] = wall(await median_of(f"proofbot verify {target}",
+                                                        proofbot_argv(inventory_file, db, target), r))
+        if not args.skip_ansible:
+            argv = ansible_setup(chosen, key, known_hosts, work / f"ansible{size}")
+            env = {"ANSIBLE_CONFIG": str(work / f"ansible{size}" / "ansible.cfg")}
+            rows[f"ansible_{size}"] = wall(await median_of("ansible-playbook", argv, r, env))
+        if not args.skip_loop:
+            script = shell_loop(chosen, key, known_hosts, work / f"loop{size}.sh")
+            rows[f"loop_{size}"] = wall(await median_of("ssh loop", ["bash", str(script)], 1 if size > 1 else r))
     rows["checks"] = len(check_commands(hosts[0]))
 
 
-def proofbot_fleet_argv(inventory_file: Path, db: str, target: str) -> list[str]:
-    return [PYTHON, "-m", "bench.fleet_child", str(inventory_file), db, target]
+def proofbot_argv(inventory_file: Path, db: str, target: str) -> list[str]:
+    """`proofbot verify TARGET` as a user runs it (the console script's own entry point)."""
+    return [PYTHON, "-m", "bot.cli", "verify", target, "--inventory", str(inventory_file), "--db", db, "--json"]
 
 
 # -- tier 1 at scale ----------------------------------------------------------------------------------
@@ -301,7 +297,7 @@ def scale_part(sizes: list[int], repeats: int) -> list[dict[str, float]]:
         known_hosts.write_text("".join(f"[127.0.0.1]:{h['port']} {h['host_key']}\n" for h in ports))
         for size in sizes:
             inventory_file = scale_inventory(work, size, ports, known_hosts, client_key, http_port, live, backup)
-            runs = measure_runs(f"tier 1, {size} hosts", proofbot_fleet_argv(
+            runs = measure_runs(f"tier 1, {size} hosts", proofbot_argv(
                 inventory_file, str(work / "scale.db"), "all"), repeats)
             rows.append({"hosts": size, "wall_s": wall(runs), "rss_mb": max(r.rss_mb for r in runs)})
     finally:
@@ -368,24 +364,26 @@ def wait_json(path: Path, deadline_s: float = 300) -> list[dict[str, Any]]:
 # -- the table ----------------------------------------------------------------------------------------
 
 def print_table(args: argparse.Namespace, rows: dict[str, Any], scale: list[dict[str, float]]) -> None:
-    n = args.hosts
     print()
-    print(f"proofbot vs the floor, Ansible and an ssh loop; +{args.rtt_ms:g} ms RTT; median of {args.repeats}")
+    print(f"proofbot vs the floor, Ansible and an ssh loop; +{args.rtt_ms:g} ms RTT; median of {args.repeats} "
+          "(the ssh loop on many hosts: one run)")
+    labels = {"floor": "floor", "proofbot": "proofbot verify", "ansible": "Ansible",
+              "loop": f"ssh loop ({rows.get('checks', 0)} ssh per host)"}
     if "floor_1" in rows:
-        print(f"{'':34} {'wall':>8} {'x floor':>8}")
-        print(f"{'one host: floor':34} {rows['floor_1']:>7.3f}s {1:>7.2f}x")
-        print(f"{'one host: proofbot verify (CLI)':34} {rows['proofbot_1']:>7.3f}s "
-              f"{rows['proofbot_1'] / rows['floor_1']:>7.2f}x")
-        print(f"{'one host: proofbot fleet':34} {rows['proofbot_fleet_1']:>7.3f}s "
-              f"{rows['proofbot_fleet_1'] / rows['floor_1']:>7.2f}x")
-        print(f"{f'{n} hosts: floor':34} {rows['floor_n']:>7.3f}s {1:>7.2f}x")
-        ours = rows["proofbot_n"]
-        print(f"{f'{n} hosts: proofbot fleet':34} {ours:>7.3f}s {ours / rows['floor_n']:>7.2f}x   "
-              f"{ours / rows['proofbot_1']:.2f}x proofbot's one host (CLI)")
-        for key, label in (("ansible_n", "Ansible"), ("loop_n", f"ssh loop ({rows['checks']} ssh per host)")):
-            if key in rows:
-                print(f"{f'{n} hosts: {label}':34} {rows[key]:>7.3f}s {rows[key] / rows['floor_n']:>7.2f}x   "
-                      f"proofbot {rows[key] / ours:.1f}x faster")
+        print(f"{'':38} {'wall':>8} {'x floor':>8}  {'proofbot is':>12}")
+    for size in (1, args.hosts):
+        if f"floor_{size}" not in rows:
+            continue
+        floor, ours = rows[f"floor_{size}"], rows[f"proofbot_{size}"]
+        for tool, label in labels.items():
+            if f"{tool}_{size}" not in rows:
+                continue
+            took = rows[f"{tool}_{size}"]
+            ahead = f"{took / ours:>10.1f}x faster" if tool in ("ansible", "loop") else ""
+            print(f"{f'{size} host(s): {label}':38} {took:>7.3f}s {took / floor:>7.2f}x  {ahead}")
+    if "proofbot_1" in rows and f"proofbot_{args.hosts}" in rows:
+        many = rows[f"proofbot_{args.hosts}"]
+        print(f"proofbot on {args.hosts} hosts / on one host: {many / rows['proofbot_1']:.2f}x")
     if scale:
         print()
         print("tier 1 scale (in-process asyncssh servers): the proofbot process")
