@@ -61,6 +61,7 @@ SCALE_SHARD = 125  # in-process servers per serving process
 class Run:
     wall_s: float
     rss_mb: float
+    cpu_s: float  # user + system, this child and the children it waited for (ssh, for the loop)
     code: int
     out: str
 
@@ -84,7 +85,7 @@ def run_measured(argv: Sequence[str], env: dict[str, str] | None = None, timeout
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode(errors="replace")
-    return Run(wall, usage.ru_maxrss / 1024, child.returncode, text)
+    return Run(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, child.returncode, text)
 
 
 def measure_runs(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None) -> list[Run]:
@@ -96,7 +97,7 @@ def measure_runs(label: str, argv: Sequence[str], repeats: int, env: dict[str, s
             raise RuntimeError(f"{label}: exit {run.code}\n{run.out[-3000:]}")
         if index:
             runs.append(run)
-    print(f"  {label}: " + ", ".join(f"{r.wall_s:.3f}s" for r in runs), flush=True)
+    print(f"  {label}: " + ", ".join(f"{r.wall_s:.3f}s (CPU {r.cpu_s:.2f}s)" for r in runs), flush=True)
     return runs
 
 
@@ -235,7 +236,7 @@ async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], host
                             inventory_file: Path, db: str, known_hosts: Path, key: Path, work: Path) -> None:
     """Every tool on one host, then on all of them: rows[f"{tool}_{size}"] = median wall time."""
     r = args.repeats
-    for chosen in (hosts[:1], hosts):
+    for chosen in [hosts[:1], hosts] if len(hosts) > 1 else [hosts]:
         size, target = len(chosen), chosen[0].name if len(chosen) == 1 else "all"
         print(f"{size} host(s) at +{args.rtt_ms:g} ms RTT, whole process:", flush=True)
         spec = floor_spec(chosen, work / f"floor{size}.json")
