@@ -88,22 +88,24 @@ def run_measured(argv: Sequence[str], env: dict[str, str] | None = None, timeout
     return Run(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, child.returncode, text)
 
 
-def measure_runs(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None) -> list[Run]:
-    """One warm-up run (not counted), then repeats; every run must exit 0."""
+def measure_runs(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None,
+                 warm_up: bool = True) -> list[Run]:
+    """One warm-up run (not counted) unless told not to, then repeats; every run must exit 0."""
     runs = []
-    for index in range(repeats + 1):
+    for index in range(repeats + 1 if warm_up else repeats):
         run = run_measured(argv, env)
         if run.code != 0:
             raise RuntimeError(f"{label}: exit {run.code}\n{run.out[-3000:]}")
-        if index:
+        if index or not warm_up:
             runs.append(run)
     print(f"  {label}: " + ", ".join(f"{r.wall_s:.3f}s (CPU {r.cpu_s:.2f}s)" for r in runs), flush=True)
     return runs
 
 
-async def median_of(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None) -> list[Run]:
+async def median_of(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None,
+                    warm_up: bool = True) -> list[Run]:
     """measure_runs in a thread: the delay proxies run on this event loop meanwhile."""
-    return await asyncio.to_thread(measure_runs, label, argv, repeats, env)
+    return await asyncio.to_thread(measure_runs, label, argv, repeats, env, warm_up)
 
 
 def wall(runs: list[Run]) -> float:
@@ -205,6 +207,13 @@ control_path_dir = {workdir / 'cp'}
 async def namespace_part(args: argparse.Namespace, rows: dict[str, Any]) -> None:
     one_way = args.rtt_ms / 2000
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    try:
+        await namespace_lab(args, rows, one_way, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def namespace_lab(args: argparse.Namespace, rows: dict[str, Any], one_way: float, work: Path) -> None:
     with NetnsLab() as lab:
         lab.start(args.hosts)
         names = list(lab.hosts)
@@ -229,7 +238,6 @@ async def namespace_part(args: argparse.Namespace, rows: dict[str, Any]) -> None
         finally:
             for proxy in proxies:
                 await proxy.stop()
-    shutil.rmtree(work, ignore_errors=True)
 
 
 async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], hosts: list[Host],
@@ -249,7 +257,9 @@ async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], host
             rows[f"ansible_{size}"] = wall(await median_of("ansible-playbook", argv, r, env))
         if not args.skip_loop:
             script = shell_loop(chosen, key, known_hosts, work / f"loop{size}.sh")
-            rows[f"loop_{size}"] = wall(await median_of("ssh loop", ["bash", str(script)], 1 if size > 1 else r))
+            # On many hosts it takes minutes: one run, no warm-up (its ssh processes keep nothing warm).
+            rows[f"loop_{size}"] = wall(await median_of("ssh loop", ["bash", str(script)], 1 if size > 1 else r,
+                                                        warm_up=size == 1))
     rows["checks"] = len(check_commands(hosts[0]))
 
 

@@ -62,3 +62,8 @@ async def test_link_reset_before_anything_ran_gives_all_errors(clean_host: DemoH
     assert {finding.status for finding in result.checks} == {"error"}
     assert result.verdict == "error"
     assert all(finding.evidence is None for finding in result.checks)
+    # The request was written while the handshake was tried; the log still has it first.
+    audit = AuditStore.open(tmp_path / "a.db")
+    kinds = [event.kind for event in await audit.events_of(result.operation_id)]
+    audit.close()
+    assert kinds == ["requested", *["check"] * len(result.checks), "finished"]

@@ -134,6 +134,10 @@ async def test_one_connection_and_one_exec_round_trip_for_every_check(clean_host
     assert checks["cmdline"].evidence.command == f"cat /proc/{pid}/cmdline"
     assert f"cat /proc/{pid}/stat /proc/uptime" in checks["stale-process"].evidence.command
     assert f"# cat /proc/{pid}/stat /proc/uptime\n{pid} (" in checks["stale-process"].evidence.output
+    audit = AuditStore.open(tmp_path / "a.db")
+    kinds = [event.kind for event in await audit.events_of(result.operation_id)]
+    audit.close()
+    assert kinds == ["requested", *["check"] * 8, "finished"]  # written during the handshake, still first
 
 
 async def test_a_host_without_a_service_needs_one_round_trip(clean_host: DemoHost, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from commands.findings import Finding, could_not_check
 from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.ssh import BatchStep, HostConnection, connect
-from commands.store.events import AuditStore
+from commands.store.events import AuditStore, Event
 from commands.verify.next_steps import with_next_step
 from commands.verify.pid_steps import (
     as_read,
@@ -54,12 +54,27 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                                     "origin": origin.to_json()}
     if fleet_operation_id:
         requested["fleet_operation_id"] = fleet_operation_id
-    await audit.append("requested", operation_id=operation_id, operation="verify", host=host.name,
-                       actor=origin.actor, details=requested)
+    # The request is written while the SSH handshake is in flight (a login, no command): every
+    # command and every finding waits for it, so the log still says what was asked first.
+    logged = asyncio.ensure_future(audit.append("requested", operation_id=operation_id, operation="verify",
+                                                host=host.name, actor=origin.actor, details=requested))
+    try:
+        return await _verified(plan, operation_id, started_at, started, logged, origin=origin, audit=audit,
+                               on_finding=on_finding, deadline_s=deadline_s)
+    finally:
+        if not logged.done():
+            await asyncio.gather(logged, return_exceptions=True)
+
+
+async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, started: float,
+                    logged: asyncio.Future[Event], *, origin: Origin, audit: AuditStore,
+                    on_finding: OnFinding | None, deadline_s: float | None) -> OperationResult:
+    host = plan.host
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
 
     async def found(finding: Finding) -> None:
+        await logged
         finding = with_next_step(finding, plan)
         findings.append(finding)
         await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
@@ -73,6 +88,7 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
         try:
             async with connect(host) as conn:
                 stats["connections"] += 1
+                await logged
                 await http
                 try:
                     await _gather(plan, conn, found)
@@ -102,6 +118,7 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                                         f"not checked: the same cause as `{left[0]}`"))
     result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
+    await logged
     await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
                        actor=origin.actor,
                        details={"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
