@@ -16,6 +16,7 @@ import pytest_asyncio
 import yaml
 
 import bot.slack.blocks
+import bot.slack.fleet_blocks
 from bot.cli.main import build_parser
 from bot.slack.app import COMMANDS, build_app
 from bot.slack.context import BotContext
@@ -39,10 +40,13 @@ def manifest_commands() -> set[str]:
 
 def rendered_action_ids() -> set[str]:
     """Every action_id a Block Kit renderer puts on a button (``action_id=CONSTANT``)."""
-    tree = ast.parse(Path(bot.slack.blocks.__file__).read_text())
-    names = {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
-             for kw in node.keywords if kw.arg == "action_id" and isinstance(kw.value, ast.Name)}
-    return {getattr(bot.slack.blocks, name) for name in names}
+    found: set[str] = set()
+    for module in (bot.slack.blocks, bot.slack.fleet_blocks):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        names = {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 for kw in node.keywords if kw.arg == "action_id" and isinstance(kw.value, ast.Name)}
+        found |= {getattr(module, name) for name in names}
+    return found
 
 
 def test_manifest_commands_match_registry_and_cli() -> None:

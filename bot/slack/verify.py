@@ -2,6 +2,8 @@
 
 The parent shows progress (at most every 2 s) and then the verdict; each check's
 evidence is a threaded reply; the thread ends with the summary read back from the log.
+A group or several hosts (``/verify gpu-west``, ``/verify ct129 ct130 pre-ddtree``) is a fleet
+verify (``bot.slack.fleet``); its "Re-verify the N that failed" button is answered here too.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from bot.slack.blocks import (
     verdict_message,
 )
 from bot.slack.context import Body, BotContext, SlackCommand
+from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
+from bot.slack.fleet_blocks import FLEET_REVERIFY
 from bot.slack.thread import OperationThread
-from commands.errors import UsageError
+from commands.errors import UnknownHost, UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
+from commands.verify.fleet import plan_fleet
+from commands.verify.rerun import not_passing
 
-USAGE = "usage: /verify HOST [BACKUP]"
+USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
 
 
 def verify_plan(inventory: Inventory, command: Body) -> VerifyPlan:
@@ -36,10 +42,40 @@ def verify_plan(inventory: Inventory, command: Body) -> VerifyPlan:
     return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
 
 
+def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetRequest:
+    """One host (``HOST [BACKUP]``, as ever), or a fleet: every word a host or a group, but a last word
+    that is neither, which is the backup each host that has it compares."""
+    words = command.get("text", "").split()
+    if not words:
+        raise UsageError(USAGE, hint="or /verify help")
+    known = inventory.hosts.keys() | inventory.groups.keys()
+    targets, backup = (words[:-1], words[-1]) if len(words) > 1 and words[-1] not in known else (words, None)
+    if len(targets) == 1 and targets[0] in inventory.hosts:
+        return VerifyPlan.for_host(inventory.hosts[targets[0]], backup)
+    try:
+        hosts = inventory.targets(targets)
+    except UnknownHost as unknown:  # a typo, or one word too many: say both the names and the usage
+        raise UnknownHost(unknown.message, hint=f"{USAGE}\n{unknown.hint}") from None
+    return FleetRequest(" ".join(targets), plan_fleet(hosts, backup))
+
+
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
-    plan = verify_plan(context.inventory, command)
+    request = verify_request(context.inventory, command)
     await ack()
-    await verify_in_thread(context, client, command, plan)
+    if isinstance(request, FleetRequest):
+        await verify_fleet_in_thread(context, client, command, request)
+    else:
+        await verify_in_thread(context, client, command, request)
+
+
+async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+    """Re-verify the hosts that did not pass, read from the audit log by the fleet operation id the
+    button carries; a new fleet operation with its own parent message."""
+    context.check_channel(body["channel"]["id"])
+    request = rerun_request(context.inventory, await not_passing(context.audit, str(body["actions"][0]["value"])))
+    await ack()
+    command = {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"]}
+    await verify_fleet_in_thread(context, client, command, request)
 
 
 async def on_verify_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
@@ -75,4 +111,4 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
         await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=text, blocks=blocks)
 
 
-COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now})
+COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now, FLEET_REVERIFY: on_reverify})

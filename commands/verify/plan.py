@@ -39,3 +39,4 @@ class VerifyPlan:
         if not packages:
             return []
         return [f"package:{dist}" for dist in packages.dists] + [f"package:deb:{name}" for name in packages.deb]
+

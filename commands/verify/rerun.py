@@ -1,0 +1,59 @@
+"""Re-verify the hosts that did not pass in a finished fleet verify: who they were is read from the audit log.
+
+The fleet operation's ``finished`` event names each host's own verify; each of those says its
+verdict and the backup it compared. Nothing a click carries besides the fleet operation id is used.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from commands.errors import Refused
+from commands.store.events import AuditStore
+
+
+@dataclass(frozen=True)
+class NotPassing:
+    """The hosts of a fleet verify whose verdict was not pass, in the fleet's order, with the backup each compared."""
+
+    fleet_operation_id: str
+    hosts: list[str]
+    backups: dict[str, str | None]
+    of_total: int
+
+
+async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
+    """Refused when the id is not a finished fleet verify, or when every host passed."""
+    events = await audit.events_of(fleet_operation_id)
+    requested = next((e for e in events if e.kind == "requested" and e.operation == "verify"
+                      and e.host is None and isinstance(e.details.get("fleet"), dict)), None)
+    if requested is None:
+        raise Refused(f"{fleet_operation_id!r} is not a fleet verify in the audit log: nothing to re-verify")
+    finished = next((e for e in events if e.kind == "finished"), None)
+    if finished is None or not isinstance(finished.details.get("hosts"), dict):
+        raise Refused(f"fleet verify {fleet_operation_id} has not finished: re-verify once it has")
+    per_host: dict[str, str] = {str(h): str(op) for h, op in finished.details["hosts"].items()}
+    outcomes = await audit.read(lambda db: _outcomes(db, list(per_host.values())))
+    hosts = [host for host, op in per_host.items() if outcomes.get(op, (None, None))[0] != "pass"]
+    if not hosts:
+        raise Refused(f"every host passed in fleet verify {fleet_operation_id}: nothing to re-verify")
+    return NotPassing(fleet_operation_id, hosts, {h: outcomes.get(per_host[h], (None, None))[1] for h in hosts},
+                      len(per_host))
+
+
+def _outcomes(db: sqlite3.Connection, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """operation id -> (verdict, backup compared), one query for the whole fleet."""
+    rows = db.execute(
+        "SELECT operation_id, kind, details FROM events WHERE kind IN ('requested', 'finished') "
+        "AND operation_id IN (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(operation_ids),)).fetchall()
+    verdicts: dict[str, str | None] = {}
+    backups: dict[str, str | None] = {}
+    for operation_id, kind, details in rows:
+        data = json.loads(details) if details else {}
+        if kind == "finished":
+            verdicts[operation_id] = data.get("verdict")
+        else:
+            backups[operation_id] = data.get("backup")
+    return {op: (verdicts.get(op), backups.get(op)) for op in operation_ids}
