@@ -6,19 +6,22 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from commands.findings import Finding, NextStep
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.redact import redact
 from commands.registry import OPERATIONS
-from commands.restart.plan import RestartPlan
-from commands.restart.rollout import HostOutcome, RolloutPlan, RolloutResult
-from commands.restart.watch import RestartProgress
-from commands.restore.plan import RestorePlan
-from commands.store.chain import ChainReport
-from commands.store.trail import IN_PROGRESS, OperationRecord
+from commands.store.trail import IN_PROGRESS
+
+if TYPE_CHECKING:  # types only: rendering a verify must not load the restart, restore and chain code
+    from commands.restart.plan import RestartPlan
+    from commands.restart.rollout import HostOutcome, RolloutPlan, RolloutResult
+    from commands.restart.watch import RestartProgress
+    from commands.restore.plan import RestorePlan
+    from commands.store.chain import ChainReport
+    from commands.store.trail import OperationRecord
 
 MARKS = {"pass": "✓ pass ", "fail": "✗ FAIL ", "warn": "! warn ", "error": "? error", "skipped": "» skip "}
 VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "error": "COULD NOT CHECK", IN_PROGRESS: "IN PROGRESS"}

@@ -61,7 +61,9 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
     if headers:
         request += " with header(s) " + ", ".join(sorted(headers))
     sent = {**(headers or {}), "Accept-Encoding": "identity"}
-    transport = _ChannelTransport(conn, ssl_context or _default_ssl_context())
+    # Loading the CA bundle costs tens of ms of CPU: only an https URL needs it.
+    tls = ssl_context or (_default_ssl_context() if parts.scheme == "https" else None)
+    transport = _ChannelTransport(conn, tls)
     started = time.monotonic()
     status: int | None = None
     body = bytearray()
@@ -248,7 +250,7 @@ class _Body(httpx.AsyncByteStream):
 class _ChannelTransport(httpx.AsyncBaseTransport):
     """httpx -> httpcore's pool over ``_ChannelBackend``: one request, one channel, closed after."""
 
-    def __init__(self, conn: HostConnection, ssl_context: ssl.SSLContext) -> None:
+    def __init__(self, conn: HostConnection, ssl_context: ssl.SSLContext | None) -> None:
         self.backend = _ChannelBackend(conn)
         self._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context, network_backend=self.backend,
                                                   max_connections=1, max_keepalive_connections=0)

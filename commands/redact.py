@@ -22,12 +22,11 @@ and large texts go through ``redact_off_loop`` so the event loop keeps answering
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
-
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.plugins.base import RegexBasedDetector
 
 MASK = "[REDACTED]"
 OFF_LOOP_CHARS = 32_000  # below this, redaction costs less than a thread hop
@@ -37,16 +36,31 @@ T = TypeVar("T")
 _NOT_SECRETS = {"IPPublicDetector"}
 
 
+_detector_lock = threading.Lock()
+_detector: tuple[re.Pattern[str], ...] | None = None
+
+
 def _detector_patterns() -> tuple[re.Pattern[str], ...]:
-    patterns: list[re.Pattern[str]] = []
-    plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
-    for detector in plugins.values():  # ``denylist`` is a class attribute on each regex plugin
-        if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _NOT_SECRETS:
-            patterns.extend(cast("Iterable[re.Pattern[str]]", detector.denylist))
-    return tuple(patterns)
+    """detect-secrets' regex plugins' patterns, loaded on first use (by any thread, once).
 
+    Loading them imports ~0.1 s of CPU (requests among it): a verify spends that in the audit
+    writer's thread while its SSH handshake is in flight, not before it starts.
+    """
+    global _detector
+    if _detector is not None:
+        return _detector
+    with _detector_lock:
+        if _detector is None:
+            from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+            from detect_secrets.plugins.base import RegexBasedDetector
 
-_DETECTOR_PATTERNS = _detector_patterns()
+            patterns: list[re.Pattern[str]] = []
+            plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
+            for detector in plugins.values():  # ``denylist`` is a class attribute on each regex plugin
+                if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _NOT_SECRETS:
+                    patterns.extend(cast("Iterable[re.Pattern[str]]", detector.denylist))
+            _detector = tuple(patterns)
+        return _detector
 
 # Words that make a key secret when they END its name (split at _ - . and camelCase).
 _SECRET_WORDS = frozenset({
@@ -168,11 +182,25 @@ def redact(text: str) -> str:
     """Return text with every secret it can recognise replaced by ``[REDACTED]``."""
     if not text:
         return text
+    # The same evidence passes here up to three times (finding, audit log, rendering): short texts
+    # are remembered, so the ~100 patterns run over each once.
+    return _redact_remembered(text) if len(text) <= REMEMBERED_CHARS else _redact(text)
+
+
+REMEMBERED_CHARS = 4096  # with 512 entries: at most ~4 MB kept
+
+
+@functools.lru_cache(maxsize=512)
+def _redact_remembered(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     text = _PEM_BLOCK.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     text = _BASE64_LINE.sub(lambda m: m.group(1) + MASK, text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    for pattern in _DETECTOR_PATTERNS:
+    for pattern in _detector_patterns():
         text = _mask_groups(pattern, text)
     text = _PASSWORD_OPTION.sub(lambda m: m.group(1) + MASK, text)
     text = _FLAG_WITH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

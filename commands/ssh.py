@@ -16,6 +16,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
@@ -52,6 +53,28 @@ RETRY_MAX_S = 0.5
 BASTION_LINGER_S = 1.0  # an unused bastion connection waits this long for the next host before closing
 
 
+@dataclass(frozen=True)
+class ShellStep:
+    """One batch step given as shell text, run in the batch's own shell (not a subshell).
+
+    For a step that sets a variable a later step of the same batch reads (verify's main PID),
+    so what needs it rides the same round trip. Only proofbot's own fixed text goes in
+    ``script``: every value from the inventory is shlex-quoted and every value from the host
+    checked by the script before use. It must not ``exit``: that would end the batch.
+    ``shown`` is the command the result and errors name.
+    """
+
+    script: str
+    shown: str
+
+
+BatchStep = Sequence[str] | ShellStep
+
+
+def _shell_text(step: BatchStep) -> str:
+    return step.shown if isinstance(step, ShellStep) else shlex.join(step)
+
+
 class HostConnection:
     """One operation's use of an open, host-key-verified SSH connection to one inventory host."""
 
@@ -83,7 +106,7 @@ class HostConnection:
         output, exit_status = await self._exec(command, stdin, timeout_s)
         return CommandResult(command, exit_status, output, time.monotonic() - started)
 
-    async def run_batch(self, commands: Sequence[Sequence[str]], *, stop_on_failure: bool = False,
+    async def run_batch(self, commands: Sequence[BatchStep], *, stop_on_failure: bool = False,
                         cleanup: Sequence[str] = ()) -> list[CommandResult]:
         """Run several commands in ONE exec round trip, each result kept apart.
 
@@ -93,22 +116,23 @@ class HostConnection:
         on the host can read in /proc while the batch runs; each command's stdin is /dev/null. With
         stop_on_failure the batch ends at the first non-zero exit (the results then stop
         there); ``cleanup`` paths are removed by the remote shell however it exits,
-        including when the link drops and sshd hangs up on it.
+        including when the link drops and sshd hangs up on it. A ``ShellStep`` runs in the
+        batch's own shell, so a variable it sets is there for the steps after it.
         """
         if not commands:
             return []
         nonce = secrets.token_hex(8)
-        script = _batch_script(nonce, [shlex.join(argv) for argv in commands], stop_on_failure, cleanup)
-        shown = "; ".join(shlex.join(argv) for argv in commands)
-        output, exit_status = await self._exec("sh -s", script.encode(), shown=shown)
+        script = _batch_script(nonce, commands, stop_on_failure, cleanup)
+        shown_each = [_shell_text(step) for step in commands]
+        output, exit_status = await self._exec("sh -s", script.encode(), shown="; ".join(shown_each))
         try:
-            results = _split_batch(nonce, [shlex.join(argv) for argv in commands], output)
+            results = _split_batch(nonce, shown_each, output)
         except MissingOutput as exc:
             raise MissingOutput(f"{self.host.name}: {exc.message}", hint=exc.hint) from None
         if stop_on_failure and results and results[-1].exit_status != 0:
             return results
         if len(results) < len(commands):
-            lost = shlex.join(commands[len(results)])
+            lost = shown_each[len(results)]
             raise ConnectionLost(
                 f"{self.host.name}: batch ended (exit {exit_status}) before `{lost}` reported",
                 hint="the host may have killed the session; run verify again",
@@ -563,7 +587,7 @@ def _host_key_hint(reason: str) -> str:
     return "the key is unknown or changed; verify it out of band before trusting it"
 
 
-def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False,
+def _batch_script(nonce: str, commands: Sequence[BatchStep], stop_on_failure: bool = False,
                   cleanup: Sequence[str] = ()) -> str:
     lines = []
     if cleanup:
@@ -571,8 +595,11 @@ def _batch_script(nonce: str, commands: list[str], stop_on_failure: bool = False
         lines.append(f"trap {removal} EXIT")
         lines.append("trap 'exit 129' HUP INT TERM PIPE")
     lines.append(f"printf '{nonce} start %s\\n' \"$(date +%s.%N)\"")
-    for index, command in enumerate(commands):
-        lines.append(f"( {command} ) </dev/null 2>&1")
+    for index, step in enumerate(commands):
+        if isinstance(step, ShellStep):
+            lines.append(f"{{\n{step.script}\n}} </dev/null 2>&1")
+        else:
+            lines.append(f"( {shlex.join(step)} ) </dev/null 2>&1")
         lines.append("rc=$?")
         lines.append(f"printf '\\n{nonce} end {index} %s %s\\n' \"$rc\" \"$(date +%s.%N)\"")
         if stop_on_failure:

@@ -24,7 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from bot.demo.host import DemoHost, demo_host
 from commands.checks.health import HttpOutcome, health_finding
-from commands.host_http import fetch_via_host, run_probe
+from commands.host_http import _default_ssl_context, fetch_via_host, run_probe
 from commands.operation import Origin
 from commands.restart import plan_restart, restart
 from commands.ssh import connect
@@ -185,6 +185,16 @@ async def test_https_runs_tls_over_the_channel_and_still_verifies_the_certificat
     assert stats.requests[0].startswith(b"GET /health HTTP/1.1\r\n")
     assert f"host: 127.0.0.1:{port}".encode() in stats.requests[0].lower()
     assert untrusted.status is None and "CERTIFICATE_VERIFY_FAILED" in untrusted.problem
+
+
+async def test_plain_http_loads_no_ca_bundle(lab: DemoHost) -> None:
+    """Loading certifi's CAs costs tens of ms of CPU on the event loop: only https pays it."""
+    _default_ssl_context.cache_clear()
+    server, _ = await serve("ok")
+    async with server:
+        outcome = await fetch(lab, f"http://127.0.0.1:{port_of(server)}/health")
+    assert outcome.status == 200
+    assert _default_ssl_context.cache_info().currsize == 0
 
 
 @pytest.mark.parametrize("userinfo", ["alice:s3cret@"])

@@ -51,7 +51,7 @@ async def test_real_venv_on_an_openssh_host_passes_then_fails_when_patched(lab: 
 
     pristine, round_trips = await package_finding(lab, tmp_path)
     assert pristine.status == "pass", pristine.summary
-    assert "sgl-kernel 0.1.4 (installer pip)" in pristine.summary and round_trips == 2
+    assert "sgl-kernel 0.1.4 (installer pip)" in pristine.summary and round_trips == 1
     assert pristine.evidence is not None and f'"prefix": "{ENV}"' in pristine.evidence.output
 
     package = site_packages(python) / "sgl_kernel"

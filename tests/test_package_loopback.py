@@ -49,8 +49,8 @@ async def test_pristine_passes_editable_warns_absent_errors_in_the_first_round_t
     assert found["package:edit-me"].status == "warn" and "editable install" in found["package:edit-me"].summary
     assert found["package:not-there"].status == "error"
     assert "not-there is not installed" in found["package:not-there"].summary
-    # Three more probes, no more round trips: the service, hashes, listing and probes share the first.
-    assert result.stats["exec_round_trips"] == 2
+    # Three more probes, no more round trips: the service, hashes, listing and probes share the one.
+    assert result.stats["exec_round_trips"] == 1
 
 
 async def test_edited_added_and_deleted_files_each_fail(host: DemoHost, tmp_path: Path) -> None:

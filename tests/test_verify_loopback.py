@@ -120,12 +120,24 @@ async def verify_through_a_counting_proxy(host: DemoHost, tmp_path: Path, docume
         return result, proxy.accepted
 
 
-async def test_one_connection_and_two_exec_round_trips_for_every_check(clean_host: DemoHost, tmp_path: Path) -> None:
+async def test_one_connection_and_one_exec_round_trip_for_every_check(clean_host: DemoHost, tmp_path: Path) -> None:
     result, tcp_connections = await verify_through_a_counting_proxy(clean_host, tmp_path, clean_host.inventory())
     assert result.verdict == "pass", [c.to_json() for c in result.checks if c.status != "pass"]
     assert len(result.checks) == 8, "every check ran: service, hashes, listing, health, cmdline, stale, probe"
     assert tcp_connections == 1 and result.stats["connections"] == 1
-    assert result.stats["exec_round_trips"] == 2
+    assert result.stats["exec_round_trips"] == 1  # the host-side script reads the main PID itself
+    checks = {check.name: check for check in result.checks}
+    pid = checks["main-pid"].details["main_pid"]
+    assert f"pid {pid}," in checks["main-pid"].evidence.output  # as supervisorctl printed it
+    # What was read for cmdline and stale-process is that same PID's, and the evidence says so.
+    assert checks["cmdline"].summary.startswith(f"PID {pid}:")
+    assert checks["cmdline"].evidence.command == f"cat /proc/{pid}/cmdline"
+    assert f"cat /proc/{pid}/stat /proc/uptime" in checks["stale-process"].evidence.command
+    assert f"# cat /proc/{pid}/stat /proc/uptime\n{pid} (" in checks["stale-process"].evidence.output
+    audit = AuditStore.open(tmp_path / "a.db")
+    kinds = [event.kind for event in await audit.events_of(result.operation_id)]
+    audit.close()
+    assert kinds == ["requested", *["check"] * 8, "finished"]  # written during the handshake, still first
 
 
 async def test_a_host_without_a_service_needs_one_round_trip(clean_host: DemoHost, tmp_path: Path) -> None:

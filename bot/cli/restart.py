@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from dataclasses import replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
@@ -36,8 +36,10 @@ from bot.plain_text import (
     rollout_host_done_line,
 )
 from commands.errors import ProofbotError
-from commands.restart import RestartProgress, apply_restart, request_restart
-from commands.restart.rollout import HostOutcome, RolloutResult, apply_rollout, request_rollout
+
+if TYPE_CHECKING:
+    from commands.restart import RestartProgress
+    from commands.restart.rollout import HostOutcome, RolloutResult
 
 TICK_S = 0.2
 
@@ -48,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from commands.restart import apply_restart, request_restart  # loaded here: verify never needs it
+
     async with session(args) as cli:
         if cli.inventory.is_group(args.host):
             return await _rollout(cli, args)
@@ -81,6 +85,8 @@ EXIT_FOR_ROLLOUT = {"pass": 0, "fail": 1, "error": 3, "refused": 4}
 
 async def _rollout(cli: Session, args: argparse.Namespace) -> int:
     """A group: one plan, one confirmation, hosts restarted batch by batch, each proven before the next."""
+    from commands.restart.rollout import apply_rollout, request_rollout  # loaded here: verify never needs it
+
     target = args.host
     try:
         plan = await request_rollout(cli.inventory, target, origin=cli.origin, audit=cli.audit)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
@@ -21,7 +22,9 @@ from bot.plain_text import render_restore_plan
 from commands.errors import Refused
 from commands.findings import Finding
 from commands.operation import OperationResult, utc_now
-from commands.restore import RestorePlan, apply_restore, request_restore
+
+if TYPE_CHECKING:
+    from commands.restore import RestorePlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from commands.restore import apply_restore, request_restore  # loaded here: verify never needs it
+
     if args.undo and args.backup:
         raise Refused("give either BACKUP or --undo SNAPSHOT_DIR, not both")
     async with session(args) as cli:

@@ -1,30 +1,40 @@
 """The verify operation: every check of README "Checks" against one host, over one SSH connection.
 
-Host-side facts are gathered in two exec round trips (service state, hashes and the file
-listing; then what needs the main PID), with health fetched over an SSH channel meanwhile.
+Host-side facts are gathered in ONE exec round trip (service state, and what needs the main
+PID, which the host-side script reads itself: see ``pid_steps``; hashes, the file listing and
+package probes), with health fetched over an SSH channel meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import sys
 import time
 
-from commands.checks.cmdline import cmdline_argv, cmdline_finding
+from commands.checks.cmdline import cmdline_finding
 from commands.checks.deb import deb_argv, parse_deb
 from commands.checks.files import file_hash_argv, parse_file_hash
 from commands.checks.health import HttpOutcome, health_finding
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.checks.package import package_argv, parse_package
-from commands.checks.service import ServiceState, main_pid_finding, service_state_argv
-from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
+from commands.checks.service import main_pid_finding
+from commands.checks.stale import parse_process_start, stale_finding
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
-from commands.host_http import fetch_via_host, run_probe
 from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
-from commands.ssh import HostConnection, connect
-from commands.store.events import AuditStore
+from commands.ssh import BatchStep, HostConnection, connect
+from commands.store.events import AuditStore, Event
 from commands.verify.next_steps import with_next_step
+from commands.verify.pid_steps import (
+    as_read,
+    cmdline_step,
+    pid_step,
+    process_start_steps,
+    shell_pid,
+    state_step,
+)
 from commands.verify.plan import VerifyPlan
 
 
@@ -44,12 +54,27 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                                     "origin": origin.to_json()}
     if fleet_operation_id:
         requested["fleet_operation_id"] = fleet_operation_id
-    await audit.append("requested", operation_id=operation_id, operation="verify", host=host.name,
-                       actor=origin.actor, details=requested)
+    # The request is written while the SSH handshake is in flight (a login, no command): every
+    # command and every finding waits for it, so the log still says what was asked first.
+    logged = asyncio.ensure_future(audit.append("requested", operation_id=operation_id, operation="verify",
+                                                host=host.name, actor=origin.actor, details=requested))
+    try:
+        return await _verified(plan, operation_id, started_at, started, logged, origin=origin, audit=audit,
+                               on_finding=on_finding, deadline_s=deadline_s)
+    finally:
+        if not logged.done():
+            await asyncio.gather(logged, return_exceptions=True)
+
+
+async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, started: float,
+                    logged: asyncio.Future[Event], *, origin: Origin, audit: AuditStore,
+                    on_finding: OnFinding | None, deadline_s: float | None) -> OperationResult:
+    host = plan.host
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
 
     async def found(finding: Finding) -> None:
+        await logged
         finding = with_next_step(finding, plan)
         findings.append(finding)
         await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
@@ -58,12 +83,21 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
             await on_finding(finding)
 
     async def checked() -> None:
-        async with connect(host) as conn:
-            stats["connections"] += 1
-            try:
-                await _gather(plan, conn, found)
-            finally:
-                stats["exec_round_trips"] = conn.exec_round_trips
+        # httpx (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
+        http = asyncio.ensure_future(_load_host_http())
+        try:
+            async with connect(host) as conn:
+                stats["connections"] += 1
+                await logged
+                await http
+                try:
+                    await _gather(plan, conn, found)
+                finally:
+                    stats["exec_round_trips"] = conn.exec_round_trips
+        finally:
+            if not http.done():
+                http.cancel()  # the thread finishes the import by itself; nobody waits for it
+            await asyncio.gather(http, return_exceptions=True)
 
     cause: str | None = None
     try:
@@ -84,6 +118,7 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
                                         f"not checked: the same cause as `{left[0]}`"))
     result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
+    await logged
     await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
                        actor=origin.actor,
                        details={"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
@@ -91,8 +126,15 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
     return result
 
 
+async def _load_host_http() -> None:
+    if "commands.host_http" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "commands.host_http")
+
+
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
     """The host's facts, with the probe (one real request) sent meanwhile when the host has one."""
+    from commands.host_http import run_probe  # loaded already (_load_host_http): a dict look-up
+
     probe = plan.host.service.probe if plan.host.service else None
     sent = asyncio.create_task(run_probe(conn, probe)) if probe and plan.send_probe else None
     try:
@@ -107,45 +149,53 @@ async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> N
             await asyncio.gather(sent, return_exceptions=True)
 
 
+def host_batch(plan: VerifyPlan) -> tuple[list[BatchStep], int]:
+    """Every host-side command of plan's verify, as the one batch runs them, and how many lead it for the service."""
+    service, backup, packages = plan.host.service, plan.backup, plan.host.packages
+    batch: list[BatchStep] = []
+    if service:
+        # The script reads the main PID itself, so cmdline and stat need no second round trip.
+        batch += [state_step(service), pid_step(), cmdline_step()]
+        batch += process_start_steps() if backup else []
+    service_steps = len(batch)
+    if backup:
+        batch += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
+        batch.append(listing_argv(listing_paths(backup)))
+    python = packages.python if packages else None
+    # The package probes ride in the same round trip: they need nothing from the others.
+    batch += [package_argv(python, dist) for dist in packages.dists] if packages and python else []
+    batch += [deb_argv(name) for name in packages.deb] if packages else []
+    return batch, service_steps
+
+
 async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
+    from commands.host_http import fetch_via_host  # loaded already (_load_host_http): a dict look-up
+
     service, backup = plan.host.service, plan.backup
     health_task: asyncio.Task[HttpOutcome] | None = None
     if service:
         health_task = asyncio.create_task(fetch_via_host(conn, service.health_url))
+    packages = plan.host.packages
+    python = packages.python if packages else None
+    dists = packages.dists if packages and python else []  # the inventory refuses dists without python
+    debs = packages.deb if packages else []
     try:
-        first_round: list[list[str]] = []
-        if service:
-            first_round.append(service_state_argv(service))
-        if backup:
-            first_round += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
-            first_round.append(listing_argv(listing_paths(backup)))
-        packages = plan.host.packages
-        python = packages.python if packages else None
-        dists = packages.dists if packages and python else []  # the inventory refuses dists without python
-        debs = packages.deb if packages else []
-        # The package probes ride in the first round trip: they need nothing from the others.
-        first_round += [package_argv(python, dist) for dist in dists] if python else []
-        first_round += [deb_argv(name) for name in debs]
-        results = await conn.run_batch(first_round)
+        batch, service_steps = host_batch(plan)
+        results = await conn.run_batch(batch)
     except BaseException:
         if health_task:
             health_task.cancel()
         raise
 
-    state: ServiceState | None = None
-    position = 0
-    if service:
-        main_pid, state = main_pid_finding(service, results[0])
-        position = 1
+    on_pid, rest = results[:service_steps], results[service_steps:]
     listing = None
     if backup and plan.backup_name:
         for name, live in backup.files.items():
-            await found(parse_file_hash(name, plan.backup_name, backup.backup_path(name), live, results[position]))
-            position += 1
-        listing = parse_listing(results[position])
+            await found(parse_file_hash(name, plan.backup_name, backup.backup_path(name), live, rest.pop(0)))
+        listing = parse_listing(rest.pop(0))
         if backup.watch:
             await found(extra_files_finding(plan.backup_name, backup, listing))
-    tail = results[len(results) - len(dists) - len(debs):]
+    tail = rest[len(rest) - len(dists) - len(debs):]
     if python:
         for dist, result in zip(dists, tail[: len(dists)], strict=True):
             await found(parse_package(python, dist, result))
@@ -153,6 +203,7 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
         await found(parse_deb(name, result))
     if not service or not health_task:
         return
+    main_pid, state = main_pid_finding(service, on_pid[0])
     await found(main_pid)
     await found(health_finding(await health_task))
 
@@ -162,12 +213,20 @@ async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) 
         if listing is not None:
             await found(could_not_check("stale-process", "no running main PID to compare file times with"))
         return
-    second = await conn.run_batch([cmdline_argv(pid), *process_start_argvs(pid)])
-    await found(cmdline_finding(service, pid, second[0]))
+    read_pid = shell_pid(on_pid[1])
+    if read_pid != pid:
+        why = (f"the host's script took main PID {read_pid or 'none'} from the manager's answer, "
+               f"the parser PID {pid}: nothing read for it is judged")
+        await found(could_not_check("cmdline", why))
+        if listing is not None:
+            await found(could_not_check("stale-process", why))
+        return
+    cmdline, *start_reads = as_read(pid, on_pid[2:])
+    await found(cmdline_finding(service, pid, cmdline))
     if listing is not None and backup:
-        start = parse_process_start(pid, *second[1:4])
+        start = parse_process_start(pid, *start_reads)
         files = [path for path in listing.mtimes if _watched(path, backup)]
-        await found(stale_finding(start, files, listing, second[1:4]))
+        await found(stale_finding(start, files, listing, start_reads))
 
 
 def _watched(path: str, backup: Backup) -> bool:
