@@ -16,7 +16,7 @@ class OperationSpec:
 OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         name="verify",
-        usage="HOST [BACKUP]",
+        usage="HOST|GROUP... [BACKUP]",
         summary="Prove a host's state: files vs backup, main PID, health, flags, stale process",
         mutating=False,
     ),

@@ -139,7 +139,7 @@ async def test_wrong_channel_is_refused(rig: SlackRig) -> None:
 async def test_help_is_the_ack_itself(rig: SlackRig) -> None:
     response, _, _ = await rig.command("/verify", "help")
     assert response.status_code == 200
-    assert "/verify HOST [BACKUP]" in response.json()["text"]
+    assert "/verify HOST|GROUP... [BACKUP]" in response.json()["text"]
     assert "`ct129`" in response.json()["text"]
     assert rig.slack.calls_to("chat.postMessage") == []
 
@@ -159,7 +159,7 @@ async def test_every_manifest_command_is_handled_by_the_app(rig: SlackRig) -> No
 async def test_bad_usage_is_explained(rig: SlackRig, text: str) -> None:
     response, _, _ = await rig.command("/verify", text)
     assert response.status_code == 200
-    assert "/verify HOST [BACKUP]" in response.json()["text"]
+    assert "/verify HOST" in response.json()["text"] and "[BACKUP]" in response.json()["text"]
     assert rig.slack.calls_to("chat.postMessage") == []
 
 
