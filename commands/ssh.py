@@ -443,7 +443,7 @@ async def _open(registry: _Registry, host: Host | Hop,
                 ) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host (through tunnel, the connection to via[-1]) with its key checked."""
     if isinstance(host, Host) and host.proxy_jump:
-        return await _open_through_config_hops(host)
+        return await _open_through_config_hops(registry, host)
     settings = host.ssh
     sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
     try:
@@ -487,11 +487,12 @@ async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
         ) from exc
 
 
-async def _open_through_config_hops(host: Host) -> asyncssh.SSHClientConnection:
+async def _open_through_config_hops(registry: _Registry, host: Host) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host through the ssh config's ProxyJump hops, every key checked.
 
-    These hops are this host's own (one hop login per host); ``ssh.jump`` in the inventory shares one
-    bastion connection between hosts and bounds its handshakes."""
+    These hops are this host's own (one hop login per host; ``ssh.jump`` in the inventory shares one
+    bastion connection between hosts), but each handshake still holds a ``max_startups`` slot of the
+    sshd that sees it, so many hosts behind one config bastion never pass its MaxStartups."""
     settings = host.ssh
     deadline = settings.connect_timeout_s * (1 + len(host.proxy_jump)) + 1
     hops: list[asyncssh.SSHClientConnection] = []
@@ -500,9 +501,14 @@ async def _open_through_config_hops(host: Host) -> asyncssh.SSHClientConnection:
             options |= {"connect_timeout": settings.connect_timeout_s,
                         "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
             async with asyncio.timeout(deadline):
+                path = ""
                 for hop in host.proxy_jump:
-                    hops.append(await _connect_hop(host, hop, hops[-1] if hops else None, options))
-                conn = await asyncssh.connect(host.address, host.port, tunnel=hops[-1] if hops else (), **options)
+                    path += f"{hop.address}:{hop.port} "
+                    async with _startup_slot(registry, path.strip(), settings):
+                        hops.append(await _connect_hop(host, hop, hops[-1] if hops else None, options))
+                async with _startup_slot(registry, path + f"{host.address}:{host.port}", settings):
+                    conn = await asyncssh.connect(host.address, host.port, tunnel=hops[-1] if hops else (),
+                                                  **options)
     except TimeoutError:
         _close_now(hops)
         raise HostUnreachable(
