@@ -472,6 +472,10 @@ def _home_groups(groups: dict[str, tuple[str, ...]], hosts: Sequence[str]) -> li
     return [*written, *([("in no group", rest)] if rest else [])]
 
 
+def _hosts(count: int) -> str:
+    return f"{count} host{'s' if count != 1 else ''}"
+
+
 def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: dict[str, OperationRecord],
               workspace_url: str | None, updated_at: str) -> dict[str, Any]:
     """The App Home: every host's last verdict by group, when, who asked, its thread. Past Slack's 100
@@ -483,7 +487,7 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
                       "· `/audit HOST` for more").to_dict()]
     full: list[dict[str, Any]] = []
     for name, members in sections:
-        full.append(section_block(f"*{escape(name)}* ({len(members)} hosts)").to_dict())
+        full.append(section_block(f"*{escape(name)}* ({_hosts(len(members))})").to_dict())
         full.extend(section_block(_home_line(host, last.get(host), workspace_url)).to_dict() for host in members)
     if len(head) + len(full) <= HOME_BLOCK_LIMIT:
         return {"type": "home", "blocks": head + full}
@@ -494,7 +498,7 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
             verdict = last[host].verdict if host in last else "never checked"
             counts[verdict] = counts.get(verdict, 0) + 1
         tally = ", ".join(f"{n} {verdict_word(v) if v != 'never checked' else v}" for v, n in counts.items())
-        summary.append(section_block(f"*{escape(name)}* ({len(members)} hosts): {tally}").to_dict())
+        summary.append(section_block(f"*{escape(name)}* ({_hosts(len(members))}): {tally}").to_dict())
         lines = [_home_line(host, last.get(host), workspace_url) for host in members
                  if host not in last or last[host].verdict != "pass"]
         chunk: list[str] = []
