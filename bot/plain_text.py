@@ -40,16 +40,23 @@ def render_result(result: OperationResult, *, verbose: bool = False) -> str:
         f"proofbot {result.operation} {result.host}: {VERDICT_WORDS[result.verdict]} "
         f"({len(result.checks)} checks in {result.duration_s:.2f} s, operation {result.operation_id})",
     ]
-    width = max((len(finding.name) for finding in result.checks), default=0)
-    for finding in result.checks:
-        lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
-        if finding.next_step:
-            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
-        if verbose or finding.status != "pass":
-            lines.extend(_evidence_lines(finding))
+    lines += finding_lines(result.checks, verbose=verbose)
     counts = {status: sum(1 for f in result.checks if f.status == status) for status in MARKS}
     lines.append("  " + " · ".join(f"{n} {status}" for status, n in counts.items() if n))
     return "\n".join(lines)
+
+
+def finding_lines(findings: Sequence[Finding], *, verbose: bool, evidence: bool = True) -> list[str]:
+    """One line per finding with its next step; the evidence of those not passing (all with ``verbose``)."""
+    lines: list[str] = []
+    width = max((len(finding.name) for finding in findings), default=0)
+    for finding in findings:
+        lines.append(f"  {MARKS[finding.status]}  {finding.name.ljust(width)}  {finding.summary}")
+        if finding.next_step:
+            lines.append(f"  {' ' * (len(MARKS['pass']) + 2 + width)}  → {next_step_words(finding.next_step)}")
+        if evidence and (verbose or finding.status != "pass"):
+            lines.extend(evidence_lines(finding))
+    return lines
 
 
 def next_step_words(step: NextStep) -> str:
@@ -57,7 +64,7 @@ def next_step_words(step: NextStep) -> str:
     return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
 
 
-def _evidence_lines(finding: Finding) -> list[str]:
+def evidence_lines(finding: Finding) -> list[str]:
     if finding.evidence is None:
         return []
     pad = "           "

@@ -27,9 +27,13 @@ EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
 SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
 
 
-def add_host_and_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """HOST, --json and -v, which every command that acts on a host takes."""
-    parser.add_argument("host", metavar="HOST")
+def add_host_and_output_arguments(parser: argparse.ArgumentParser, *, targets: bool = False) -> None:
+    """HOST (or, with ``targets``, one or more hosts and groups as ``args.targets``), --json and -v,
+    which every command that acts on a host takes."""
+    if targets:
+        parser.add_argument("targets", nargs="+", metavar="TARGET", help="hosts and groups from the inventory")
+    else:
+        parser.add_argument("host", metavar="HOST")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
     parser.add_argument("--strict", action="store_true",

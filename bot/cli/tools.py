@@ -1,4 +1,4 @@
-"""CLI tools beside the operations: ``proofbot ping [HOST...]`` and ``proofbot inventory check``.
+"""CLI tools beside the operations: ``proofbot ping [TARGET...]`` (hosts or groups) and ``proofbot inventory check``.
 
 Neither changes anything on a host nor writes the audit log: they answer "is my inventory
 right, and can proofbot reach what it names?" before anything runs.
@@ -16,13 +16,13 @@ from commands.ping import ping_all
 
 
 def add_ping_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("hosts", nargs="*", metavar="HOST", help="hosts to ping (default: every host)")
+    parser.add_argument("hosts", nargs="*", metavar="TARGET", help="hosts and groups to ping (default: every host)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 async def run_ping(args: argparse.Namespace) -> int:
     inventory = inventory_of(args)
-    hosts = [inventory.host(name) for name in args.hosts] or [inventory.hosts[n] for n in sorted(inventory.hosts)]
+    hosts = inventory.targets(args.hosts) if args.hosts else [inventory.hosts[n] for n in sorted(inventory.hosts)]
     findings = await ping_all(hosts)
     if args.json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, "hosts": [

@@ -1,31 +1,66 @@
-"""``proofbot verify HOST [--backup NAME] [--json]``: run every check and print the evidence."""
+"""``proofbot verify TARGET... [--backup NAME] [--json]``: run every check and print the evidence.
+
+One host named alone reads as it always has (one result, its JSON). A group, or several
+targets, is a fleet (``commands.verify.fleet``): hosts verified concurrently under
+``fleet.max_parallel``, each within ``fleet.host_deadline_s``, printed grouped by outcome
+(``bot.cli.fleet_view``), exit code the worst host's.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import add_host_and_output_arguments, print_result, session
+from bot.cli.fleet_view import fleet_exit_code, fleet_json, render_fleet
+from bot.cli.terminal import Session, add_host_and_output_arguments, print_result, session
 from commands.errors import UsageError
 from commands.verify import VerifyPlan, verify
+from commands.verify.fleet import plan_fleet, verify_fleet
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_and_output_arguments(parser)
-    parser.add_argument("--backup", metavar="NAME", help="backup to compare with (default: the only one)")
+    add_host_and_output_arguments(parser, targets=True)
+    parser.add_argument("--backup", metavar="NAME",
+                        help="backup to compare with (default: the only one); in a fleet, the hosts that have it")
     parser.add_argument("--no-probe", action="store_true",
                         help="do not send the inventory's probe (one real request); it is reported skipped")
 
 
 async def run(args: argparse.Namespace) -> int:
     async with session(args) as cli:
-        try:
-            plan = VerifyPlan.for_host(cli.inventory.host(args.host), args.backup, send_probe=not args.no_probe)
-        except UsageError as exc:
-            await cli.refused("verify", args.host, exc)
-            raise
-        result = await verify(plan, origin=cli.origin, audit=cli.audit)
+        if len(args.targets) == 1 and args.targets[0] in cli.inventory.hosts:
+            return await _one_host(cli, args)
+        return await _fleet(cli, args)
+
+
+async def _one_host(cli: Session, args: argparse.Namespace) -> int:
+    name = args.targets[0]
+    try:
+        plan = VerifyPlan.for_host(cli.inventory.host(name), args.backup, send_probe=not args.no_probe)
+    except UsageError as exc:
+        await cli.refused("verify", name, exc)
+        raise
+    result = await verify(plan, origin=cli.origin, audit=cli.audit)
     return print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
+
+
+async def _fleet(cli: Session, args: argparse.Namespace) -> int:
+    target = " ".join(args.targets)
+    try:
+        hosts = cli.inventory.targets(args.targets)
+        planned = plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
+    except UsageError as exc:
+        await cli.refused("verify", target, exc)
+        raise
+    fleet = await verify_fleet(planned.plans, target=target, origin=cli.origin, audit=cli.audit,
+                               fleet=cli.inventory.fleet, without_backup=planned.without_backup)
+    if args.json:
+        print(json.dumps(fleet_json(fleet, without_backup=planned.without_backup), indent=2, ensure_ascii=False))
+    else:
+        print(render_fleet(fleet, addresses={host.name: host.address for host in hosts},
+                           without_backup=planned.without_backup, verbose=args.verbose))
+    return fleet_exit_code(fleet, strict=args.strict)
 
 
 COMMAND = CliCommand("verify", add_arguments, run)

@@ -29,15 +29,23 @@ from commands.verify.plan import VerifyPlan
 
 
 async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
-                 on_finding: OnFinding | None = None) -> OperationResult:
-    """Run every planned check, record each in the audit log, and return the result."""
+                 on_finding: OnFinding | None = None, deadline_s: float | None = None,
+                 fleet_operation_id: str | None = None) -> OperationResult:
+    """Run every planned check, record each in the audit log, and return the result.
+
+    With ``deadline_s`` the host's whole verify (connecting included) ends by then: what it
+    had shown stays, every check not yet done is ``error`` "timed out after N s". A verify
+    that is part of a fleet operation names it (``fleet_operation_id``) in its request.
+    """
     operation_id = new_operation_id()
     started_at, started = utc_now(), time.monotonic()
     host = plan.host
+    requested: dict[str, object] = {"backup": plan.backup_name, "checks": plan.check_names(),
+                                    "origin": origin.to_json()}
+    if fleet_operation_id:
+        requested["fleet_operation_id"] = fleet_operation_id
     await audit.append("requested", operation_id=operation_id, operation="verify", host=host.name,
-                       actor=origin.actor,
-                       details={"backup": plan.backup_name, "checks": plan.check_names(),
-                                "origin": origin.to_json()})
+                       actor=origin.actor, details=requested)
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
 
@@ -49,18 +57,30 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
         if on_finding:
             await on_finding(finding)
 
-    try:
+    async def checked() -> None:
         async with connect(host) as conn:
             stats["connections"] += 1
             try:
                 await _gather(plan, conn, found)
             finally:
                 stats["exec_round_trips"] = conn.exec_round_trips
+
+    cause: str | None = None
+    try:
+        if deadline_s is None:
+            await checked()
+        else:
+            async with asyncio.timeout(deadline_s):
+                await checked()
     except CouldNotCheck as exc:
+        cause = f"could not check: {exc}"
+    except TimeoutError:
+        cause = f"timed out after {deadline_s:g} s (fleet.host_deadline_s)"
+    if cause is not None:
         done = {finding.name for finding in findings}
         left = [name for name in plan.check_names() if name not in done]
         for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
-            await found(could_not_check(name, f"could not check: {exc}" if index == 0 else
+            await found(could_not_check(name, cause if index == 0 else
                                         f"not checked: the same cause as `{left[0]}`"))
     result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)

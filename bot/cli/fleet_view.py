@@ -1,0 +1,104 @@
+"""A fleet verify for a terminal and for ``--json``: pure functions from a ``FleetResult`` to text or a dict.
+
+The text reads like ``dshbak -c``: one line of counts, then hosts grouped by identical outcome,
+failing groups first, each group's non-passing checks with the evidence of ONE of its hosts
+(the others' evidence is in the audit log and ``--json``), and all clean passes as one line of
+names. The exit code is the worst host's (README "Using it").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
+from bot.plain_text import MARKS, VERDICT_WORDS, final_text, finding_lines
+from commands.fleet.grouping import OutcomeGroup, group_outcomes
+from commands.fleet.names import compress_names
+from commands.redact import redact_data
+from commands.verify.fleet import FleetResult
+
+# In the counts line, in this order; "could not check" as everywhere else in proofbot.
+COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("error", "could not check"))
+SAME_CAUSE = "not checked: the same cause"  # commands.verify.operation's words for the checks a cause stopped
+GROUP_WORDS = {"fail": "✗ FAIL", "error": "? COULD NOT CHECK", "warn": "! PASS WITH A WARNING", "pass": "✓ PASS"}
+
+
+def counts_line(fleet: FleetResult) -> str:
+    """``50 hosts · 46 pass · 3 fail · 1 could not check · 12.3 s``."""
+    counts, total = fleet.counts(), len(fleet.results)
+    parts = [f"{total} host{'s' if total != 1 else ''}"]
+    parts += [f"{counts[key]} {words}" for key, words in COUNT_WORDS if counts[key]]
+    return " · ".join([*parts, f"{fleet.duration_s:.1f} s"])
+
+
+@final_text
+def render_fleet(fleet: FleetResult, *, addresses: Mapping[str, str] | None = None,
+                 without_backup: Mapping[str, str] | None = None, verbose: bool = False) -> str:
+    lines = [f"proofbot {fleet.operation} {fleet.target}: {VERDICT_WORDS[fleet.verdict]} · {counts_line(fleet)}"]
+    lines += _without_backup_lines(without_backup or {})
+    for group in group_outcomes(fleet.results, dict(addresses or {})):
+        lines.append("")
+        lines += _group_lines(group, verbose=verbose)
+    lines.append("")
+    lines.append(f"operation {fleet.operation_id}: `proofbot audit` lists it; each host's own part in "
+                 "`proofbot audit HOST`")
+    return "\n".join(lines)
+
+
+def _group_lines(group: OutcomeGroup, *, verbose: bool) -> list[str]:
+    count = len(group.hosts)
+    head = f"{GROUP_WORDS[group.outcome]} · {count} host{'s' if count != 1 else ''}: {compress_names(group.hosts)}"
+    if group.outcome == "pass" and not verbose:
+        return [head]
+    example = group.example
+    if count > 1:
+        head += f"  (evidence from {example.host}; the others' in `proofbot audit HOST` and --json)"
+    shown = [f for f in example.checks if verbose or f.status not in ("pass", "skipped")]
+    same_cause = [f for f in shown if f.status == "error" and f.evidence is None
+                  and f.summary.startswith(SAME_CAUSE)]
+    if len(same_cause) > 1:  # one line for the checks a timeout or a lost link stopped, not one each
+        shown = [f for f in shown if f not in same_cause]
+    lines = [head, *finding_lines(shown, verbose=verbose)]
+    if len(same_cause) > 1:
+        lines.append(f"  {MARKS['error']}  {len(same_cause)} more {SAME_CAUSE}: "
+                     + ", ".join(f.name for f in same_cause))
+    if not verbose:
+        for status in ("pass", "skipped"):
+            names = [f.name for f in example.checks if f.status == status]
+            if names:
+                lines.append(f"  {MARKS[status]}  also: {', '.join(names)}")
+    return lines
+
+
+def _without_backup_lines(without_backup: Mapping[str, str]) -> list[str]:
+    """Hosts whose files were not compared, grouped by why: said once, plainly, before anything else."""
+    by_reason: dict[str, list[str]] = {}
+    for host, reason in without_backup.items():
+        by_reason.setdefault(reason, []).append(host)
+    return [f"  {MARKS['skipped'].strip()} {compress_names(hosts)}: {reason}: verified without files"
+            for reason, hosts in by_reason.items()]
+
+
+def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """README's fleet object: the fleet's verdict and counts, and each host's object as one host prints it."""
+    counts = fleet.counts()
+    return redact_data({
+        "schema_version": SCHEMA_VERSION,
+        "operation": fleet.operation,
+        "operation_id": fleet.operation_id,
+        "target": fleet.target,
+        "verdict": fleet.verdict,
+        "counts": {key: counts[key] for key, _ in COUNT_WORDS},
+        "started_at": fleet.started_at,
+        "duration_s": round(fleet.duration_s, 3),
+        "without_backup": [{"host": host, "reason": reason} for host, reason in (without_backup or {}).items()],
+        "hosts": [result.to_json() for result in fleet.results],
+    })
+
+
+def fleet_exit_code(fleet: FleetResult, *, strict: bool = False) -> int:
+    """The worst host's: a failure (1) outranks a could-not-check (3); ``strict``: a warning exits 1."""
+    if strict and fleet.verdict == "pass" and fleet.counts()["warn"]:
+        return 1
+    return EXIT_FOR_VERDICT[fleet.verdict]

@@ -1,0 +1,113 @@
+"""Verify many hosts as one fleet operation: every host's verify linked to it, a bounded fan-out, a deadline each.
+
+The fleet operation's own events say what was asked (the targets, the hosts) and, at the end,
+the counts; each host's verify is a full operation of its own (``/audit HOST`` lists it) that
+names the fleet operation in its request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from commands.errors import UnknownBackup
+from commands.findings import Verdict
+from commands.fleet.grouping import outcome_of
+from commands.fleet.run import run_bounded
+from commands.inventory import FleetSettings, Host
+from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
+from commands.store.events import AuditStore
+from commands.verify.operation import verify
+from commands.verify.plan import VerifyPlan
+
+OnHostDone = Callable[[OperationResult], Awaitable[None]]
+OnHostFinding = Callable[[str], OnFinding | None]
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    operation_id: str
+    operation: str
+    target: str  # as asked: "gpu-west", "ct129 ct130"
+    started_at: str
+    duration_s: float
+    results: list[OperationResult]  # one per host, in the order the targets named them
+
+    @property
+    def verdict(self) -> Verdict:
+        """The worst host's: a failure outranks a could-not-check, which outranks a pass."""
+        verdicts = {result.verdict for result in self.results}
+        return "fail" if "fail" in verdicts else "error" if "error" in verdicts or not verdicts else "pass"
+
+    def counts(self) -> Counter[str]:
+        """Hosts per outcome: pass, warn (a pass with a warning), fail, error."""
+        return Counter(outcome_of(result) for result in self.results)
+
+
+async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, audit: AuditStore,
+                       fleet: FleetSettings, on_host_done: OnHostDone | None = None,
+                       on_host_finding: OnHostFinding | None = None,
+                       operation_id: str | None = None,
+                       without_backup: dict[str, str] | None = None) -> FleetResult:
+    """Verify every planned host, ``fleet.max_parallel`` at a time, each within ``fleet.host_deadline_s``;
+    ``without_backup`` (from ``plan_fleet``) is recorded with the request: whose files were not compared, why."""
+    operation_id = operation_id or new_operation_id()
+    started_at, started = utc_now(), time.monotonic()
+    await audit.append("requested", operation_id=operation_id, operation="verify", host=None,
+                       actor=origin.actor,
+                       details={"fleet": {"target": target, "hosts": [plan.host.name for plan in plans],
+                                          "max_parallel": fleet.max_parallel,
+                                          "host_deadline_s": fleet.host_deadline_s,
+                                          **({"without_backup": without_backup} if without_backup else {})},
+                                "origin": origin.to_json()})
+
+    async def one(plan: VerifyPlan) -> OperationResult:
+        on_finding = on_host_finding(plan.host.name) if on_host_finding else None
+        return await verify(plan, origin=origin, audit=audit, on_finding=on_finding,
+                            deadline_s=fleet.host_deadline_s, fleet_operation_id=operation_id)
+
+    async def done(_index: int, result: OperationResult) -> None:
+        if on_host_done is not None:
+            await on_host_done(result)
+
+    results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done)
+    outcome = FleetResult(operation_id, "verify", target, started_at, time.monotonic() - started, results)
+    await audit.append("finished", operation_id=operation_id, operation="verify", host=None, actor=origin.actor,
+                       details={"verdict": outcome.verdict, "duration_s": round(outcome.duration_s, 3),
+                                "counts": dict(sorted(outcome.counts().items())),
+                                "hosts": {result.host: result.operation_id for result in results}})
+    return outcome
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Each host's plan, and why some hosts' files are not compared (host → the reason, in words)."""
+
+    plans: list[VerifyPlan]
+    without_backup: dict[str, str]
+
+
+def plan_fleet(hosts: list[Host], backup_name: str | None, *, send_probe: bool = True) -> FleetPlan:
+    """One plan per host. ``backup_name`` applies to the hosts that have it; a host without it, or
+    with several backups and none named, is verified without files (its service and packages
+    still are) and said plainly, rather than failing the whole fleet for one host's inventory.
+    A backup that no host has is a typo: refused, nothing runs."""
+    if backup_name is not None and not any(backup_name in host.backups for host in hosts):
+        known = sorted({name for host in hosts for name in host.backups})
+        raise UnknownBackup(f"no host here has a backup {backup_name!r}",
+                            hint=f"backups on these hosts: {', '.join(known) or 'none'}")
+    plans: list[VerifyPlan] = []
+    without: dict[str, str] = {}
+    for host in hosts:
+        names = ", ".join(sorted(host.backups))
+        if backup_name is not None and backup_name not in host.backups:
+            without[host.name] = f"no backup {backup_name}" + (f" (it has {names})" if names else "")
+        elif backup_name is None and len(host.backups) > 1:
+            without[host.name] = f"several backups ({names}) and none named (--backup NAME)"
+        else:
+            plans.append(VerifyPlan.for_host(host, backup_name, send_probe=send_probe))
+            continue
+        plans.append(VerifyPlan(host, None, None, send_probe))
+    return FleetPlan(plans, without)
