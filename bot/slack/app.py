@@ -87,14 +87,16 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
                          "channel": body.get("channel_id") or body.get("channel", {}).get("id")
                          or submitted.get("channel")},
             )
-            if in_modal and response is not None:  # shown in the modal, under the reason (plain text)
-                return BoltResponse(status=200, body={"response_action": "errors", "errors": {
-                    REASON_BLOCK: redact(f"{error.message}. {error.hint}".strip())[:2000]}})
+            said = f"{error.message}. {error.hint}"
             text = error_message(error.message, error.hint + await _link_to_holder(client, error))
         else:
             log.exception("listener failed", exc_info=error)
+            said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
+        if in_modal and response is not None:  # shown in the modal, under the reason box (plain text)
+            return BoltResponse(status=200, body={"response_action": "errors",
+                                                  "errors": {REASON_BLOCK: redact(said)[:2000]}})
         is_click = body.get("type") == "block_actions" or in_modal
         if response is not None and not is_click:  # not acknowledged yet: the ack carries the reply
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
