@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import ParamSpec
@@ -222,6 +222,32 @@ def when(at: str | None) -> str:
     return at.replace("T", " ").split(".")[0].rstrip("Z") + "Z"
 
 
+FLEET_COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("error", "could not check"))
+
+
+def fleet_counts_words(counts: Mapping[str, int]) -> str:
+    """``15 pass · 5 fail · 1 could not check`` (the outcomes with hosts, in this order)."""
+    return " · ".join(f"{counts[key]} {words}" for key, words in FLEET_COUNT_WORDS if counts.get(key))
+
+
+def operation_words(record: OperationRecord) -> str:
+    """What ran, on what: ``verify ct129``, or a fleet's ``verify gpu-west (21 hosts)``."""
+    if record.fleet:
+        count = record.fleet.hosts
+        return f"{record.operation or '?'} {record.fleet.target} ({count} host{'s' if count != 1 else ''})"
+    return f"{record.operation or '?'} {record.host or '?'}"
+
+
+def fleet_words(record: OperationRecord) -> str:
+    """A fleet's counts (`` · 15 pass · 5 fail``), or the fleet a host's part belonged to; else ''."""
+    if record.fleet and record.fleet.counts:
+        return " · " + fleet_counts_words(record.fleet.counts)
+    if record.part_of:
+        part = record.part_of
+        return f" · part of {record.operation or '?'} {part.target} ({part.operation_id})"
+    return ""
+
+
 @final_text
 def render_operations(records: Sequence[OperationRecord], host: str | None) -> str:
     scope = f"for {host}" if host else "across hosts"
@@ -231,8 +257,8 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
     lines = [f"Audit trail {scope}: last {len(records)} {plural}, newest first"]
     for record in records:
         lines.append("")
-        lines.append(f"{when(record.requested_at)}  {record.operation or '?'} {record.host or '?'}: "
-                     f"{verdict_word(record.verdict)}   ({record.operation_id})")
+        lines.append(f"{when(record.requested_at)}  {operation_words(record)}: "
+                     f"{verdict_word(record.verdict)}{fleet_words(record)}   ({record.operation_id})")
         finished = f" · finished {when(record.finished_at)}" if record.finished_at else ""
         lines.append(f"    requested by {record.requested_by or '?'}"
                      f"{f' via {record.via}' if record.via else ''} · "

@@ -24,6 +24,8 @@ from tests.conftest import run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 
+# The black-holed host's wait; long enough that the others, on a machine shared with other suites, finish.
+DEADLINE_S = 10
 SINGLE_HOST_KEYS = {"host", "operation", "verdict", "started_at", "duration_s", "operation_id", "checks"}
 
 
@@ -32,7 +34,9 @@ async def black_hole(clean_host: DemoHost, tmp_path: Path) -> AsyncIterator[dict
     """The clean host's entry reached through a proxy that swallows every byte: it never answers."""
     async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy:
         proxy.blackhole()
-        yield fleet_entry(clean_host, proxy.port, proxied_known_hosts(clean_host, proxy.port, tmp_path / "kh"))
+        entry = fleet_entry(clean_host, proxy.port, proxied_known_hosts(clean_host, proxy.port, tmp_path / "kh"))
+        entry["ssh"]["connect_timeout_s"] = 60  # so the host meets its fleet deadline, not the connect timeout
+        yield entry
 
 
 async def fleet_cli(tmp_path: Path, document: str, *args: str) -> Any:
@@ -45,7 +49,7 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
         seeded_host: DemoHost, clean_host: DemoHost, black_hole: dict[str, Any], tmp_path: Path) -> None:
     hosts = {"ct129": fleet_entry(seeded_host), "ct130": fleet_entry(clean_host), "ct131": fleet_entry(clean_host),
              "ct132": fleet_entry(seeded_host), "ct133": black_hole}
-    run = await fleet_cli(tmp_path, fleet_document(hosts, clean_host, host_deadline_s=3), "gpu-west")
+    run = await fleet_cli(tmp_path, fleet_document(hosts, clean_host, host_deadline_s=DEADLINE_S), "gpu-west")
     assert run.code == 1, run.stdout + run.stderr  # the worst host's: a failure outranks a could-not-check
     lines = run.stdout.splitlines()
     assert lines[0].startswith("proofbot verify gpu-west: FAIL · 5 hosts · 2 pass · 2 fail · 1 could not check · ")
@@ -59,7 +63,7 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
     assert "→ " in failed_block and "proofbot restore ct129" in failed_block  # the next step, as typed
     assert run.stdout.count("$ sha256sum -- ") == 1  # one example's evidence, not every host's
     hung_block = "\n".join(lines[hung:passing])
-    assert "timed out after 3 s (fleet.host_deadline_s)" in hung_block
+    assert f"timed out after {DEADLINE_S} s (fleet.host_deadline_s)" in hung_block
     assert "? error  7 more not checked: the same cause: file:eagle_info.py, extra-files, main-pid" in hung_block
     assert "also: file:eagle_info.py" in failed_block  # the example's passing checks, named on one line
     assert lines[-1].startswith("operation op-")
@@ -92,8 +96,8 @@ async def test_exit_code_is_the_worst_hosts(clean_host: DemoHost, black_hole: di
     assert passing.stdout.splitlines()[0].startswith("proofbot verify gpu-west: PASS · 2 hosts · 2 pass · ")
     assert "✓ PASS · 2 hosts: ct[130-131]" in passing.stdout
 
-    hung = await fleet_cli(tmp_path, fleet_document({**clean, "ct140": black_hole}, clean_host, host_deadline_s=2),
-                           "all", "--json")
+    document = fleet_document({**clean, "ct140": black_hole}, clean_host, host_deadline_s=DEADLINE_S)
+    hung = await fleet_cli(tmp_path, document, "all", "--json")
     assert hung.code == 3, hung.stdout  # nothing failed, one host could not be checked
     report = json.loads(hung.stdout)
     assert report["verdict"] == "error" and report["counts"]["error"] == 1

@@ -12,24 +12,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
-from bot.plain_text import MARKS, VERDICT_WORDS, final_text, finding_lines
+from bot.plain_text import FLEET_COUNT_WORDS, MARKS, VERDICT_WORDS, final_text, finding_lines, fleet_counts_words
 from commands.fleet.grouping import OutcomeGroup, group_outcomes
 from commands.fleet.names import compress_names
 from commands.redact import redact_data
 from commands.verify.fleet import FleetResult
 
-# In the counts line, in this order; "could not check" as everywhere else in proofbot.
-COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("error", "could not check"))
 SAME_CAUSE = "not checked: the same cause"  # commands.verify.operation's words for the checks a cause stopped
 GROUP_WORDS = {"fail": "✗ FAIL", "error": "? COULD NOT CHECK", "warn": "! PASS WITH A WARNING", "pass": "✓ PASS"}
 
 
 def counts_line(fleet: FleetResult) -> str:
     """``50 hosts · 46 pass · 3 fail · 1 could not check · 12.3 s``."""
-    counts, total = fleet.counts(), len(fleet.results)
-    parts = [f"{total} host{'s' if total != 1 else ''}"]
-    parts += [f"{counts[key]} {words}" for key, words in COUNT_WORDS if counts[key]]
-    return " · ".join([*parts, f"{fleet.duration_s:.1f} s"])
+    total = len(fleet.results)
+    parts = [f"{total} host{'s' if total != 1 else ''}", fleet_counts_words(fleet.counts())]
+    return " · ".join([*filter(None, parts), f"{fleet.duration_s:.1f} s"])
 
 
 @final_text
@@ -89,7 +86,7 @@ def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None =
         "operation_id": fleet.operation_id,
         "target": fleet.target,
         "verdict": fleet.verdict,
-        "counts": {key: counts[key] for key, _ in COUNT_WORDS},
+        "counts": {key: counts[key] for key, _ in FLEET_COUNT_WORDS},
         "started_at": fleet.started_at,
         "duration_s": round(fleet.duration_s, 3),
         "without_backup": [{"host": host, "reason": reason} for host, reason in (without_backup or {}).items()],

@@ -49,6 +49,8 @@ async def _fleet(cli: Session, args: argparse.Namespace) -> int:
     target = " ".join(args.targets)
     try:
         hosts = cli.inventory.targets(args.targets)
+        if not hosts:
+            raise UsageError(f"{target!r} names no hosts", hint="add hosts to the group in the inventory")
         planned = plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
     except UsageError as exc:
         await cli.refused("verify", target, exc)

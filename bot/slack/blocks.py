@@ -23,7 +23,9 @@ from slack_sdk.models.blocks import (
 from bot.plain_text import (
     VERDICT_WORDS,
     approval_words,
+    fleet_words,
     no_thread,
+    operation_words,
     progress_line,
     render_restart_plan,
     verdict_word,
@@ -366,7 +368,7 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     """One operation: when, what, who asked, who approved, verdict, and a link to its own thread."""
     verdict = verdict_word(record.verdict)
     emoji = VERDICT_EMOJI.get(record.verdict, ":grey_question:")
-    what = f"{record.operation or '?'} {record.host or '?'}"
+    what = operation_words(record)  # a fleet's target and size; its counts or the fleet a part was in follow
     if permalink:
         where, where_text = f"<{permalink}|its thread>", permalink
     elif record.channel and record.thread_ts:
@@ -374,18 +376,24 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     else:
         where = where_text = no_thread(record.via)
     approval = approval_words(record, actor=who(record.decided_by))
-    headline = f"{emoji} *{escape(what)}*: *{verdict}* · {where}"
+    headline = f"{emoji} *{escape(what)}*: *{verdict}*{escape(fleet_words(record))} · {where}"
     people = f"requested by {who(record.requested_by)} · {approval}"
     note = f"{slack_date(record.requested_at)} · operation `{escape(record.operation_id)}`"
     if record.finished_at:
         note += f" · finished {slack_date(record.finished_at)}"
     plain_approval = approval_words(record, actor=record.decided_by)
-    text = (f"{when(record.requested_at)} {what}: {verdict} · requested by {record.requested_by or '?'} · "
-            f"{plain_approval} · {where_text}")
+    text = (f"{when(record.requested_at)} {what}: {verdict}{fleet_words(record)} · "
+            f"requested by {record.requested_by or '?'} · {plain_approval} · {where_text}")
     return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])
 
 
 def interrupted_message(op: Interrupted) -> Message:
+    if op.fleet_target is not None:  # a fleet: no button (it carries one host); the command says how to re-run
+        text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running; the hosts "
+                f"not finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted: "
+                f"run `/{op.operation} {op.fleet_target}` again for a verdict.")
+        return (f"proofbot restarted: {op.operation} of {op.fleet_target} was interrupted",
+                [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()])
     text = (f":warning: proofbot stopped while this {op.operation} of {op.host} was running. The last step "
             f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
             f"after that. Operation `{op.operation_id}` is marked interrupted.")

@@ -24,7 +24,7 @@ log = logging.getLogger("proofbot.recovery")
 async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[Interrupted]:
     interrupted, pending = await recover(context.audit)
     for op in interrupted:
-        if not op.channel or not op.thread_ts:
+        if not op.channel or not op.thread_ts or op.fleet_operation_id:  # a fleet's part: the fleet says it
             continue
         text, blocks = interrupted_message(op)
         try:

@@ -193,6 +193,33 @@ MIGRATIONS: list[tuple[str, str]] = [
             FROM events WHERE kind IN ('refused', 'viewed');
         """,
     ),
+    (
+        "fleets: operations name the fleet a host's part belongs to; the listing across hosts is indexed",
+        """
+        DROP VIEW operations;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS operation_id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   (SELECT d.kind FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected', 'expired') ORDER BY d.id LIMIT 1) AS decision,
+                   (SELECT d.actor FROM events d WHERE d.operation_id = r.operation_id
+                      AND d.kind IN ('approved', 'rejected') ORDER BY d.id LIMIT 1) AS decided_by,
+                   f.at AS finished_at,
+                   json_extract(f.details, '$.verdict') AS verdict,
+                   json_extract(r.details, '$.fleet.target') AS fleet_target,
+                   json_array_length(r.details, '$.fleet.hosts') AS fleet_hosts,
+                   json_extract(r.details, '$.fleet_operation_id') AS fleet_operation_id
+            FROM events r
+            LEFT JOIN events f ON f.id = (SELECT MAX(x.id) FROM events x
+                                          WHERE x.operation_id = r.operation_id AND x.kind = 'finished')
+            WHERE r.kind = 'requested';
+        CREATE INDEX events_listed_requests ON events(id)
+            WHERE kind = 'requested' AND json_extract(details, '$.fleet_operation_id') IS NULL;
+        """,
+    ),
 ]
 
 

@@ -1,5 +1,8 @@
 """After a bot restart: operations whose process died are marked interrupted, their locks released.
 
+A fleet operation (host NULL) and each host's part of it are recovered like any read-only
+operation; only the fleet's thread is told (its parts name it in ``fleet_operation_id``).
+
 An operation is "left running" when it has a ``requested`` event and no ``finished``
 one, and is not a plan still waiting for a decision (those stay valid until they expire).
 It is recovered only when its process is provably gone (``commands.holder``): a CLI
@@ -39,6 +42,8 @@ class Interrupted:
     last_kind: str
     last_at: str
     last_step: str
+    fleet_target: str | None = None  # a fleet operation (``verify GROUP``; host None): what it was asked for
+    fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -47,7 +52,9 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
     interrupted = []
     for row in await store.snapshot(lambda db: list(db.query(UNFINISHED))):
         operation_id, operation, host = row["operation_id"], row["operation"], row["host"]
-        origin = json.loads(row["details"]).get("origin") or {}
+        requested = json.loads(row["details"])
+        origin = requested.get("origin") or {}
+        fleet = requested.get("fleet") if isinstance(requested.get("fleet"), dict) else {}
         if not await _holder_gone(store, operation_id, host, Holder.from_json(origin.get("process"))):
             continue
         events = await store.events_of(operation_id)
@@ -55,7 +62,8 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
         step = last.details.get("name") if isinstance(last.details, dict) else None
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
-                             last.kind, last.at, f"{step}: {summary}" if step else last.kind)
+                             last.kind, last.at, f"{step}: {summary}" if step else last.kind,
+                             fleet.get("target"), requested.get("fleet_operation_id"))
         await store.write(functools.partial(_interrupt, record=record))
         interrupted.append(record)
     plans = await store.snapshot(lambda db: [approvals.plan_of(row) for row in db.query(

@@ -6,16 +6,22 @@ is the approver); ``rejected`` and ``expired`` are decisions too. The verdict is
 the ``finished`` event carries, else the event that ended the operation without one
 (rejected, expired, refused, interrupted), else the operation is still in progress.
 
+A fleet operation (``verify GROUP``: ``host`` NULL, ``details.fleet``) is one record with its
+target, its number of hosts and its counts; the verify of each of its hosts names it
+(``details.fleet_operation_id``) and is listed only under that host, with a note of the fleet.
+
 Reading is two indexed queries: the last N ``requested`` events (their ids from the
-covering index ``events_kind_host``), then the few events that decide those N operations
-(index ``events_operation_kind``). bench/audit_bench.py times it at 100,000 events.
+covering index ``events_kind_host`` for one host, from the partial index
+``events_listed_requests`` across hosts, which leaves a fleet's parts out), then the few
+events that decide those N operations (index ``events_operation_kind``); a third names the
+fleets a host's operations were part of. bench/audit_bench.py times it at 100,000 events.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlite_utils
@@ -28,6 +34,23 @@ MAX_LIMIT = 1000
 DECISIONS = ("approved", "rejected", "expired")
 ENDINGS = ("refused", "interrupted", "cancelled")
 IN_PROGRESS = "in progress"
+# The request of a host's part of a fleet operation names the fleet; the partial index
+# events_listed_requests (migration 6) holds exactly the requests without this.
+NOT_A_PART = "json_extract(details, '$.fleet_operation_id') IS NULL"
+
+
+@dataclass(frozen=True)
+class FleetRecord:
+    """A fleet operation as the log tells it: what was asked, over how many hosts, how they came out."""
+
+    operation_id: str
+    target: str
+    hosts: int
+    counts: dict[str, int]  # pass, warn, fail, error → hosts; empty until it finished
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operation_id": self.operation_id, "target": self.target, "hosts": self.hosts,
+                "counts": dict(self.counts)}
 
 
 @dataclass(frozen=True)
@@ -46,6 +69,8 @@ class OperationRecord:
     decided_by: str | None
     verdict: str  # pass | fail | error, or rejected | expired | refused | interrupted | "in progress"
     finished_at: str | None
+    fleet: FleetRecord | None = None  # this operation is a fleet's (``verify GROUP``)
+    part_of: FleetRecord | None = None  # this host's operation was part of that fleet operation
 
     @property
     def approved_by(self) -> str | None:
@@ -55,7 +80,9 @@ class OperationRecord:
         return {"operation_id": self.operation_id, "operation": self.operation, "host": self.host,
                 "requested_at": self.requested_at, "requested_by": self.requested_by,
                 "approved_by": self.approved_by, "verdict": self.verdict, "channel": self.channel,
-                "thread_ts": self.thread_ts, "finished_at": self.finished_at}
+                "thread_ts": self.thread_ts, "finished_at": self.finished_at,
+                "fleet": self.fleet.to_json() if self.fleet else None,
+                "part_of": self.part_of.to_json() if self.part_of else None}
 
 
 async def recent_operations(store: AuditStore, host: str | None = None,
@@ -67,8 +94,9 @@ async def recent_operations(store: AuditStore, host: str | None = None,
 def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) -> list[OperationRecord]:
     limit = max(1, min(limit, MAX_LIMIT))
     # The ids come from the covering index alone; only the N rows chosen are read from the table.
-    if host is None:
-        newest = "SELECT id FROM events WHERE kind = 'requested' ORDER BY id DESC LIMIT ?"
+    if host is None:  # a fleet's parts are left out: the fleet is their one line
+        newest = ("SELECT id FROM events INDEXED BY events_listed_requests WHERE kind = 'requested' "
+                  f"AND {NOT_A_PART} ORDER BY id DESC LIMIT ?")
         arguments: list[Any] = [limit]
     else:
         newest = "SELECT id FROM events WHERE kind = 'requested' AND host = ? ORDER BY id DESC LIMIT ?"
@@ -87,7 +115,7 @@ async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
 def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
     """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
-        f"SELECT operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
+        f"SELECT operation_id, operation, host, kind, at, actor, details FROM events WHERE id IN ({newest}) "
         "AND operation_id IS NOT NULL ORDER BY id DESC", arguments))
     outcomes: dict[str, list[dict[str, Any]]] = {str(row["operation_id"]): [] for row in requested}
     if outcomes:
@@ -97,10 +125,39 @@ def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> li
                             f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) "
                             f"ORDER BY id", [*outcomes, *kinds]):
             outcomes[row["operation_id"]].append(row)
-    return [_record(row, outcomes[str(row["operation_id"])]) for row in requested]
+    fleets = _fleets_of(db, {_json(row["details"]).get("fleet_operation_id") for row in requested})
+    return [_record(row, outcomes[str(row["operation_id"])], fleets) for row in requested]
 
 
-def _record(requested: dict[str, Any], outcomes: list[dict[str, Any]]) -> OperationRecord:
+def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecord]:
+    """The fleet operations these hosts' operations were part of, by id."""
+    wanted = sorted(str(i) for i in ids if i)
+    if not wanted:
+        return {}
+    marks = ", ".join("?" for _ in wanted)
+    rows = db.query(f"SELECT operation_id, kind, details FROM events WHERE operation_id IN ({marks}) "
+                    "AND kind IN ('requested', 'finished') ORDER BY id", wanted)
+    return _fleet_records(rows)
+
+
+def _fleet_records(rows: Iterable[dict[str, Any]]) -> dict[str, FleetRecord]:
+    """Fleet records from their ``requested`` (target, hosts) and ``finished`` (counts) events."""
+    fleets: dict[str, FleetRecord] = {}
+    for row in rows:
+        details, operation_id = _json(row["details"]), str(row["operation_id"])
+        fleet = details.get("fleet")
+        if row["kind"] == "requested" and isinstance(fleet, dict):
+            hosts = fleet.get("hosts")
+            fleets[operation_id] = FleetRecord(operation_id, str(fleet.get("target") or "?"),
+                                               len(hosts) if isinstance(hosts, list) else 0, {})
+        elif row["kind"] == "finished" and operation_id in fleets and isinstance(details.get("counts"), dict):
+            counts = {str(k): int(v) for k, v in details["counts"].items() if isinstance(v, int)}
+            fleets[operation_id] = replace(fleets[operation_id], counts=counts)
+    return fleets
+
+
+def _record(requested: dict[str, Any], outcomes: list[dict[str, Any]],
+            fleets: dict[str, FleetRecord]) -> OperationRecord:
     origin = _json(requested["details"]).get("origin") or {}
     decision = decided_by = finished_at = None
     verdict = IN_PROGRESS
@@ -112,9 +169,12 @@ def _record(requested: dict[str, Any], outcomes: list[dict[str, Any]]) -> Operat
             verdict, finished_at = str(_json(outcome["details"]).get("verdict") or "unknown"), outcome["at"]
         elif kind in ("rejected", "expired", *ENDINGS) and verdict == IN_PROGRESS:
             verdict, finished_at = kind, outcome["at"]
+    own = _fleet_records([requested, *outcomes]).get(str(requested["operation_id"]))
+    part_of = fleets.get(str(_json(requested["details"]).get("fleet_operation_id")))
     return OperationRecord(str(requested["operation_id"]), requested["operation"], requested["host"],
                            requested["at"], requested["actor"], _str(origin.get("via")), _str(origin.get("channel")),
-                           _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at)
+                           _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at,
+                           fleet=own, part_of=part_of)
 
 
 def _json(text: str) -> dict[str, Any]:
