@@ -465,7 +465,8 @@ def _home_line(host: str, record: OperationRecord | None, workspace_url: str | N
         where = f"<{workspace_url}archives/{record.channel}/p{record.thread_ts.replace('.', '')}|thread>"
     else:
         where = no_thread(record.via)
-    return (f"{emoji} *{escape(host)}* — *{verdict_word(record.verdict)}* ({escape(record.operation or '?')}) · "
+    part = f", part of {escape(record.part_of.target)}" if record.part_of else ""  # of a fleet: `verify gpu`
+    return (f"{emoji} *{escape(host)}* — *{verdict_word(record.verdict)}* ({escape(record.operation or '?')}{part}) · "
             f"{slack_date(record.finished_at or record.requested_at)} · by {who(record.requested_by)} · {where}")
 
 
