@@ -226,8 +226,11 @@ FLEET_COUNT_WORDS = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("err
 
 
 def fleet_counts_words(counts: Mapping[str, int]) -> str:
-    """``15 pass · 5 fail · 1 could not check`` (the outcomes with hosts, in this order)."""
-    return " · ".join(f"{counts[key]} {words}" for key, words in FLEET_COUNT_WORDS if counts.get(key))
+    """``15 pass · 5 fail · 1 could not check``: verify's outcomes in this order, then any other
+    operation's own (a rolling restart's ``2 done · 1 failed · 1 untouched``) as recorded."""
+    known = dict(FLEET_COUNT_WORDS)
+    words = [f"{counts[key]} {text}" for key, text in FLEET_COUNT_WORDS if counts.get(key)]
+    return " · ".join(words + [f"{n} {key}" for key, n in counts.items() if key not in known and n])
 
 
 def operation_words(record: OperationRecord) -> str:

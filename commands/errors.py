@@ -14,6 +14,7 @@ finding, never an exception. Each class carries the exit code the CLI maps it to
     │   └── PlanVoid              the host or inventory changed since the plan was shown
     └── CouldNotCheck             exit 3: no evidence could be had
         ├── HostUnreachable
+        │   └── BastionUnreachable   a jump host failed: every host behind it
         ├── HostKeyNotVerified
         ├── AuthenticationFailed
         ├── CommandTimedOut
@@ -107,3 +108,7 @@ class ConnectionLost(CouldNotCheck):
 
 class MissingOutput(CouldNotCheck):
     """A command that must print something printed nothing."""
+
+
+class BastionUnreachable(HostUnreachable):
+    """A jump host (``ssh.jump``) could not be reached or logged into: no host behind it was asked."""

@@ -45,6 +45,11 @@ class SshSettings(_Strict):
     command_timeout_s: float = Field(default=60, gt=0)
     # SSH connections open at once across all hosts (one per host however many operations overlap).
     max_connections: int = Field(default=32, ge=1, le=4096)
+    # The hops to the host (ProxyJump), resolved at load from `jump:` (see _resolve_jumps).
+    jump: tuple[Hop, ...] = ()
+    # OpenSSH's defaults: MaxStartups 10 (unauthenticated connections per sshd) and MaxSessions 10.
+    max_startups: int = Field(default=10, ge=1, le=1024)
+    max_sessions: int = Field(default=10, ge=1, le=1024)
 
     @field_validator("user")
     @classmethod
@@ -58,6 +63,18 @@ class SshSettings(_Strict):
 
     def client_key_paths(self) -> list[Path]:
         return [Path(os.path.expanduser(key)) for key in self.client_keys]
+
+
+class Hop(_Strict):
+    """One hop of ``ssh.jump``: where it is and how to log in; ``name`` is how messages call it."""
+
+    name: str  # an inventory host's name, or the hop as written (user@address:port)
+    address: str
+    port: int = Field(ge=1, le=65535)
+    ssh: SshSettings  # the inventory host's own settings, or the host's; jump always empty
+
+
+SshSettings.model_rebuild()
 
 
 class FleetSettings(_Strict):
@@ -335,6 +352,19 @@ class _Problems:
             if not skip(loc):
                 self.add((*prefix, *loc), error["msg"].removeprefix("Value error, "))
 
+    def add_raised(self, exc: InventoryError) -> None:
+        """A problem raised as ``SOURCE: KEY: message`` (the hop parsers), recorded at its key."""
+        key, _, message = exc.message.removeprefix(f"{self.source}: ").partition(": ")
+        self.add(tuple(key.split(".")), message, key=key)
+
+    def hops(self, path: Path_, written: object) -> list[_HopSpec]:
+        """``jump`` as hops; a bad one is a problem at its key, and no hops."""
+        try:
+            return _jump_spec(self.source, _key_words(path), written)
+        except InventoryError as exc:
+            self.add_raised(exc)
+            return []
+
     def line_of(self, path: Path_) -> int:
         """The line of the deepest key of ``path`` written in the file (a missing key: its parent's)."""
         for end in range(len(path), 0, -1):
@@ -402,13 +432,20 @@ def parse_inventory(text: str, source: str) -> Inventory:
         problems.add((*path, "(again)"), f"written twice (first on line {first}); YAML keeps only the last",
                      key=_key_words(path))
     document = _document(raw, problems)
+    top_ssh = dict(document.ssh)
+    top_jump = ("ssh.jump", problems.hops(("ssh", "jump"), top_ssh.pop("jump", None)))
     top_ssh_problems: set[str] = set()
     try:
-        SshSettings.model_validate(document.ssh)
+        SshSettings.model_validate(top_ssh)
     except ValidationError as exc:
         problems.add_validation(("ssh",), exc)
         top_ssh_problems = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
-    hosts = _hosts(document, problems, top_ssh_problems)
+    jumps: dict[str, tuple[str, list[_HopSpec]]] = {}
+    hosts = _hosts(document, top_ssh, problems, top_ssh_problems, jumps, top_jump)
+    try:
+        hosts = _resolve_jumps(source, hosts, jumps)
+    except InventoryError as exc:
+        problems.add_raised(exc)
     groups = _expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
     problems.raise_if_any()
     return Inventory(path=source, approvals=document.approvals, channels=document.channels,
@@ -433,7 +470,10 @@ def _document(raw: dict[str, Any], problems: _Problems) -> _InventoryFile:
         return _InventoryFile(hosts={})
 
 
-def _hosts(document: _InventoryFile, problems: _Problems, top_ssh_problems: set[str]) -> dict[str, Host]:
+def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problems, top_ssh_problems: set[str],
+           jumps: dict[str, tuple[str, list[_HopSpec]]], top_jump: tuple[str, list[_HopSpec]]) -> dict[str, Host]:
+    """Each host validated with the top-level defaults merged in; its ``jump`` hops (as written) go to
+    ``jumps`` for ``_resolve_jumps``."""
     hosts: dict[str, Host] = {}
     for name, entry in document.hosts.items():
         where: Path_ = ("hosts", str(name))
@@ -448,7 +488,11 @@ def _hosts(document: _InventoryFile, problems: _Problems, top_ssh_problems: set[
             problems.add((*where, "ssh", "max_connections"), "a bound on the whole bot, "
                          "set it in the top-level ssh section only")
             own_ssh = {key: value for key, value in own_ssh.items() if key != "max_connections"}
-        merged_ssh = {**document.ssh, **own_ssh} if isinstance(own_ssh, dict) else own_ssh
+        jumps[str(name)] = top_jump
+        if isinstance(own_ssh, dict) and "jump" in own_ssh:
+            own_ssh = dict(own_ssh)
+            jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
+        merged_ssh = {**top_ssh, **own_ssh} if isinstance(own_ssh, dict) else own_ssh
         merged = {**entry, "name": str(name), "ssh": merged_ssh}
         # packages merge key by key like ssh: a host may name its own python or dists.
         own = entry.get("packages")
@@ -519,3 +563,82 @@ def _expand_groups(problems: _Problems, written: dict[str, list[str]], hosts: di
     for name in usable:
         expand(name, ())
     return expanded
+
+
+MAX_HOPS = 8
+USER_PATTERN = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+ADDRESS_PATTERN = re.compile(r"[A-Za-z0-9.:-]{1,253}")
+_HOP = re.compile(r"(?:(?P<user>[^@]*)@)?(?:\[(?P<v6>[^\]]*)\]|(?P<host>[^:\[\]]*))(?::(?P<port>[^:]*))?")
+
+
+@dataclass(frozen=True)
+class _HopSpec:
+    """One hop as written: ``[user@]host[:port]``, host an inventory host's name or an address."""
+
+    written: str
+    user: str | None
+    host: str
+    port: int | None
+
+
+def _jump_spec(source: str, key: str, value: object) -> list[_HopSpec]:
+    """``jump`` as written (a string, ``a,b`` a chain, or a list of such) as hops; bad input names key."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise InventoryError(f"{source}: {key}: a hop (`bastion`, `user@host:port`), `a,b` for a chain, "
+                             "or a list of hops")
+    parts = [part.strip() for item in items for part in item.split(",") if item.strip()]
+    if len(parts) > MAX_HOPS:
+        raise InventoryError(f"{source}: {key}: at most {MAX_HOPS} hops, got {len(parts)}")
+    return [_hop_spec(source, key, part) for part in parts]
+
+
+def _hop_spec(source: str, key: str, written: str) -> _HopSpec:
+    user, at, rest = written.rpartition("@")
+    if at and not USER_PATTERN.fullmatch(user):
+        raise InventoryError(f"{source}: {key}: not a valid user name in hop {written!r}")
+    if rest.count(":") > 1 and not rest.startswith("["):
+        host, port_text = rest, ""  # a bare IPv6 address: no port can be told apart
+    else:
+        match = _HOP.fullmatch(rest)
+        host = (match.group("v6") or match.group("host") or "") if match else ""
+        port_text = (match.group("port") or "") if match else "?"
+        if match and match.group("port") is not None and not port_text:
+            port_text = "?"
+    if not ADDRESS_PATTERN.fullmatch(host):
+        raise InventoryError(f"{source}: {key}: hop {written!r} is not `host`, `user@host:port` or `[v6]:port`")
+    port = int(port_text) if port_text.isdigit() and len(port_text) <= 5 else None
+    if port_text and (port is None or not 1 <= port <= 65535):
+        raise InventoryError(f"{source}: {key}: hop {written!r}: the port must be 1-65535")
+    return _HopSpec(written, user or None, host, port)
+
+
+def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[str, list[_HopSpec]]]
+                   ) -> dict[str, Host]:
+    """Each host with its hops resolved: an inventory host's name brings that host's address, port and
+    SSH settings (its own jump is not followed: the chain written is the whole path); anything else is
+    an address reached with the host's own settings. A host met in its own chain is reached through
+    the hops before it, so `jump: bastion` in the defaults does not loop on the bastion itself."""
+    resolved: dict[str, Host] = {}
+    for name, host in hosts.items():
+        key, specs = jumps[name]
+        hops: list[Hop] = []
+        for spec in specs:
+            if spec.host == name:
+                break
+            known = hosts.get(spec.host)
+            settings = known.ssh if known is not None else host.ssh
+            update: dict[str, Any] = {"jump": ()}
+            if spec.user:
+                update["user"] = spec.user
+            hops.append(Hop(
+                name=spec.host if known is not None and spec.written == spec.host else spec.written,
+                address=known.address if known is not None else spec.host,
+                port=spec.port or (known.port if known is not None else 22),
+                ssh=settings.model_copy(update=update)))
+        if len({(hop.address, hop.port) for hop in hops}) < len(hops):
+            raise InventoryError(f"{source}: {key}: a hop is listed twice in {name}'s chain")
+        resolved[name] = host.model_copy(update={"ssh": host.ssh.model_copy(update={"jump": tuple(hops)})})
+    return resolved

@@ -14,7 +14,7 @@ import secrets
 import shlex
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ import asyncssh
 from commands.command_result import CommandResult
 from commands.errors import (
     AuthenticationFailed,
+    BastionUnreachable,
     CommandTimedOut,
     ConnectionLost,
     CouldNotCheck,
@@ -31,7 +32,7 @@ from commands.errors import (
     MissingOutput,
     ProofbotError,
 )
-from commands.inventory import Host
+from commands.inventory import Hop, Host, SshSettings
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -39,6 +40,15 @@ MIB = 1024 * 1024
 MAX_OUTPUT_BYTES = 16 * MIB  # per exec channel: far above any batch proofbot sends, far below the bot's memory
 READ_CHUNK = 65536
 EXIT_STATUS = re.compile(rb"[0-9]{1,3}")  # what sh's $? prints: 0..255
+# A session refused for want of a slot is tried again: OpenSSH 9.2 answers a session past MaxSessions
+# with "connect failed: open failed" (also for a moment after a session closed, before sshd freed it);
+# others say "administratively prohibited" or "resource shortage". Only sessions: sshd refuses
+# nothing else that way for a limit.
+SESSION_RETRY_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_CONNECT_FAILED,
+                       asyncssh.OPEN_RESOURCE_SHORTAGE)
+RETRY_FIRST_S = 0.02
+RETRY_MAX_S = 0.5
+BASTION_LINGER_S = 1.0  # an unused bastion connection waits this long for the next host before closing
 
 
 class HostConnection:
@@ -49,6 +59,11 @@ class HostConnection:
         self._shared = shared
         self._conn = shared.conn
         self.exec_round_trips = 0  # this operation's own, even on a shared connection
+
+    @property
+    def refused_sessions(self) -> int:
+        """Sessions sshd refused on this connection (past its MaxSessions) that were tried again."""
+        return self._shared.refused_sessions
 
     def host_key_fingerprint(self) -> str:
         """The SHA256 fingerprint of the key the host proved it holds (already checked against known_hosts)."""
@@ -122,10 +137,17 @@ class HostConnection:
         self.exec_round_trips += 1
         shown = shown or command
         timeout = timeout_s if timeout_s is not None else self.host.ssh.command_timeout_s
+        async with self._shared.sessions:  # never more sessions than sshd's MaxSessions allows
+            return await self._exec_in_session(command, stdin, timeout, shown)
+
+    async def _exec_in_session(self, command: str, stdin: bytes | None, limit_s: float,
+                               shown: str) -> tuple[bytes, int]:
+        timeout = limit_s
         process: asyncssh.SSHClientProcess[bytes] | None = None
+        refused: list[asyncssh.ChannelOpenError] = []
         try:
             async with asyncio.timeout(timeout):
-                process = await self._conn.create_process(command, encoding=None, stderr=asyncssh.STDOUT)
+                process = await self._open_session(command, refused)
                 if stdin:
                     process.stdin.write(stdin)
                 process.stdin.write_eof()
@@ -138,6 +160,13 @@ class HostConnection:
                     )
                 completed = await process.wait()
         except TimeoutError:
+            if process is None and refused:
+                where = f"{self.host.name} ({self.host.address}:{self.host.port})"
+                raise HostUnreachable(
+                    f"{where}: sshd refused a session channel {len(refused)} times in {timeout:g} s: "
+                    f"{refused[-1].reason}",
+                    hint="its MaxSessions may be lower than ssh.max_sessions: lower ssh.max_sessions for this host",
+                ) from None
             raise CommandTimedOut(
                 f"{self.host.name}: command did not finish within {timeout:g} s: {shown[:200]}",
                 hint="raise ssh.command_timeout_s in the inventory if this is expected",
@@ -153,6 +182,21 @@ class HostConnection:
                 hint="nothing is known about that command's effect; check the host and retry",
             ))
         return output, int(completed.exit_status)
+
+    async def _open_session(self, command: str, refused: list[asyncssh.ChannelOpenError]
+                            ) -> asyncssh.SSHClientProcess[bytes]:
+        """An exec session; one refused for want of a slot is tried again with backoff until the caller's deadline."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                return await self._conn.create_process(command, encoding=None, stderr=asyncssh.STDOUT)
+            except asyncssh.ChannelOpenError as exc:
+                if exc.code not in SESSION_RETRY_CODES or self._conn.is_closed():
+                    raise
+                refused.append(exc)
+                self._shared.refused_sessions += 1
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
 
     def _lost(self, error: ProofbotError) -> ProofbotError:
         """Pass error on; a connection that dropped is never handed to another operation."""
@@ -213,25 +257,34 @@ async def _read_capped(stream: asyncssh.SSHReader[bytes], cap: int) -> bytes | N
 class _Shared:
     """One SSH connection and how many operations use it; ``usable`` goes False once it dropped."""
 
-    def __init__(self, conn: asyncssh.SSHClientConnection) -> None:
+    def __init__(self, conn: asyncssh.SSHClientConnection, max_sessions: int) -> None:
         self.conn = conn
         self.users = 0
         self.usable = True
+        self.sessions = asyncio.Semaphore(max_sessions)
+        self.refused_sessions = 0  # sessions sshd refused and that were tried again
 
     def reusable(self) -> bool:
         return self.usable and not self.conn.is_closed()
 
 
 class _Registry:
-    """Per event loop: the connection each host shares, and how many connections are open in all."""
+    """Per event loop: the connection each host and each bastion chain shares, and how many are open.
+
+    ``open`` counts host connections (``ssh.max_connections``); a bastion connection is one per
+    chain of hops, so never more than the inventory names, and it must never wait behind the
+    hosts that need it. ``startups`` bounds the handshakes in flight per sshd (``max_startups``).
+    """
 
     def __init__(self) -> None:
         self.current: dict[str, _Shared] = {}
         self.opening: dict[str, asyncio.Lock] = {}
-        self.failed: dict[str, tuple[int, ProofbotError]] = {}
+        self.failed: dict[str, tuple[int, ProofbotError, float]] = {}
         self.attempts: dict[str, int] = {}
         self.open = 0
         self.slots = asyncio.Condition()
+        self.startups: dict[str, asyncio.Semaphore] = {}
+        self.lingering: set[asyncio.Task[None]] = set()
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
@@ -249,38 +302,67 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
 
     Operations on one host at the same time share one connection (one login); it is closed
     when the last of them leaves, and one that dropped is never handed out again. Opening a
-    connection waits while ``ssh.max_connections`` are open in all.
+    connection waits while ``ssh.max_connections`` are open in all. A host behind
+    ``ssh.jump`` is reached through one connection to the bastion shared by every host behind
+    it, opened on first use and closed when the last of them is done.
     """
     registry = _registries.setdefault(asyncio.get_running_loop(), _Registry())
-    key = host.model_dump_json(include={"name", "address", "port", "ssh"})
-    shared = await _acquire(registry, key, host)
-    try:
-        yield HostConnection(host, shared)
-    finally:
-        shared.users -= 1
-        if shared.users == 0:
-            if registry.current.get(key) is shared:
-                del registry.current[key]
-            await _close(shared.conn)
-            async with registry.slots:
-                registry.open -= 1
-                registry.slots.notify_all()
+    async with _through(registry, host.ssh.jump) as tunnel:
+        key = host.model_dump_json(include={"name", "address", "port", "ssh"})
+        shared = await _acquire(registry, key, host.ssh.max_sessions,
+                                lambda: _open_counted(registry, host, tunnel))
+        try:
+            yield HostConnection(host, shared)
+        finally:
+            await _release(registry, key, shared, counted=True)
 
 
-async def _acquire(registry: _Registry, key: str, host: Host) -> _Shared:
+@asynccontextmanager
+async def _through(registry: _Registry, hops: tuple[Hop, ...]
+                   ) -> AsyncIterator[asyncssh.SSHClientConnection | None]:
+    """The shared connection to the last of hops (each reached through the ones before), or None."""
+    if not hops:
+        yield None
+        return
+    async with _through(registry, hops[:-1]) as tunnel:
+        key = _chain_key(hops)
+        # A bastion that failed is not tried again for connect_timeout_s: a fleet's hosts all get
+        # that one error (said once, naming the bastion), not one attempt each.
+        shared = await _acquire(registry, key, hops[-1].ssh.max_sessions,
+                                lambda: _open_hop(registry, hops, tunnel), remember_s=hops[-1].ssh.connect_timeout_s)
+        try:
+            yield shared.conn
+        finally:
+            if shared.users == 1 and shared.reusable():
+                # The last host behind it is done: kept a moment for the next host of the same run
+                # (a fleet one host at a time, a rolling restart), then closed.
+                shared.users -= 1
+                registry.lingering.add(asyncio.create_task(_linger(registry, key, shared)))
+            else:
+                await _release(registry, key, shared, counted=False)
+
+
+def _chain_key(hops: tuple[Hop, ...]) -> str:
+    """Hops that log in the same way share one connection, whichever hosts they lead to."""
+    not_login = {"jump", "connect_timeout_s", "command_timeout_s", "max_connections", "max_startups", "max_sessions"}
+    return "jump " + " ".join(f"{hop.ssh.model_dump_json(exclude=not_login)}@{hop.address}:{hop.port}" for hop in hops)
+
+
+async def _acquire(registry: _Registry, key: str, max_sessions: int,
+                   opener: Callable[[], Awaitable[asyncssh.SSHClientConnection]], remember_s: float = 0) -> _Shared:
     seen_attempts = registry.attempts.get(key, 0)
-    # One open per host at a time: whoever waited here shares what the first opened, or its failure.
+    # One open per key at a time: whoever waited here shares what the first opened, or its failure.
     async with registry.opening.setdefault(key, asyncio.Lock()):
         shared = registry.current.get(key)
         if shared is None or not shared.reusable():
             failed = registry.failed.get(key)
-            if failed and failed[0] > seen_attempts:
+            if failed and (failed[0] > seen_attempts or time.monotonic() - failed[2] < remember_s):
                 raise type(failed[1])(failed[1].message, hint=failed[1].hint)
             registry.attempts[key] = attempt = registry.attempts.get(key, 0) + 1
             try:
-                shared = _Shared(await _open_counted(registry, host))
+                shared = _Shared(await opener(), max_sessions)
             except ProofbotError as exc:
-                registry.failed[key] = (attempt, exc)
+                registry.failed[key] = (attempt, exc, time.monotonic())
                 raise
             registry.failed.pop(key, None)
             registry.current[key] = shared
@@ -288,12 +370,37 @@ async def _acquire(registry: _Registry, key: str, host: Host) -> _Shared:
         return shared
 
 
-async def _open_counted(registry: _Registry, host: Host) -> asyncssh.SSHClientConnection:
+async def _release(registry: _Registry, key: str, shared: _Shared, *, counted: bool) -> None:
+    shared.users -= 1
+    if shared.users == 0:
+        if registry.current.get(key) is shared:
+            del registry.current[key]
+        await _close(shared.conn)
+        if counted:
+            async with registry.slots:
+                registry.open -= 1
+                registry.slots.notify_all()
+
+
+async def _linger(registry: _Registry, key: str, shared: _Shared) -> None:
+    """Close an unused bastion connection after BASTION_LINGER_S, unless a host took it meanwhile."""
+    try:
+        await asyncio.sleep(BASTION_LINGER_S)
+    finally:
+        registry.lingering.discard(asyncio.current_task())
+        if shared.users == 0:
+            if registry.current.get(key) is shared:
+                del registry.current[key]
+            shared.conn.close()  # not awaited: this may run as the event loop shuts down
+
+
+async def _open_counted(registry: _Registry, host: Host,
+                        tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
     async with registry.slots:
         await registry.slots.wait_for(lambda: registry.open < host.ssh.max_connections)
         registry.open += 1
     try:
-        return await _open(host)
+        return await _open(registry, host, tunnel, host.ssh.jump)
     except BaseException:
         async with registry.slots:
             registry.open -= 1
@@ -301,8 +408,59 @@ async def _open_counted(registry: _Registry, host: Host) -> asyncssh.SSHClientCo
         raise
 
 
-async def _open(host: Host) -> asyncssh.SSHClientConnection:
-    """Open one SSH connection to host with its key checked against known_hosts."""
+def _startup_slot(registry: _Registry, sshd: str, settings: SshSettings) -> asyncio.Semaphore:
+    """At most ``max_startups`` handshakes in flight to one sshd: past MaxStartups, sshd drops at random."""
+    return registry.startups.setdefault(sshd, asyncio.Semaphore(settings.max_startups))
+
+
+async def _open(registry: _Registry, host: Host | Hop,
+                tunnel: asyncssh.SSHClientConnection | None, via: tuple[Hop, ...] = ()
+                ) -> asyncssh.SSHClientConnection:
+    """Open one SSH connection to host (through tunnel, the connection to via[-1]) with its key checked."""
+    settings = host.ssh
+    options = _client_options(host)
+    sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
+    try:
+        async with _startup_slot(registry, sshd, settings):
+            return await asyncio.wait_for(
+                asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options),
+                timeout=settings.connect_timeout_s + 1,
+            )
+    except TimeoutError:
+        raise HostUnreachable(
+            f"{host.name} ({host.address}:{host.port}): no SSH answer within "
+            f"{settings.connect_timeout_s:g} s",
+            hint="check the address, the network path and that sshd runs",
+        ) from None
+    except asyncssh.ChannelOpenError as exc:
+        if not via:
+            raise _map_error(host, exc) from exc
+        raise HostUnreachable(
+            f"{host.name} ({host.address}:{host.port}): the bastion {via[-1].name} could not connect to it: "
+            f"{exc.reason}",
+            hint="check the address as the bastion sees it, and that sshd runs",
+        ) from exc
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        raise _map_error(host, exc) from exc
+
+
+async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
+                    tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
+    """The connection to hops[-1]; any failure is one ``BastionUnreachable`` naming the bastion."""
+    hop = hops[-1]
+    try:
+        return await _open(registry, hop, tunnel, hops[:-1])
+    except ProofbotError as exc:
+        where = f"{hop.name} ({hop.address}:{hop.port})"
+        through = f" through {', '.join(h.name for h in hops[:-1])}" if len(hops) > 1 else ""
+        raise BastionUnreachable(
+            f"could not reach the bastion {where}{through}: {exc.message.removeprefix(where + ': ')}",
+            hint=(exc.hint + "; " if exc.hint else "") + "no host behind it was checked",
+        ) from exc
+
+
+def _client_options(host: Host | Hop) -> dict[str, Any]:
+    """asyncssh options for one login: host key checked against known_hosts, key files only."""
     settings = host.ssh
     known_hosts = settings.known_hosts_path()
     if not known_hosts.is_file():
@@ -310,7 +468,7 @@ async def _open(host: Host) -> asyncssh.SSHClientConnection:
             f"{host.name}: known_hosts file {known_hosts} does not exist",
             hint="create it with the host's verified key (ssh-keyscan, checked out of band)",
         )
-    options: dict[str, Any] = {
+    return {
         "username": settings.user,
         "known_hosts": str(known_hosts),
         "client_keys": [str(path) for path in settings.client_key_paths()],
@@ -322,19 +480,6 @@ async def _open(host: Host) -> asyncssh.SSHClientConnection:
         "password": None,
         "kbdint_auth": False,
     }
-    try:
-        return await asyncio.wait_for(
-            asyncssh.connect(host.address, host.port, **options),
-            timeout=settings.connect_timeout_s + 1,
-        )
-    except TimeoutError:
-        raise HostUnreachable(
-            f"{host.name} ({host.address}:{host.port}): no SSH answer within "
-            f"{settings.connect_timeout_s:g} s",
-            hint="check the address, the network path and that sshd runs",
-        ) from None
-    except (OSError, asyncssh.Error, ValueError) as exc:
-        raise _map_error(host, exc) from exc
 
 
 async def _close(conn: asyncssh.SSHClientConnection) -> None:
@@ -345,7 +490,7 @@ async def _close(conn: asyncssh.SSHClientConnection) -> None:
         pass
 
 
-def _map_error(host: Host, exc: BaseException) -> ProofbotError:
+def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyNotVerified(

@@ -17,6 +17,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import DemoHost
+from bot.plain_text import render_operations
 from bot.slack.blocks import audit_operation_message, interrupted_message
 from bot.slack.context import BotContext
 from bot.slack.recovery import recover_in_slack
@@ -169,3 +170,20 @@ async def test_after_a_restart_only_the_fleets_thread_is_told(tmp_path: Path) ->
     assert sorted(op.operation_id for op in interrupted) == ["op-ct130", "op-fleet"]
     assert [(args["channel"], args["thread_ts"], args["text"]) for args in posted] == [
         ("C0OPS", parent, "proofbot restarted: verify of gpu-west was interrupted")]
+
+
+async def test_any_fleet_operation_reads_as_one_line_with_its_own_counts(tmp_path: Path) -> None:
+    """A rolling restart records its fleet the same way, with its own outcomes (done, failed, untouched)."""
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        common: dict[str, Any] = {"operation_id": "op-roll", "operation": "rollout", "host": None,
+                                  "actor": "root@ops1"}
+        await store.append("requested", **common, details={
+            "fleet": {"target": "gpu-west", "hosts": ["ct1", "ct2", "ct3", "ct4"]}, "origin": {"via": "cli"}})
+        await store.append("finished", **common, details={
+            "verdict": "fail", "counts": {"done": 2, "failed": 1, "untouched": 1}})
+        records = await recent_operations(store)
+    finally:
+        store.close()
+    assert "rollout gpu-west (4 hosts): FAIL · 2 done · 1 failed · 1 untouched   (op-roll)" in render_operations(
+        records, None)

@@ -6,8 +6,14 @@ black-holed DelayProxy in front of the clean one (times out at ``fleet.host_dead
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import pty
+import sqlite3
+import sys
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +26,7 @@ from commands.findings import Evidence, Finding
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 
@@ -65,6 +71,7 @@ async def test_grouped_summary_failing_first_one_example_and_the_hung_host_named
     hung_block = "\n".join(lines[hung:passing])
     assert f"timed out after {DEADLINE_S} s (fleet.host_deadline_s)" in hung_block
     assert "? error  7 more not checked: the same cause: file:eagle_info.py, extra-files, main-pid" in hung_block
+    assert len(hung_block.splitlines()) == 3  # the group, the cause, one line for the checks it stopped
     assert "also: file:eagle_info.py" in failed_block  # the example's passing checks, named on one line
     assert lines[-1].startswith("operation op-")
 
@@ -84,6 +91,11 @@ async def test_json_is_one_object_with_every_host_as_one_host_prints_it(
     for host in report["hosts"]:
         assert set(host) == SINGLE_HOST_KEYS and host["operation_id"] != report["operation_id"]
     assert {c["name"]: c["status"] for c in report["hosts"][1]["checks"]}["cmdline"] == "fail"
+
+    verbose = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "gpu-west", "-v")
+    example = verbose.stdout.split("✗ FAIL · 1 host: ct129", 1)[1].split("✓ PASS · 1 host: ct130", 1)[0]
+    assert "✓ pass   main-pid" in example and "also:" not in example  # -v: every check of the example
+    assert example.count("(exit 0") == 8  # and the evidence of each, passing ones too
 
     one = await fleet_cli(tmp_path, fleet_document(hosts, clean_host), "ct130", "--json")
     assert one.code == 0 and set(json.loads(one.stdout)) == SINGLE_HOST_KEYS | {"schema_version"}  # as ever
@@ -134,6 +146,10 @@ async def test_backup_applies_to_the_hosts_that_have_it_and_the_others_are_said(
     checks = {host["host"]: [c["name"] for c in host["checks"]] for host in report["hosts"]}
     assert not any(name.startswith("file:") for name in checks["ct131"]) and "main-pid" in checks["ct131"]
     assert "file:spec_info.py" in checks["ct129"] and unnamed.code == 1
+    with closing(sqlite3.connect(tmp_path / "a.db")) as db:  # the fleet's request says it too
+        (asked,) = db.execute("SELECT details FROM events WHERE operation_id = ? AND kind = 'requested'",
+                              [report["operation_id"]]).fetchone()
+    assert json.loads(asked)["fleet"]["without_backup"] == {"ct131": report["without_backup"][0]["reason"]}
 
     typo = await fleet_cli(tmp_path, document, "gpu-west", "--backup", "pre-ddtre")
     assert typo.code == 2 and typo.stdout == ""
@@ -170,3 +186,30 @@ def test_host_names_are_said_briefly_and_completely() -> None:
     assert compress_names(["a", "b", "a"]) == "a, b"
     assert compress_names([f"n{i}" for i in range(500)]) == "n[0-499]"
     assert compress_names([f"gpu{i:02d}" for i in range(1, 13)]) == "gpu[01-12]"
+
+
+async def test_on_a_terminal_the_host_still_hanging_is_named_while_it_hangs(
+        clean_host: DemoHost, black_hole: dict[str, Any], tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(fleet_document({"ct130": fleet_entry(clean_host), "ct131": fleet_entry(clean_host),
+                                         "ct140": black_hole}, clean_host, host_deadline_s=DEADLINE_S))
+    controller, terminal = pty.openpty()  # stderr is a terminal, as when a person runs it; stdout a pipe
+    try:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "verify", "gpu-west", "--inventory", str(inventory),
+            "--db", str(tmp_path / "a.db"), cwd=REPO, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=terminal)
+        os.close(terminal)
+        seen = b""
+        while b"waiting on ct140" not in seen.rsplit(b"\r", 1)[-1] or b"2/3 hosts" not in seen:
+            chunk = await asyncio.to_thread(os.read, controller, 4096)  # the child is still running
+            assert chunk, seen
+            seen += chunk
+        assert child.returncode is None  # named while it hangs, before the deadline ends the run
+        out, _ = await child.communicate()
+    finally:
+        os.close(controller)
+    assert child.returncode == 3
+    assert seen.decode().startswith("0/3 hosts · 0 ✓ · waiting on ct130, ct131, ct140")
+    assert "\r\x1b[K2/3 hosts · 2 ✓ · waiting on ct140" in seen.decode()
+    assert out.decode().startswith("proofbot verify gpu-west: COULD NOT CHECK · 3 hosts")  # stdout: the summary

@@ -209,3 +209,12 @@ groups:
     ]  # gpu's member ct2 is a host with a problem of its own: not reported as unknown
     assert raised.value.hint == "3 problems in inv.yml"
     assert [problem["line"] for problem in raised.value.problems] == [2, 8, 9]
+
+
+def test_a_bad_jump_is_one_problem_among_the_others() -> None:
+    text = "hosts:\n  ct1:\n    address: 10.0.0.1\n    ssh: {jump: 'x:0'}\n  ct2:\n    address: 10.0.0.2\n    port: 0\n"
+    with pytest.raises(InventoryError) as raised:
+        parse_inventory(text, "inv.yml")
+    assert raised.value.message.splitlines() == [
+        "inv.yml:4: hosts.ct1.ssh.jump: hop 'x:0': the port must be 1-65535",
+        "inv.yml:7: hosts.ct2.port: Input should be greater than or equal to 1"]

@@ -8,13 +8,15 @@ names. The exit code is the worst host's (README "Using it").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
 from bot.plain_text import FLEET_COUNT_WORDS, MARKS, VERDICT_WORDS, final_text, finding_lines, fleet_counts_words
-from commands.fleet.grouping import OutcomeGroup, group_outcomes
+from commands.fleet.grouping import OutcomeGroup, group_outcomes, outcome_of
 from commands.fleet.names import compress_names
+from commands.operation import OperationResult
 from commands.redact import redact_data
 from commands.verify.fleet import FleetResult
 
@@ -41,6 +43,21 @@ def render_fleet(fleet: FleetResult, *, addresses: Mapping[str, str] | None = No
     lines.append(f"operation {fleet.operation_id}: `proofbot audit` lists it; each host's own part in "
                  "`proofbot audit HOST`")
     return "\n".join(lines)
+
+
+@final_text
+def progress_text(done: Sequence[OperationResult], hosts: Sequence[str]) -> str:
+    """The live line while a fleet runs: ``31/50 hosts · 27 ✓ · 3 ✗ · 1 ? · waiting on ct133, ct140 +17``,
+    so a host that hangs is named while it hangs, not only at the end."""
+    outcomes = Counter(outcome_of(result) for result in done)
+    finished = {result.host for result in done}
+    waiting = [host for host in hosts if host not in finished]
+    parts = [f"{len(done)}/{len(hosts)} hosts", f"{outcomes['pass'] + outcomes['warn']} ✓"]
+    parts += [f"{outcomes[key]} {mark}" for key, mark in (("fail", "✗"), ("error", "?")) if outcomes[key]]
+    if waiting:
+        more = f" +{len(waiting) - 3}" if len(waiting) > 3 else ""
+        parts.append(f"waiting on {', '.join(waiting[:3])}{more}")
+    return " · ".join(parts)
 
 
 def _group_lines(group: OutcomeGroup, *, verbose: bool) -> list[str]:

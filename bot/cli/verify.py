@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from bot.cli.command import CliCommand
-from bot.cli.fleet_view import fleet_exit_code, fleet_json, render_fleet
+from bot.cli.fleet_view import fleet_exit_code, fleet_json, progress_text, render_fleet
 from bot.cli.terminal import Session, add_host_and_output_arguments, print_result, session
 from commands.errors import UsageError
+from commands.operation import OperationResult
 from commands.verify import VerifyPlan, verify
-from commands.verify.fleet import plan_fleet, verify_fleet
+from commands.verify.fleet import OnHostDone, plan_fleet, verify_fleet
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,13 +58,30 @@ async def _fleet(cli: Session, args: argparse.Namespace) -> int:
         await cli.refused("verify", target, exc)
         raise
     fleet = await verify_fleet(planned.plans, target=target, origin=cli.origin, audit=cli.audit,
-                               fleet=cli.inventory.fleet, without_backup=planned.without_backup)
+                               fleet=cli.inventory.fleet, without_backup=planned.without_backup,
+                               on_host_done=_live_progress([host.name for host in hosts]))
+    if sys.stderr.isatty():
+        print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # the live line gives way to the summary
     if args.json:
         print(json.dumps(fleet_json(fleet, without_backup=planned.without_backup), indent=2, ensure_ascii=False))
     else:
         print(render_fleet(fleet, addresses={host.name: host.address for host in hosts},
                            without_backup=planned.without_backup, verbose=args.verbose))
     return fleet_exit_code(fleet, strict=args.strict)
+
+
+def _live_progress(hosts: list[str]) -> OnHostDone | None:
+    """On a terminal, one line on stderr rewritten as each host finishes (stdout stays the summary)."""
+    if not sys.stderr.isatty():
+        return None
+    done: list[OperationResult] = []
+    print(progress_text(done, hosts), end="", file=sys.stderr, flush=True)
+
+    async def show(result: OperationResult) -> None:
+        done.append(result)
+        print(f"\r\x1b[K{progress_text(done, hosts)}", end="", file=sys.stderr, flush=True)
+
+    return show
 
 
 COMMAND = CliCommand("verify", add_arguments, run)

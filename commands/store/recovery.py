@@ -36,7 +36,7 @@ ORDER BY r.id
 class Interrupted:
     operation_id: str
     operation: str
-    host: str
+    host: str | None  # None for a fleet operation (its hosts are its parts)
     channel: str | None
     thread_ts: str | None
     last_kind: str
@@ -92,6 +92,8 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> None:
     append_event(db, "finished", **where, actor="proofbot",
                  details={"verdict": "interrupted", "summary": "proofbot stopped while this ran",
                           "last_event": {"kind": record.last_kind, "at": record.last_at, "step": record.last_step}})
+    if record.host is None:  # a fleet operation holds no host's lock; its hosts' parts are recovered each
+        return
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)

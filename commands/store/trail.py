@@ -20,7 +20,7 @@ fleets a host's operations were part of. bench/audit_bench.py times it at 100,00
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -115,7 +115,7 @@ async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
 def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
     """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
-        f"SELECT operation_id, operation, host, kind, at, actor, details FROM events WHERE id IN ({newest}) "
+        f"SELECT operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
         "AND operation_id IS NOT NULL ORDER BY id DESC", arguments))
     outcomes: dict[str, list[dict[str, Any]]] = {str(row["operation_id"]): [] for row in requested}
     if outcomes:
@@ -125,8 +125,10 @@ def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> li
                             f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) "
                             f"ORDER BY id", [*outcomes, *kinds]):
             outcomes[row["operation_id"]].append(row)
-    fleets = _fleets_of(db, {_json(row["details"]).get("fleet_operation_id") for row in requested})
-    return [_record(row, outcomes[str(row["operation_id"])], fleets) for row in requested]
+    asked = {str(row["operation_id"]): _json(row["details"]) for row in requested}  # each parsed once
+    fleets = _fleets_of(db, {details.get("fleet_operation_id") for details in asked.values()})
+    return [_record(row, asked[str(row["operation_id"])], outcomes[str(row["operation_id"])], fleets)
+            for row in requested]
 
 
 def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecord]:
@@ -135,46 +137,56 @@ def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecor
     if not wanted:
         return {}
     marks = ", ".join("?" for _ in wanted)
-    rows = db.query(f"SELECT operation_id, kind, details FROM events WHERE operation_id IN ({marks}) "
-                    "AND kind IN ('requested', 'finished') ORDER BY id", wanted)
-    return _fleet_records(rows)
-
-
-def _fleet_records(rows: Iterable[dict[str, Any]]) -> dict[str, FleetRecord]:
-    """Fleet records from their ``requested`` (target, hosts) and ``finished`` (counts) events."""
     fleets: dict[str, FleetRecord] = {}
-    for row in rows:
-        details, operation_id = _json(row["details"]), str(row["operation_id"])
-        fleet = details.get("fleet")
-        if row["kind"] == "requested" and isinstance(fleet, dict):
-            hosts = fleet.get("hosts")
-            fleets[operation_id] = FleetRecord(operation_id, str(fleet.get("target") or "?"),
-                                               len(hosts) if isinstance(hosts, list) else 0, {})
-        elif row["kind"] == "finished" and operation_id in fleets and isinstance(details.get("counts"), dict):
-            counts = {str(k): int(v) for k, v in details["counts"].items() if isinstance(v, int)}
-            fleets[operation_id] = replace(fleets[operation_id], counts=counts)
+    for row in db.query(f"SELECT operation_id, kind, details FROM events WHERE operation_id IN ({marks}) "
+                        "AND kind IN ('requested', 'finished') ORDER BY id", wanted):
+        operation_id, details = str(row["operation_id"]), _json(row["details"])
+        if row["kind"] == "requested":
+            fleet = _fleet_record(operation_id, details)
+            if fleet is not None:
+                fleets[operation_id] = fleet
+        elif operation_id in fleets:
+            fleets[operation_id] = replace(fleets[operation_id], counts=_counts(details))
     return fleets
 
 
-def _record(requested: dict[str, Any], outcomes: list[dict[str, Any]],
+def _fleet_record(operation_id: str, requested: dict[str, Any], finished: dict[str, Any] | None = None
+                  ) -> FleetRecord | None:
+    """A fleet from its ``requested`` details (target, hosts) and ``finished`` ones (counts); None if no fleet."""
+    fleet = requested.get("fleet")
+    if not isinstance(fleet, dict):
+        return None
+    hosts = fleet.get("hosts")
+    return FleetRecord(operation_id, str(fleet.get("target") or "?"), len(hosts) if isinstance(hosts, list) else 0,
+                       _counts(finished or {}))
+
+
+def _counts(finished: dict[str, Any]) -> dict[str, int]:
+    counts = finished.get("counts")
+    return {str(k): v for k, v in counts.items() if isinstance(v, int)} if isinstance(counts, dict) else {}
+
+
+def _record(requested: dict[str, Any], details: dict[str, Any], outcomes: list[dict[str, Any]],
             fleets: dict[str, FleetRecord]) -> OperationRecord:
-    origin = _json(requested["details"]).get("origin") or {}
+    origin = details.get("origin") or {}
     decision = decided_by = finished_at = None
+    finished: dict[str, Any] | None = None
     verdict = IN_PROGRESS
     for outcome in outcomes:
         kind = outcome["kind"]
         if kind in DECISIONS and decision is None:  # the first decision is the one that counted
             decision, decided_by = kind, outcome["actor"]
         if kind == "finished":
-            verdict, finished_at = str(_json(outcome["details"]).get("verdict") or "unknown"), outcome["at"]
+            finished = _json(outcome["details"])
+            verdict, finished_at = str(finished.get("verdict") or "unknown"), outcome["at"]
         elif kind in ("rejected", "expired", *ENDINGS) and verdict == IN_PROGRESS:
             verdict, finished_at = kind, outcome["at"]
-    own = _fleet_records([requested, *outcomes]).get(str(requested["operation_id"]))
-    part_of = fleets.get(str(_json(requested["details"]).get("fleet_operation_id")))
-    return OperationRecord(str(requested["operation_id"]), requested["operation"], requested["host"],
+    operation_id = str(requested["operation_id"])
+    return OperationRecord(operation_id, requested["operation"], requested["host"],
                            requested["at"], requested["actor"], _str(origin.get("via")), _str(origin.get("channel")),
                            _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at,
-                           fleet=own, part_of=part_of)
+                           fleet=_fleet_record(operation_id, details, finished),
+                           part_of=fleets.get(str(details.get("fleet_operation_id"))))
 
 
 def _json(text: str) -> dict[str, Any]:

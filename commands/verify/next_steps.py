@@ -23,6 +23,10 @@ def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     name, status = finding.name, finding.status
     if status == "error" and finding.evidence is None and finding.summary.startswith("could not check"):
         ssh = plan.host.ssh
+        if ssh.jump and finding.summary.startswith("could not check: could not reach the bastion"):
+            way = " → ".join(f"{hop.name} ({hop.address}:{hop.port})" for hop in ssh.jump)
+            return NextStep(f"check that the bastion answers SSH ({way}) and that its host key is known, then",
+                            "verify", (host,))
         return NextStep(f"check that {plan.host.address}:{plan.host.port} answers SSH as {ssh.user} and that its "
                         f"host key is in {ssh.known_hosts}, then", "verify", (host,))
     if status not in ("fail", "warn"):  # other errors say their own cause; a retry is all there is

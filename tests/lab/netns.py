@@ -171,7 +171,7 @@ class NetnsLab(BaseLab):
             (hdir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(hdir / "root", 0o700)
         os.chmod(hdir / "tmp", 0o1777)
-        nh = net.create_host_net(self.octet, index, name)
+        nh = self._host_net(name, index)
         host = NetnsHost(name=name, address=nh.address, port=22, known_hosts=self.known_hosts,
                          client_key=self.client_key, manager="supervisord", scenario=scenario,
                          netns=nh.netns, host_key_pub="", host_dir=hdir, veth=nh.veth, net=nh)
@@ -191,6 +191,11 @@ class NetnsLab(BaseLab):
                                          env=CLEAN_ENV, start_new_session=True)
         host.pid = host.proc.pid  # sh execs ip, which execs sh, which execs supervisord
         return host
+
+    def _host_net(self, name: str, index: int) -> net.NetHost:
+        """The host's network: a veth /30 to the root namespace (a subclass may route it elsewhere)."""
+        assert self.octet is not None
+        return net.create_host_net(self.octet, index, name)
 
     def _write_files(self, host: NetnsHost) -> None:
         lp = host.local_path
