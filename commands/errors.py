@@ -46,7 +46,12 @@ class UsageError(ProofbotError):
 
 
 class InventoryError(UsageError):
-    """The inventory file is missing, unreadable or invalid."""
+    """The inventory file is missing, unreadable or invalid; ``problems`` lists every problem found
+    (``file``, ``line``, ``key``, ``message``), the message says each on a line of its own."""
+
+    def __init__(self, message: str, *, hint: str = "", problems: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems or []
 
 
 class UnknownHost(UsageError):

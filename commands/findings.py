@@ -17,6 +17,7 @@ Status = Literal["pass", "fail", "warn", "error", "skipped"]
 Verdict = Literal["pass", "fail", "error"]
 
 OUTPUT_LIMIT = 4000
+EVENT_KEYS = frozenset({"name", "status", "summary", "evidence", "details", "next_step"})
 
 
 def trim(text: str, limit: int = OUTPUT_LIMIT) -> str:
@@ -94,6 +95,15 @@ class Finding:
             data["details"] = redact_data(self.details)
         if self.next_step:
             data["next_step"] = redact_data(self.next_step.to_json())
+        return data
+
+    def to_event(self) -> dict[str, Any]:
+        """The finding as a ``check`` or ``step`` event's details: its own details flattened in, so the
+        audit DB never holds a ``details`` inside ``details`` (``$.live_sha256``, not ``$.details.live_sha256``
+        in Datasette); a detail named like a top-level key keeps a ``detail_`` prefix."""
+        data = self.to_json()
+        for key, value in data.pop("details", {}).items():
+            data[f"detail_{key}" if key in data or key in EVENT_KEYS else key] = value
         return data
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -370,46 +371,179 @@ def load_inventory(path: Path) -> Inventory:
     return parse_inventory(text, str(path))
 
 
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class _Problems:
+    """Every problem found in one inventory file, each with the line of the key it is about."""
+
+    source: str
+    lines: dict[Path_, int]
+    found: list[tuple[Path_, str, str]] = field(default_factory=list)  # (YAML path, key as shown, message)
+
+    def add(self, path: Path_, message: str, key: str | None = None) -> None:
+        self.found.append((path, key if key is not None else _key_words(path), message))
+
+    def add_validation(self, prefix: Path_, exc: ValidationError, skip: Callable[[Path_], bool] = lambda _: False
+                       ) -> None:
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            if not skip(loc):
+                self.add((*prefix, *loc), error["msg"].removeprefix("Value error, "))
+
+    def add_raised(self, exc: InventoryError) -> None:
+        """A problem raised as ``SOURCE: KEY: message`` (the hop parsers), recorded at its key."""
+        key, _, message = exc.message.removeprefix(f"{self.source}: ").partition(": ")
+        self.add(tuple(key.split(".")), message, key=key)
+
+    def hops(self, path: Path_, written: object) -> list[_HopSpec]:
+        """``jump`` as hops; a bad one is a problem at its key, and no hops."""
+        try:
+            return _jump_spec(self.source, _key_words(path), written)
+        except InventoryError as exc:
+            self.add_raised(exc)
+            return []
+
+    def line_of(self, path: Path_) -> int:
+        """The line of the deepest key of ``path`` written in the file (a missing key: its parent's)."""
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return 1
+
+    def raise_if_any(self) -> None:
+        if not self.found:
+            return
+        problems: list[dict[str, object]] = [
+            {"file": self.source, "line": self.line_of(path), "key": key, "message": message}
+            for path, key, message in self.found]
+        problems.sort(key=lambda problem: int(str(problem["line"])))
+        lines = [f"{p['file']}:{p['line']}: {p['key']}: {p['message']}" for p in problems]
+        hint = f"{len(problems)} problems in {self.source}" if len(problems) > 1 else ""
+        raise InventoryError("\n".join(lines), hint=hint, problems=problems)
+
+
+def _key_words(path: Path_) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _key_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int],
+               duplicates: list[tuple[Path_, int, int]]) -> None:
+    """The 1-based line of every key (and sequence item) by its path; duplicate keys noted."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark.line)
+            child = (*path, key)
+            if child in lines:  # YAML keeps the last one written: its lines are the ones that count
+                duplicates.append((child, lines[child], key_node.start_mark.line + 1))
+                for stale in [known for known in lines if known[:len(child)] == child]:
+                    del lines[stale]
+            lines[child] = key_node.start_mark.line + 1
+            _key_lines(value_node, child, lines, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines.setdefault((*path, index), item.start_mark.line + 1)
+            _key_lines(item, (*path, index), lines, duplicates)
+
+
 def parse_inventory(text: str, source: str) -> Inventory:
+    """Validate the whole file and raise one InventoryError listing every problem, each as
+    ``FILE:LINE: KEY: what is wrong`` (a YAML syntax error as ``FILE:LINE:COL: not valid YAML: …``)."""
     try:
         raw = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        what = " ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
+        raise InventoryError(f"{source}:{where}: not valid YAML: {what}") from None
     except yaml.YAMLError as exc:
-        raise InventoryError(f"{source}: not valid YAML: {exc}") from None
+        raise InventoryError(f"{source}:1:1: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
-        raise InventoryError(f"{source}: top level must be a mapping with a 'hosts' key")
-    try:
-        document = _InventoryFile.model_validate(raw)
-    except ValidationError as exc:
-        raise InventoryError(_describe(source, exc, prefix="")) from None
+        raise InventoryError(f"{source}:1: top level must be a mapping with a 'hosts' key")
+    lines: dict[Path_, int] = {}
+    duplicates: list[tuple[Path_, int, int]] = []
+    if root is not None:
+        _key_lines(root, (), lines, duplicates)
+    problems = _Problems(source, lines)
+    for path, first, again in duplicates:
+        lines[(*path, "(again)")] = again
+        problems.add((*path, "(again)"), f"written twice (first on line {first}); YAML keeps only the last",
+                     key=_key_words(path))
+    document = _document(raw, problems)
     top_ssh = dict(document.ssh)
-    jumps: dict[str, tuple[str, list[_HopSpec]]] = {}
-    top_jump = ("ssh.jump", _jump_spec(source, "ssh.jump", top_ssh.pop("jump", None)))
+    top_jump = ("ssh.jump", problems.hops(("ssh", "jump"), top_ssh.pop("jump", None)))
+    top_ssh_problems: set[str] = set()
     try:
         SshSettings.model_validate(top_ssh)
     except ValidationError as exc:
-        raise InventoryError(_describe(source, exc, prefix="ssh.")) from None
+        problems.add_validation(("ssh",), exc)
+        top_ssh_problems = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+    jumps: dict[str, tuple[str, list[_HopSpec]]] = {}
+    hosts = _hosts(document, top_ssh, problems, top_ssh_problems, jumps, top_jump)
+    try:
+        hosts = _resolve_jumps(source, hosts, jumps)
+    except InventoryError as exc:
+        problems.add_raised(exc)
+    groups = _expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
+    problems.raise_if_any()
+    return Inventory(path=source, approvals=document.approvals, channels=document.channels,
+                     fleet=document.fleet, hosts=hosts, groups=groups)
+
+
+def _document(raw: dict[str, Any], problems: _Problems) -> _InventoryFile:
+    """The top level; a section that is wrong is reported and left out, so the others are still checked."""
+    try:
+        return _InventoryFile.model_validate(raw)
+    except ValidationError as exc:
+        problems.add_validation((), exc)
+        bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+    kept = {key: value for key, value in raw.items() if key not in bad and key in _InventoryFile.model_fields}
+    if "hosts" in bad and isinstance(raw.get("hosts"), dict):
+        kept["hosts"] = {name: entry for name, entry in raw["hosts"].items()
+                         if isinstance(name, str) and isinstance(entry, dict)}
+    kept.setdefault("hosts", {})
+    try:
+        return _InventoryFile.model_validate(kept)
+    except ValidationError:  # already reported above
+        return _InventoryFile(hosts={})
+
+
+def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problems, top_ssh_problems: set[str],
+           jumps: dict[str, tuple[str, list[_HopSpec]]], top_jump: tuple[str, list[_HopSpec]]) -> dict[str, Host]:
+    """Each host validated with the top-level defaults merged in; its ``jump`` hops (as written) go to
+    ``jumps`` for ``_resolve_jumps``."""
     hosts: dict[str, Host] = {}
     for name, entry in document.hosts.items():
+        where: Path_ = ("hosts", str(name))
         if not NAME_PATTERN.fullmatch(str(name)):
-            raise InventoryError(f"{source}: hosts.{name}: host names are letters, digits, '.', '_', '-'")
+            problems.add(where, "host names are letters, digits, '.', '_', '-'")
+            continue
         if not isinstance(entry, dict):
-            raise InventoryError(f"{source}: hosts.{name}: must be a mapping")
+            problems.add(where, "must be a mapping")
+            continue
         own_ssh = entry.get("ssh") or {}
         if isinstance(own_ssh, dict) and "max_connections" in own_ssh:
-            raise InventoryError(f"{source}: hosts.{name}.ssh.max_connections: a bound on the whole bot, "
-                                 "set it in the top-level ssh section only")
-        for loader_only in ("origins", "proxy_jump"):
-            if loader_only in entry:
-                raise InventoryError(f"{source}: hosts.{name}.{loader_only}: not an inventory key "
-                                     "(proofbot fills it in)")
+            problems.add((*where, "ssh", "max_connections"), "a bound on the whole bot, "
+                         "set it in the top-level ssh section only")
+            own_ssh = {key: value for key, value in own_ssh.items() if key != "max_connections"}
+        loader_only = [key for key in ("origins", "proxy_jump") if key in entry]
+        for key in loader_only:
+            problems.add((*where, key), "not an inventory key (proofbot fills it in)")
         if not isinstance(own_ssh, dict):
-            raise InventoryError(f"{source}: hosts.{name}.ssh: must be a mapping")
+            problems.add((*where, "ssh"), "must be a mapping")
+        if loader_only or not isinstance(own_ssh, dict):
+            continue
         jumps[str(name)] = top_jump
         if "jump" in own_ssh:
             own_ssh = dict(own_ssh)
-            key = f"hosts.{name}.ssh.jump"
-            jumps[str(name)] = (key, _jump_spec(source, key, own_ssh.pop("jump")))
-        merged = resolve_entry(str(name), entry, top_ssh, own_ssh, source)
+            jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
+        try:
+            merged = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source)
+        except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
+            problems.add_raised(exc)
+            continue
         if jumps[str(name)][1]:
             # A jump the inventory writes wins over the ssh config's ProxyJump (the inventory wins everywhere).
             merged.pop("proxy_jump", None)
@@ -418,54 +552,69 @@ def parse_inventory(text: str, source: str) -> Inventory:
         own = entry.get("packages")
         if isinstance(own, dict) or (own is None and document.packages):
             merged["packages"] = {**document.packages, **(own or {})}
+
+        def inherited(loc: Path_, own_ssh: Any = own_ssh) -> bool:
+            # said once, at the top-level ssh key, not again for every host that inherits it
+            return (len(loc) >= 2 and loc[0] == "ssh" and str(loc[1]) in top_ssh_problems
+                    and not (isinstance(own_ssh, dict) and loc[1] in own_ssh))
+
         try:
-            hosts[str(name)] = Host.model_validate(merged)
+            host = Host.model_validate(merged)
         except ValidationError as exc:
-            raise InventoryError(_describe(source, exc, prefix=f"hosts.{name}.")) from None
-        for backup_name in hosts[str(name)].backups:
-            if not NAME_PATTERN.fullmatch(backup_name):
-                raise InventoryError(f"{source}: hosts.{name}.backups.{backup_name}: bad backup name")
-    hosts = _resolve_jumps(source, hosts, jumps)
-    groups = _expand_groups(source, document.groups, hosts)
-    return Inventory(path=source, approvals=document.approvals, channels=document.channels,
-                     fleet=document.fleet, hosts=hosts, groups=groups)
+            problems.add_validation(where, exc, skip=inherited)
+            continue
+        bad_backups = [backup for backup in host.backups if not NAME_PATTERN.fullmatch(backup)]
+        for backup_name in bad_backups:
+            problems.add((*where, "backups", backup_name), "bad backup name")
+        if not bad_backups:
+            hosts[str(name)] = host
+    return hosts
 
 
-def _expand_groups(source: str, written: dict[str, list[str]], hosts: dict[str, Host]
-                   ) -> dict[str, tuple[str, ...]]:
-    """Each group as host names: members may be hosts or groups; unknown names and cycles are refused."""
-    if ALL_GROUP in hosts:
-        raise InventoryError(f"{source}: hosts.{ALL_GROUP}: '{ALL_GROUP}' is the implicit group of every "
-                             "host; name the host otherwise")
+def _expand_groups(problems: _Problems, written: dict[str, list[str]], hosts: dict[str, Host], *,
+                   written_hosts: set[str]) -> dict[str, tuple[str, ...]]:
+    """Each group as host names: members may be hosts or groups; unknown names and cycles are
+    reported (a member that is a host with problems of its own is not reported again)."""
+    if ALL_GROUP in written_hosts:
+        problems.add(("hosts", ALL_GROUP), f"'{ALL_GROUP}' is the implicit group of every host; "
+                     "name the host otherwise")
+    usable: dict[str, list[str]] = {}
     for name, members in written.items():
+        where: Path_ = ("groups", str(name))
         if name == ALL_GROUP:
-            raise InventoryError(f"{source}: groups.{ALL_GROUP}: '{ALL_GROUP}' is implicit (every host); "
-                                 "remove it or give the group another name")
-        if not NAME_PATTERN.fullmatch(str(name)):
-            raise InventoryError(f"{source}: groups.{name}: group names are letters, digits, '.', '_', '-'")
-        if name in hosts:
-            raise InventoryError(f"{source}: groups.{name}: a host has the same name; "
-                                 "a host and a group may not share a name")
+            problems.add(where, f"'{ALL_GROUP}' is implicit (every host); remove it or give the group another name")
+        elif not NAME_PATTERN.fullmatch(str(name)):
+            problems.add(where, "group names are letters, digits, '.', '_', '-'")
+        elif name in written_hosts:
+            problems.add(where, "a host has the same name; a host and a group may not share a name")
+        else:
+            usable[name] = members
         for index, member in enumerate(members):
-            if member not in hosts and member not in written and member != ALL_GROUP:
-                raise InventoryError(f"{source}: groups.{name}[{index}]: unknown host or group {member!r}")
+            if member not in written_hosts and member not in written and member != ALL_GROUP:
+                problems.add((*where, index), f"unknown host or group {member!r}", key=f"groups.{name}[{index}]")
 
     expanded: dict[str, tuple[str, ...]] = {ALL_GROUP: tuple(hosts)}
+    cycles: set[str] = set()
 
     def expand(name: str, path: tuple[str, ...]) -> tuple[str, ...]:
         if name in expanded:
             return expanded[name]
         if name in path:
             cycle = " -> ".join((*path[path.index(name):], name))
-            raise InventoryError(f"{source}: groups.{path[-1]}: groups form a cycle: {cycle}")
+            if path[-1] not in cycles:
+                cycles.add(path[-1])
+                problems.add(("groups", path[-1]), f"groups form a cycle: {cycle}")
+            return ()
         members: dict[str, None] = {}
-        for member in written[name]:
-            for host in ((member,) if member in hosts else expand(member, (*path, name))):
-                members[host] = None
+        for member in usable.get(name, []):
+            if member in hosts:
+                members[member] = None
+            elif member in usable:
+                members.update(dict.fromkeys(expand(member, (*path, name))))
         expanded[name] = tuple(members)
         return expanded[name]
 
-    for name in written:
+    for name in usable:
         expand(name, ())
     return expanded
 
@@ -547,12 +696,3 @@ def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[s
             raise InventoryError(f"{source}: {key}: a hop is listed twice in {name}'s chain")
         resolved[name] = host.model_copy(update={"ssh": host.ssh.model_copy(update={"jump": tuple(hops)})})
     return resolved
-
-
-def _describe(source: str, exc: ValidationError, prefix: str) -> str:
-    first = exc.errors()[0]
-    key = prefix + ".".join(str(part) for part in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    more = exc.error_count() - 1
-    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{source}: {key}: {message}{tail}"

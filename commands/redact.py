@@ -119,12 +119,19 @@ def is_secret_name(name: str) -> bool:
 
 
 def _mask_groups(pattern: re.Pattern[str], text: str) -> str:
-    """Mask what a detector pattern captures (its groups if it has any, else the whole match)."""
+    """Mask what a detector pattern captures (its groups if it has any, else the whole match), and the
+    rest of the token it is glued to: GitHub's group is only the ``ghp`` label of ``ghp_`` + 36
+    characters, and the JWT pattern's lazy tail stops before the signature."""
     spans: list[tuple[int, int]] = []
     for match in pattern.finditer(text):
         groups = [i for i in range(1, (pattern.groups or 0) + 1) if match.group(i)]
-        spans += [match.span(i) for i in groups] if groups else [match.span()]
+        for start, end in [match.span(i) for i in groups] if groups else [match.span()]:
+            rest = _TOKEN_TAIL.match(text, end)
+            spans.append((start, rest.end() if rest else end))
     return _splice(text, spans)
+
+
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]+")
 
 
 def _splice(text: str, spans: Iterable[tuple[int, int]]) -> str:

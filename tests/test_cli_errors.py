@@ -29,7 +29,7 @@ async def test_malformed_inventory_exits_2_naming_the_key(tmp_path: Path) -> Non
     inventory.write_text("hosts:\n  ct129:\n    address: 10.0.0.1\n    port: twenty-two\n")
     run = await run_cli("verify", "ct129", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
     assert run.code == 2
-    assert f"{inventory}: hosts.ct129.port:" in run.stderr
+    assert f"{inventory}:4: hosts.ct129.port:" in run.stderr  # FILE:LINE: KEY
     assert "Traceback" not in run.stderr
 
 

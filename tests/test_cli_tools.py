@@ -39,3 +39,52 @@ async def test_inventory_check_validates_without_connecting(tmp_path: Path) -> N
                    await run_cli("inventory", "check", "--inventory", str(bad)))
     assert ok.code == 0 and "valid: 1 host(s) (ct1)" in ok.stdout
     assert refused.code == 2 and "hosts.ct1.port" in refused.stderr and str(bad) in refused.stderr
+
+
+FOUR_PROBLEMS = """\
+ssh:
+  user: root
+hosts:
+  ct1:
+    address: 127.0.0.1
+    port: ssh
+  ct2:
+    address: 127.0.0.2
+    service:
+      manager: upstart
+      unit: sglang
+      health_url: http://127.0.0.1:30000/health
+groups:
+  gpu: [ct1, ct9]
+fleet:
+  max_parallel: 0
+"""
+
+
+async def test_inventory_check_lists_every_problem_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text(FOUR_PROBLEMS)
+    text = await run_cli("inventory", "check", "--inventory", str(bad))
+    report = await run_cli("inventory", "check", "--json", "--inventory", str(bad))
+    assert text.code == 2 and report.code == 2
+    assert text.stderr.splitlines() == [
+        f"proofbot: 4 problems in {bad}:",
+        f"{bad}:6: hosts.ct1.port: Input should be a valid integer, unable to parse string as an integer",
+        f"{bad}:10: hosts.ct2.service.manager: Input should be 'systemd' or 'supervisord'",
+        f"{bad}:14: groups.gpu[1]: unknown host or group 'ct9'",
+        f"{bad}:16: fleet.max_parallel: Input should be greater than or equal to 1"]
+    problems = json.loads(report.stdout)["error"]["problems"]
+    assert [(p["file"], p["line"], p["key"]) for p in problems] == [
+        (str(bad), 6, "hosts.ct1.port"), (str(bad), 10, "hosts.ct2.service.manager"), (str(bad), 14, "groups.gpu[1]"),
+        (str(bad), 16, "fleet.max_parallel")]
+    good = write_inventory(tmp_path / "good.yml", {"hosts": {"ct1": {"address": "127.0.0.1"}}})
+    valid = json.loads((await run_cli("inventory", "check", "--json", "--inventory", str(good))).stdout)
+    assert valid["valid"] is True and valid["hosts"] == ["ct1"] and valid["groups"] == ["all"]
+
+
+async def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.yml"
+    bad.write_text("hosts:\n  ct1:\n    address: [127.0.0.1\n    port: 22\n")
+    run = await run_cli("inventory", "check", "--inventory", str(bad))
+    assert run.code == 2 and "<unicode string>" not in run.stderr
+    assert run.stderr.startswith(f"proofbot: {bad}:4:9: not valid YAML: ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -25,3 +26,15 @@ async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> N
     kinds = [row[0] for row in sqlite3.connect(db).execute("SELECT kind FROM events ORDER BY id")]
     assert kinds.count("finished") == 6 and "approved" in kinds
     assert "ct129 restart: PASS" in run.stdout and "the old launch script is still in place" in run.stdout
+    # Datasette-ready: a check's or step's own facts sit at the top of its details, never in a
+    # `details` inside `details` (old rows keep theirs and still verify: nothing was rewritten).
+    with closing(sqlite3.connect(db)) as conn:
+        nested = conn.execute("SELECT count(*) FROM events WHERE kind IN ('check', 'step') "
+                              "AND json_extract(details, '$.details') IS NOT NULL").fetchone()[0]
+        hashes = conn.execute("SELECT json_extract(details, '$.live_sha256') FROM events WHERE kind = 'check' "
+                              "AND json_extract(details, '$.name') LIKE 'file:%'").fetchall()
+        pids = conn.execute("SELECT json_extract(details, '$.old_pid') FROM events WHERE kind = 'check' "
+                            "AND operation = 'restart' AND json_extract(details, '$.name') = 'main-pid'").fetchall()
+    assert nested == 0
+    assert hashes and all(len(row[0]) == 64 for row in hashes)
+    assert pids and all(isinstance(row[0], int) for row in pids)

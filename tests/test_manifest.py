@@ -8,6 +8,7 @@ else is unhandled (bolt's 404).
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -69,12 +70,14 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
     inventory = parse_inventory(yaml.safe_dump(INVENTORY), "inventory.yml")
     audit = AuditStore.open(tmp_path / "audit.db")
     async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
-        app = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret=SECRET,
-                        api_url=slack.api_url)
+        context = BotContext(inventory, audit)
+        app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
         try:
             async with serving(app) as url:
                 yield url, slack
         finally:
+            for timer in list(context.timers):  # the Home refresher, once app_home_opened came
+                timer.cancel()
             audit.close()
 
 
@@ -111,3 +114,20 @@ async def test_the_app_answers_exactly_the_rendered_buttons(app: tuple[str, Fake
         ack = await slack.deliver(app_url, click(action_id, slack.response_url()))
         assert ack.status_code == 200, action_id  # a listener took it (and refused the unknown plan)
     assert (await post(app_url, click("delete_everything", slack.response_url()))).status_code == 404
+
+
+async def test_the_app_answers_exactly_the_manifest_events(app: tuple[str, FakeSlack]) -> None:
+    app_url, slack = app
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    for kind in events:
+        ack = await slack.deliver_event(app_url, {"type": kind, "user": "U0ALICE", "channel": CHANNEL, "tab": "home"})
+        assert ack.status_code == 200, kind
+    await slack.wait_for("views.publish")  # app_home_opened was really handled
+    unsubscribed = json.dumps({"type": "event_callback", "team_id": "T0TEST", "api_app_id": "A0",
+                               "event": {"type": "reaction_added", "user": "U0ALICE"}}).encode()
+    async with httpx.AsyncClient(trust_env=False) as client:
+        answer = await client.post(app_url, content=unsubscribed, headers={"Content-Type": "application/json",
+                                                                          **sign(unsubscribed, SECRET)})
+    assert answer.status_code == 404

@@ -44,8 +44,10 @@ CORPUS = yaml.safe_load((Path(__file__).parent / "recorded" / "secret_corpus.yml
 
 
 def leaked(secret: str, output: str) -> bool:
-    """A secret with spaces leaks by any of its words too (``correct horse …`` half-masked is a leak)."""
-    pieces = [secret] + [word for word in secret.split() if len(word) >= 5]
+    """A secret with spaces leaks by any of its words too (``correct horse …`` half-masked is a leak), and
+    any secret by its last 16 characters (``ghp_`` masked and the 36 characters after it shown is a leak)."""
+    pieces = [secret, *(word for word in secret.split() if len(word) >= 5), *([secret[-16:]] if len(secret) >= 24
+                                                                              else [])]
     return any(piece in output for piece in pieces)
 
 

@@ -134,6 +134,8 @@ async def test_audit_counts_what_there_is(rig: AuditRig) -> None:
     assert parent.text == "Audit trail for ct130: last 1 operation"
     assert len(replies) == 1
     await rig.command("ct131")
+    await rig.slack.wait_until(lambda: sum(m.text.startswith("Audit trail") for m in rig.slack.messages_in(CHANNEL)
+                                           if not m.is_reply) == 2, what="the second audit parent")
     parent, replies = await rig.trail(0)
     assert parent.text == "Audit trail for ct131: no operations recorded yet"
     assert replies == []

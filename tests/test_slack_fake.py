@@ -86,7 +86,10 @@ async def test_auth_test_reports_bot_identity(slack: FakeSlack, client: AsyncWeb
 def test_bot_scopes_are_exactly_the_manifests() -> None:
     requested = yaml.safe_load(MANIFEST.read_text())["oauth_config"]["scopes"]["bot"]
     assert FakeSlack(channels=INVITED).scopes == set(requested)
-    assert "files:read" not in requested and "channels:read" not in requested
+    assert "files:read" not in requested
+    # channels:read / groups:read only because member_joined_channel needs them (the help on being invited)
+    events = yaml.safe_load(MANIFEST.read_text())["settings"]["event_subscriptions"]["bot_events"]
+    assert {"channels:read", "groups:read"} <= set(requested) and "member_joined_channel" in events
 
 
 async def test_bad_token_is_invalid_auth(slack: FakeSlack) -> None:

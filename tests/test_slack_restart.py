@@ -91,7 +91,7 @@ async def test_a_click_only_counts_on_its_own_plan_message_and_kind(rig: Rig) ->
         await rig.slack.wait_until(lambda url=url: bool(rig.slack.responses_to(url)), what="an ephemeral refusal")
         assert why in rig.slack.responses_to(url)[0].body["text"]
     assert rig.events("approved") == [] and len(rig.events("refused")) == 2
-    response, _ = await rig.click(plan, "restart_reject", APPROVER)  # the real button still works
+    response = await rig.reject(plan, "restart_reject", APPROVER, "wrong host")  # the real button still works
     assert response.status_code == 200
     await rig.slack.wait_until(lambda: "rejected by" in rig.slack.message(CHANNEL, plan.ts).text, timeout=20,
                                what="the rejection on the plan")

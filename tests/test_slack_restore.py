@@ -67,7 +67,7 @@ class Rig:
         response_url = self.slack.response_url()
         payload: dict[str, Any] = {
             "type": "block_actions", "user": {"id": user, "username": user}, "api_app_id": "A0PROOF",
-            "token": "verification", "trigger_id": "t2", "team": {"id": "T0TEST"},
+            "token": "verification", "trigger_id": self.slack.trigger_id(user), "team": {"id": "T0TEST"},
             "container": {"type": "message", "message_ts": message.ts, "channel_id": CHANNEL},
             "channel": {"id": CHANNEL}, "message": {"ts": message.ts, "text": message.text},
             "response_url": response_url,
@@ -75,6 +75,18 @@ class Rig:
                          "action_ts": str(time.time())}],
         }
         return await self.post(block_actions_body(payload)), response_url
+
+    async def reject(self, message: Message, action_id: str, user: str, reason: str) -> HttpAck:
+        """Click Reject, wait for the modal it opens, type ``reason`` and submit it; the submission's ack."""
+        opened = len(self.slack.calls_to("views.open"))
+        await self.click(message, action_id, user)
+        await self.slack.wait_for("views.open", opened + 1)
+        return await self.reject_submit(user, reason)
+
+    async def reject_submit(self, user: str, reason: str) -> HttpAck:
+        """Type ``reason`` into the user's open Reject modal and submit it."""
+        view = self.slack.open_views(user)[-1]
+        return await self.slack.submit_view(self.url, view.id, user, {"reason": {"reason_input": reason}})
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         rows = sqlite3.connect(self.db).execute("SELECT details FROM events WHERE kind = ? ORDER BY id", (kind,))
@@ -203,7 +215,7 @@ async def test_second_restore_while_one_is_pending_is_refused_with_a_link(rig: R
     reply = response.json()
     assert reply["response_type"] == "ephemeral"
     assert "ct129 is busy" in reply["text"] and f"/archives/{CHANNEL}/p{plan.ts.replace('.', '')}" in reply["text"]
-    response, _ = await rig.click(plan, "restore_reject", APPROVER)
+    await rig.reject(plan, "restore_reject", APPROVER, "not now")
     await rig.slack.wait_until(lambda: "rejected by" in rig.slack.message(CHANNEL, plan.ts).text, what="rejected")
     again = await rig.restore(user=OTHER_APPROVER)
     assert again.text == ""  # accepted: the reject released the host

@@ -109,11 +109,12 @@ async def test_self_approval_is_refused_and_a_rejection_restarts_nothing(tmp_pat
         _, own_url = await rig.click(plan, "rollout_approve", REQUESTER)
         await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(own_url)), what="the refusal")
         assert "another approver must approve it" in rig.slack.responses_to(own_url)[0].body["text"]
-        await rig.click(plan, "rollout_reject", APPROVER)
+        await rig.reject(plan, "rollout_reject", APPROVER, "not during the launch")
         await rig.slack.wait_until(lambda: "rejected by" in json.dumps(rig.slack.message(CHANNEL, plan.ts).blocks),
                                    timeout=20, what="the rejection on the plan")
         final = rig.slack.message(CHANNEL, plan.ts)
         assert "nothing was restarted" in json.dumps(final.blocks)
+        assert "not during the launch" in json.dumps(final.blocks)  # the reason, on the plan
         assert not any(block["type"] == "actions" for block in final.blocks or [])
         assert [await _pid(host) for host in hosts] == before
         assert rig.events("approved") == [] and [e["verdict"] for e in rig.events("finished")] == ["rejected"]

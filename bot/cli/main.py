@@ -20,7 +20,7 @@ from bot.cli import audit, restart, restore, verify
 from bot.cli.command import CliCommand
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
 from bot.cli.tools import add_inventory_arguments, add_ping_arguments, run_inventory, run_ping
-from commands.errors import ProofbotError, UsageError
+from commands.errors import InventoryError, ProofbotError, UsageError
 from commands.registry import OPERATIONS
 from commands.store.events import db_path
 
@@ -102,8 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_dispatch(build_parser().parse_args(words)))
     except ProofbotError as exc:
         if "--json" in words:  # one JSON object on stdout, errors included
+            problems = {"problems": exc.problems} if isinstance(exc, InventoryError) and exc.problems else {}
             print(json.dumps({"schema_version": SCHEMA_VERSION, "error": {
-                "code": exc.exit_code, "message": exc.message, "hint": exc.hint}}, indent=2, ensure_ascii=False))
+                "code": exc.exit_code, "message": exc.message, "hint": exc.hint, **problems}},
+                indent=2, ensure_ascii=False))
+        lines = exc.message.splitlines()
+        if len(lines) > 1:  # every inventory problem at once, each FILE:LINE: as editors and grep read it
+            print(f"proofbot: {exc.hint or 'problems'}:", *lines, sep="\n", file=sys.stderr)
+            return exc.exit_code
         print(f"proofbot: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"  → {exc.hint}", file=sys.stderr)

@@ -43,6 +43,7 @@ async def run_ping(args: argparse.Namespace) -> int:
 
 def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["check"], help="check: validate the inventory, connect to nothing")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (errors: every problem listed)")
 
 
 async def run_inventory(args: argparse.Namespace) -> int:
@@ -50,7 +51,14 @@ async def run_inventory(args: argparse.Namespace) -> int:
     hosts = inventory.hosts.values()
     services = sum(1 for host in hosts if host.service)
     backups = sum(len(host.backups) for host in hosts)
-    print(f"{inventory_path(getattr(args, 'inventory', None))}: valid: {len(inventory.hosts)} host(s) "
+    path = inventory_path(getattr(args, "inventory", None))
+    if args.json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "inventory": str(path), "valid": True,
+                          "hosts": sorted(inventory.hosts), "groups": sorted(inventory.groups),
+                          "services": services, "backups": backups,
+                          "approvers": inventory.approvals.approvers}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{path}: valid: {len(inventory.hosts)} host(s) "
           f"({', '.join(sorted(inventory.hosts))}), {services} service(s), {backups} backup(s), "
           f"approvers: {', '.join(inventory.approvals.approvers) or 'none'}")
     return 0

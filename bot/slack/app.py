@@ -7,11 +7,13 @@ user ephemerally and audits refusals (README "Slack").
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt import BoltResponse
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -19,10 +21,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import audit, restart, restore, verify
-from bot.slack.blocks import error_message, help_message
+from bot.slack.blocks import REASON_BLOCK, REJECT_REASON_VIEW, error_message, help_message
 from bot.slack.context import Body, BotContext, Listener, SlackCommand
+from bot.slack.home import HomeState, on_home_opened, on_member_joined
+from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError
+from commands.redact import redact
 from commands.registry import OPERATIONS
 
 log = logging.getLogger("proofbot.slack")
@@ -41,6 +46,13 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
               else RedactingWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
+    bot = context  # bolt hands listeners its own `context` by that name
+
+    @app.middleware
+    async def redacting_client(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
+        # Every listener's `client` is the per-request one bolt makes: make it the redacting kind.
+        context["client"] = RedactingWebClient.like(context.client)
+        await next()
     for spec in OPERATIONS:
         command = COMMANDS[spec.name]
         app.command(f"/{spec.name}")(_command_listener(context, command))
@@ -50,28 +62,47 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             context.approvables[spec.name] = command.approvable
         for approvable in command.more_approvables:
             context.approvables[approvable.plan_type.operation] = approvable
+    app.view(REJECT_REASON_VIEW)(_action_listener(context, on_reject_reason))
+    home = HomeState()
+
+    @app.event("app_home_opened")
+    async def on_home(event: Body, client: AsyncWebClient) -> None:
+        await on_home_opened(context, home, event, client)
+
+    @app.event("member_joined_channel")
+    async def on_joined(event: Body, client: AsyncWebClient, context: AsyncBoltContext) -> None:
+        await on_member_joined(bot, context.bot_user_id, event, client)
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
                        client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
+        in_modal = body.get("type") == "view_submission"
         if isinstance(error, ProofbotError):
             action = (body.get("actions") or [{}])[0]
             user = body.get("user_id") or body.get("user", {}).get("id", "?")
+            submitted = _metadata(body) if in_modal else {}
             await context.audit.append(
-                "refused", operation=body.get("command", "").lstrip("/") or action.get("action_id"),
-                operation_id=action.get("value"), actor=f"slack:{user}",
+                "refused", operation=body.get("command", "").lstrip("/") or action.get("action_id")
+                or body.get("view", {}).get("callback_id"),
+                operation_id=action.get("value") or submitted.get("plan"), actor=f"slack:{user}",
                 details={"reason": str(error), "text": body.get("text"),
-                         "channel": body.get("channel_id") or body.get("channel", {}).get("id")},
+                         "channel": body.get("channel_id") or body.get("channel", {}).get("id")
+                         or submitted.get("channel")},
             )
+            said = f"{error.message}. {error.hint}"
             text = error_message(error.message, error.hint + await _link_to_holder(client, error))
         else:
             log.exception("listener failed", exc_info=error)
+            said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
-        is_click = body.get("type") == "block_actions"
+        if in_modal and response is not None:  # shown in the modal, under the reason box (plain text)
+            return BoltResponse(status=200, body={"response_action": "errors",
+                                                  "errors": {REASON_BLOCK: redact(said)[:2000]}})
+        is_click = body.get("type") == "block_actions" or in_modal
         if response is not None and not is_click:  # not acknowledged yet: the ack carries the reply
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
-        if respond is not None:
+        if respond is not None and not in_modal:  # a modal has no response_url
             await respond(text=text, response_type="ephemeral", replace_original=False)
         elif body.get("channel_id") and body.get("user_id"):
             await client.chat_postEphemeral(channel=body["channel_id"], user=body["user_id"], text=text)
@@ -97,6 +128,14 @@ def _action_listener(context: BotContext, on_click: Listener) -> Any:
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
         await on_click(context, ack, body, client)
     return listener
+
+
+def _metadata(body: Body) -> dict[str, Any]:
+    try:
+        value = json.loads(body.get("view", {}).get("private_metadata") or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 async def _link_to_holder(client: AsyncWebClient, error: Exception) -> str:

@@ -174,7 +174,7 @@ EMOJI_GLYPHS = {
     ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
-    ":receipt:": "≡", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
+    ":receipt:": "≡", ":white_circle:": "○", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
     ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤",
 }
 
@@ -523,3 +523,127 @@ def rollout_host_message(outcome: HostOutcome, requester: str) -> Message:
         return verdict_message(outcome.result, requester, None)
     text = f":no_entry_sign: *{escape(outcome.host)}* not restarted: {escape(outcome.reason)}"
     return f"{outcome.host} not restarted: {outcome.reason}", as_dicts([section_block(text)])
+
+
+REJECT_REASON_VIEW = "reject_reason"  # the modal's callback_id
+REASON_BLOCK, REASON_INPUT = "reason", "reason_input"
+REASON_LIMIT = 500  # characters; Slack's input enforces it, the listener cuts anything longer again
+
+
+def reject_modal(operation: str, host: str, plan_id: str, metadata: str) -> dict[str, Any]:
+    """Reject's modal: why, in at most REASON_LIMIT characters; ``metadata`` carries the plan and the
+    message it was clicked on (never trusted: the decision re-reads the plan by id)."""
+    return {
+        "type": "modal", "callback_id": REJECT_REASON_VIEW, "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": f"Reject this {operation}"[:24]},
+        "submit": {"type": "plain_text", "text": "Reject"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            section_block(f"Reject the {escape(operation)} plan for *{escape(host)}* (operation "
+                          f"`{escape(plan_id)}`). Nothing will be changed; the reason goes to the audit log and "
+                          "the plan's thread.").to_dict(),
+            {"type": "input", "block_id": REASON_BLOCK,
+             "label": {"type": "plain_text", "text": "Why?"},
+             "element": {"type": "plain_text_input", "action_id": REASON_INPUT, "multiline": True,
+                         "max_length": REASON_LIMIT,
+                         "placeholder": {"type": "plain_text", "text": "e.g. wrong backup: use pre-ddtree-2"}}},
+        ],
+    }
+
+
+def rejected_status(user: str, decided_at: str | None, reason: str, nothing_done: str) -> str:
+    return f":no_entry_sign: rejected by <@{user}> at {decided_at}: {escape(reason)}; {nothing_done}"
+
+
+def rejection_reply(user: str, reason: str) -> Message:
+    text = f"Rejected by <@{user}>: {reason}"
+    return text, as_dicts([section_block(f":no_entry_sign: Rejected by <@{user}>: {escape(reason)}")])
+
+
+def join_help_message(approvers: Sequence[str], channels: Sequence[str] | None, channel: str) -> Message:
+    """Posted once when proofbot is invited to a channel: what it does here and who may approve."""
+    commands = "\n".join(f"• `/{spec.name} {escape(spec.usage)}` — {escape(spec.summary)}" for spec in OPERATIONS)
+    who = ", ".join(f"<@{approver}>" for approver in approvers) or "nobody yet (no approvers in the inventory)"
+    if channels is None:
+        here = "Commands work in this channel (the inventory allows any channel)."
+    elif channel in channels:
+        here = "Commands work in this channel."
+    else:
+        allowed = ", ".join(f"<#{c}>" for c in channels) or "none"
+        here = f":no_entry: proofbot does not take commands in this channel; use {allowed}."
+    body = (f"*proofbot* proves that a change took effect; every verdict comes with its evidence.\n{commands}\n"
+            f"Restores and restarts wait for an approver: {who}.\n{here} `/verify help` lists the hosts.")
+    return "proofbot is here: /verify, /restore, /restart, /audit", as_dicts([section_block(body)])
+
+
+HOME_BLOCK_LIMIT = 100  # Slack's limit for a Home tab
+
+
+def _home_line(host: str, record: OperationRecord | None, workspace_url: str | None) -> str:
+    if record is None:
+        return f":white_circle: *{escape(host)}* — never checked"
+    emoji = VERDICT_EMOJI.get(record.verdict, ":grey_question:")
+    if workspace_url and record.channel and record.thread_ts:
+        where = f"<{workspace_url}archives/{record.channel}/p{record.thread_ts.replace('.', '')}|thread>"
+    else:
+        where = no_thread(record.via)
+    part = f", part of {escape(record.part_of.target)}" if record.part_of else ""  # of a fleet: `verify gpu`
+    return (f"{emoji} *{escape(host)}* — *{verdict_word(record.verdict)}* ({escape(record.operation or '?')}{part}) · "
+            f"{slack_date(record.finished_at or record.requested_at)} · by {who(record.requested_by)} · {where}")
+
+
+def _home_groups(groups: dict[str, tuple[str, ...]], hosts: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each written group with its hosts (a host in several groups is listed in each), then the hosts
+    in no group; with no groups written, one list of every host."""
+    written = [(name, members) for name, members in groups.items() if name != "all"]
+    grouped = {host for _, members in written for host in members}
+    rest = tuple(host for host in hosts if host not in grouped)
+    if not written:
+        return [("all hosts", tuple(hosts))]
+    return [*written, *([("in no group", rest)] if rest else [])]
+
+
+def _hosts(count: int) -> str:
+    return f"{count} host{'s' if count != 1 else ''}"
+
+
+def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: dict[str, OperationRecord],
+              workspace_url: str | None, updated_at: str) -> dict[str, Any]:
+    """The App Home: every host's last verdict by group, when, who asked, its thread. Past Slack's 100
+    blocks, each group is a count per verdict and only the hosts that did not pass are listed."""
+    sections = _home_groups(groups, hosts)
+    head: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Last verdict per host"}},
+        context_block(f"{len(hosts)} hosts · updated {slack_date(updated_at)} · refreshed as operations finish "
+                      "· `/audit HOST` for more").to_dict()]
+    full: list[dict[str, Any]] = []
+    for name, members in sections:
+        full.append(section_block(f"*{escape(name)}* ({_hosts(len(members))})").to_dict())
+        full.extend(section_block(_home_line(host, last.get(host), workspace_url)).to_dict() for host in members)
+    if len(head) + len(full) <= HOME_BLOCK_LIMIT:
+        return {"type": "home", "blocks": head + full}
+    summary: list[dict[str, Any]] = []
+    for name, members in sections:
+        counts: dict[str, int] = {}
+        for host in members:
+            verdict = last[host].verdict if host in last else "never checked"
+            counts[verdict] = counts.get(verdict, 0) + 1
+        tally = ", ".join(f"{n} {verdict_word(v) if v != 'never checked' else v}" for v, n in counts.items())
+        summary.append(section_block(f"*{escape(name)}* ({_hosts(len(members))}): {tally}").to_dict())
+        lines = [_home_line(host, last.get(host), workspace_url) for host in members
+                 if host not in last or last[host].verdict != "pass"]
+        chunk: list[str] = []
+        for line in lines:
+            if chunk and len("\n".join([*chunk, line])) > SECTION_LIMIT - 100:
+                summary.append(section_block("\n".join(chunk)).to_dict())
+                chunk = []
+            chunk.append(line)
+        if chunk:
+            summary.append(section_block("\n".join(chunk)).to_dict())
+    room = HOME_BLOCK_LIMIT - len(head) - 1
+    if len(summary) > room:
+        summary = [*summary[:room], context_block(f"… {len(summary) - room} more blocks not shown: "
+                                                  "`proofbot audit` lists every operation").to_dict()]
+    head[1] = context_block(f"{len(hosts)} hosts: too many to list, so only those that did not pass are · updated "
+                            f"{slack_date(updated_at)} · `/audit HOST` for more").to_dict()
+    return {"type": "home", "blocks": head + summary}

@@ -1,20 +1,26 @@
 """Plans awaiting approval in Slack, whatever the operation: the click, the rejection, expiry timers.
 
-A click is decided before ack (one DB transaction) so a refusal reaches the clicker; the
-plan is then rebuilt once and handed to the operation's own ``apply_in_thread``.
+An Approve click is decided before ack (one DB transaction) so a refusal reaches the clicker;
+the plan is then rebuilt once and handed to the operation's own ``apply_in_thread``. A Reject
+click is judged by the same rules (a read), then opens a modal asking why; the submitted reason
+is decided through the same transaction (every rule judged again: a plan that expired or was
+decided meanwhile is refused in the modal), audited with the ``rejected`` event and shown on
+the plan and in its thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import REASON_BLOCK, REASON_INPUT, REASON_LIMIT, reject_modal, rejected_status, rejection_reply
 from bot.slack.context import Approvable, Body, BotContext, Click
-from commands.errors import PlanVoid
+from commands.errors import PlanVoid, Refused
 from commands.store import approvals
 
 
@@ -24,28 +30,72 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
     action, user = body["actions"][0], body["user"]["id"]
     channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
     context.check_channel(str(channel))
-    decision: approvals.Decision = "rejected" if action["action_id"] == approvable.reject_action else "approved"
     clicked_on = approvals.ClickedOn(approvable.plan_type.operation, channel,
                                      (body.get("container") or {}).get("message_ts")
                                      or (body.get("message") or {}).get("ts"))
-    decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", decision,
+    if action["action_id"] == approvable.reject_action:
+        await _ask_why(context, ack, body, client, clicked_on)
+        return
+    decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", "approved",
                                      context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
     await ack()
     click = Click.of(body, decided)
-    try:
-        plan = approvable.plan_type.load(context.inventory, decided)
-    except PlanVoid as void:
-        await approvals.close_unapplied(context.audit, decided.id, "proofbot", "void", void.message)
-        await client.chat_update(channel=click.channel, ts=click.ts,
-                                 text=f"{decided.operation} plan void: {void.message}", blocks=[])
-        raise
-    if decided.state == "rejected":
-        await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected", "rejected in Slack")
-        status = f":no_entry_sign: rejected by <@{user}> at {decided.decided_at}; {approvable.nothing_done}"
-        text, blocks = approvable.decided_message(plan, click.requester, status)
-        await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
-        return
+    plan = await _load(context, approvable, client, click)
     await approvable.apply_in_thread(context, client, click, plan)
+
+
+async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:
+    """The decided plan rebuilt from the inventory; a void one is closed, said on its message, and raised."""
+    try:
+        return approvable.plan_type.load(context.inventory, click.decided)
+    except PlanVoid as void:
+        await approvals.close_unapplied(context.audit, click.decided.id, "proofbot", "void", void.message)
+        await client.chat_update(channel=click.channel, ts=click.ts,
+                                 text=f"{click.decided.operation} plan void: {void.message}", blocks=[])
+        raise
+
+
+async def _ask_why(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient,
+                   clicked_on: approvals.ClickedOn) -> None:
+    """Reject: refused at once if this user may not reject this plan now, else a modal asking why."""
+    plan_id, user = str(body["actions"][0]["value"]), str(body["user"]["id"])
+    pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", "rejected",
+                                         context.inventory.approvals, user_id=user, clicked_on=clicked_on)
+    await ack()
+    metadata = json.dumps({"plan": plan_id, "operation": clicked_on.operation, "channel": clicked_on.channel,
+                           "message_ts": clicked_on.message_ts})
+    await client.views_open(trigger_id=body["trigger_id"],
+                            view=reject_modal(pending.operation, pending.host, plan_id, metadata))
+
+
+async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+    """The Reject modal's submission: decided like a click (all rules again), then shown and audited."""
+    view, user = body["view"], str(body["user"]["id"])
+    where = json.loads(view.get("private_metadata") or "{}")
+    typed = (((view.get("state") or {}).get("values") or {}).get(REASON_BLOCK) or {}).get(REASON_INPUT) or {}
+    reason = " ".join(str(typed.get("value") or "").split())[:REASON_LIMIT]
+    if not reason:
+        await ack(response_action="errors", errors={REASON_BLOCK: "Say why the plan is rejected."})
+        return
+    operation = str(where.get("operation"))
+    approvable = context.approvables.get(operation)
+    if approvable is None:
+        raise Refused(f"not decided: no {operation!r} plans here")
+    clicked_on = approvals.ClickedOn(operation, where.get("channel"), where.get("message_ts"))
+    decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", "rejected",
+                                     context.inventory.approvals, user_id=user, clicked_on=clicked_on,
+                                     reason=reason)
+    await ack()
+    click = Click(user, approvable.reject_action, decided, decided.channel or str(clicked_on.channel),
+                  decided.message_ts or str(clicked_on.message_ts))
+    plan = await _load(context, approvable, client, click)
+    await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected",
+                                    f"rejected in Slack: {reason}")
+    status = rejected_status(user, decided.decided_at, reason, approvable.nothing_done)
+    text, blocks = approvable.decided_message(plan, click.requester, status)
+    await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
+    text, blocks = rejection_reply(user, reason)
+    await client.chat_postMessage(channel=click.channel, thread_ts=click.ts, text=text, blocks=blocks)
 
 
 def arm_expiry(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:

@@ -33,6 +33,19 @@ class RedactingWebClient(AsyncWebClient):
                 kwargs[name] = {**payload, **masked}
         return await super().api_call(api_method, **kwargs)
 
+    @classmethod
+    def like(cls, client: AsyncWebClient) -> RedactingWebClient:
+        """A redacting copy of ``client``: bolt (1.15+) hands each listener a new plain AsyncWebClient
+        made from the app's settings, so the app's own redacting client alone would be bypassed."""
+        if isinstance(client, RedactingWebClient):
+            return client
+        redacting = cls(token=client.token, base_url=client.base_url, timeout=client.timeout, ssl=client.ssl,
+                        proxy=client.proxy, session=client.session,
+                        trust_env_in_session=client.trust_env_in_session, headers=client.headers,
+                        logger=client.logger, retry_handlers=client.retry_handlers)
+        redacting.default_params = dict(client.default_params)  # team_id, when bolt set one
+        return redacting
+
     async def files_upload_v2(self, **kwargs: Any) -> AsyncSlackResponse:
         # The content goes to an upload URL outside api_call: mask it here.
         content = kwargs.get("content")

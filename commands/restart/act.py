@@ -83,7 +83,7 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
         await locks.release(audit, lock)
     findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
     for finding in findings:
-        await run.event("check", finding.to_json())
+        await run.event("check", finding.to_event())
         if on_finding:
             await on_finding(finding)
     extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,

@@ -55,7 +55,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
     async def record(finding: Finding) -> None:
         findings.append(finding)
         await audit.append("step", operation_id=plan.operation_id, operation=plan.operation, host=plan.host.name,
-                           actor=actor, details=finding.to_json())
+                           actor=actor, details=finding.to_event())
         if on_step:
             await on_step(finding)
 

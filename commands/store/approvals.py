@@ -128,15 +128,33 @@ def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approva
     return "ok"
 
 
+async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
+                    *, user_id: str | None = None, clicked_on: ClickedOn | None = None) -> PendingPlan:
+    """``decide``'s rules without deciding (a read, nothing written): the plan if ``actor`` may decide it
+    now, else the Refused ``decide`` would raise. For asking a rejecter why before deciding; ``decide``
+    judges again when the answer comes."""
+    row = await store.snapshot(lambda db: first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id))
+    if row is None:
+        raise _no_such_plan(plan_id)
+    plan = plan_of(row)
+    why = clicked_on.mismatch(plan) if clicked_on is not None else ""
+    outcome: Outcome = "elsewhere" if why else _judge(plan, actor, decision, approvals, user_id, time.time())
+    if outcome != "ok":
+        raise _refusal(outcome, plan, why)
+    return plan
+
+
 async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
-                 *, user_id: str | None = None, clicked_on: ClickedOn | None = None) -> PendingPlan:
+                 *, user_id: str | None = None, clicked_on: ClickedOn | None = None,
+                 reason: str = "") -> PendingPlan:
     """Record the first valid decision on a plan and return the plan as decided, or raise Refused
     saying exactly why not.
 
     ``actor`` is what the audit log records; ``user_id`` is the Slack id checked against the
     approver list (None: a local CLI user, who already has the host's keys). ``clicked_on``: the
     button and message of a Slack click, which must be the plan's own. The plan is read once, in
-    the decision's transaction, which also appends the decision's event.
+    the decision's transaction, which also appends the decision's event (with ``reason``, when
+    one was given: why a plan was rejected).
     """
     now = time.time()
     refusal: list[str] = []
@@ -159,26 +177,32 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
                 return "decided", plan
             plan = decided
             append_event(db, decision, operation_id=plan.id, operation=plan.operation, host=plan.host, actor=actor,
-                         details={"plan_hash": plan.plan_hash, "requested_by": plan.requested_by})
+                         details={"plan_hash": plan.plan_hash, "requested_by": plan.requested_by,
+                                  **({"reason": reason} if reason else {})})
         return outcome, plan
 
     outcome, plan = await store.write(attempt)
+    if outcome == "ok":
+        return plan
+    raise _refusal(outcome, plan, refusal[0] if refusal else "")
+
+
+def _refusal(outcome: Outcome, plan: PendingPlan, why: str) -> Refused:
+    """Why a decision was not taken, in the words the decider sees."""
     match outcome:
-        case "ok":
-            return plan
         case "decided":
-            raise Refused(f"this plan was already {plan.state} by {plan.decided_by or 'proofbot'} "
-                          f"at {plan.decided_at}", hint="nothing more was done")
+            return Refused(f"this plan was already {plan.state} by {plan.decided_by or 'proofbot'} "
+                           f"at {plan.decided_at}", hint="nothing more was done")
         case "expired":
-            raise Refused(f"this plan expired at {plan.expires_at_utc()}", hint=f"run /{plan.operation} again")
+            return Refused(f"this plan expired at {plan.expires_at_utc()}", hint=f"run /{plan.operation} again")
         case "elsewhere":
-            raise Refused(f"not decided: {refusal[0]} (plan {plan.id})", hint="use the buttons on the plan's message")
+            return Refused(f"not decided: {why} (plan {plan.id})", hint="use the buttons on the plan's message")
         case "self":
-            raise Refused("you requested this plan; another approver must approve it",
-                          hint="allow_self_approval is false in the inventory")
+            return Refused("you requested this plan; another approver must approve it",
+                           hint="allow_self_approval is false in the inventory")
         case _:
-            raise Refused("you are not an approver for this plan",
-                          hint="ask one of the approvers listed in the inventory")
+            return Refused("you are not an approver for this plan",
+                           hint="ask one of the approvers listed in the inventory")
 
 
 async def expire_if_due(store: AuditStore, plan_id: str) -> PendingPlan | None:

@@ -101,6 +101,19 @@ def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) ->
     else:
         newest = "SELECT id FROM events WHERE kind = 'requested' AND host = ? ORDER BY id DESC LIMIT ?"
         arguments = [host, limit]
+    return _records(db, newest, arguments)
+
+
+async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
+    """Each host's last operation (verify, restore or restart, whatever became of it), for the App Home.
+    One ``requested`` id per host from the covering index, then the same two queries as the trail."""
+    newest = "SELECT max(id) FROM events WHERE kind = 'requested' AND host IS NOT NULL GROUP BY host"
+    records = await store.snapshot(lambda db: _records(db, newest, []))
+    return {record.host: record for record in records if record.host}
+
+
+def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
+    """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
         f"SELECT operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
         "AND operation_id IS NOT NULL ORDER BY id DESC", arguments))
@@ -194,3 +207,11 @@ async def record_view(store: AuditStore, *, host: str | None, limit: int, origin
     await store.append("viewed", operation="audit", host=host, actor=origin.actor,
                        details={"limit": limit, "origin": origin.to_json(),
                                 "listed": [record.operation_id for record in listed]})
+
+
+async def last_finished_id(store: AuditStore) -> int:
+    """The id of the newest ``finished`` event (0: none yet): it moves when any operation ends, whoever
+    ran it (Slack or the CLI on the same database); one lookup in the ``events(kind, at)`` index."""
+    row = await store.snapshot(lambda db: next(iter(db.query(
+        "SELECT max(id) AS id FROM events WHERE kind = 'finished'")), {}))
+    return int(row.get("id") or 0)

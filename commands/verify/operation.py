@@ -78,7 +78,7 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         finding = with_next_step(finding, plan)
         findings.append(finding)
         await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
-                           actor=origin.actor, details=finding.to_json())
+                           actor=origin.actor, details=finding.to_event())
         if on_finding:
             await on_finding(finding)
 

@@ -470,10 +470,64 @@ class _Validator:
             self.enum(inline["range"], {"here", "channel", "everyone"}, f"{ptr}/range")
 
 
-def validate_blocks(blocks: Any) -> list[str]:
+def validate_blocks(blocks: Any, *, max_blocks: int = MAX_BLOCKS, ptr: str = "/blocks") -> list[str]:
     """Return Slack-style error messages for `blocks` (empty list when the blocks are valid)."""
     v = _Validator()
-    items = v.array(blocks, "/blocks", max_items=MAX_BLOCKS)
+    _blocks(v, blocks, max_blocks, ptr)
+    return v.errors
+
+
+def _blocks(v: _Validator, blocks: Any, max_blocks: int, ptr: str) -> None:
+    items = v.array(blocks, ptr, max_items=max_blocks)
     for i, block in enumerate(items or []):
-        v.block(block, f"/blocks/{i}")
+        v.block(block, f"{ptr}/{i}")
+
+
+MAX_VIEW_BLOCKS = 100
+MAX_VIEW_TITLE = 24
+MAX_PRIVATE_METADATA = 3000
+MAX_CALLBACK_ID = 255
+MAX_TEXT_INPUT = 3000
+_VIEW_KEYS = {
+    "modal": frozenset({"type", "title", "blocks", "close", "submit", "private_metadata", "callback_id",
+                        "clear_on_close", "notify_on_close", "external_id", "submit_disabled"}),
+    "home": frozenset({"type", "blocks", "private_metadata", "callback_id", "external_id"}),
+}
+
+
+def validate_view(view: Any, surface: str) -> list[str]:
+    """Slack's checks on a view for `views.open` (surface "modal") or `views.publish` ("home"):
+    at most 100 blocks, a plain_text title of at most 24 characters (modals), `private_metadata` at
+    most 3000 characters, and a modal with an input block must have a submit button."""
+    v = _Validator()
+    if not isinstance(view, dict):
+        v.err("must be an object", "/view")
+        return v.errors
+    if view.get("type") != surface:
+        v.err(f"must be {surface!r} here", "/view/type")
+        return v.errors
+    v.keys(view, _VIEW_KEYS[surface], "/view")
+    plain = frozenset({"plain_text"})
+    if surface == "modal" and v.required(view, ["title"], "/view"):
+        v.text_object(view["title"], "/view/title", max_len=MAX_VIEW_TITLE, types=plain)
+    for button in ("submit", "close"):
+        if button in view:
+            v.text_object(view[button], f"/view/{button}", max_len=MAX_VIEW_TITLE, types=plain)
+    if "private_metadata" in view:
+        v.string(view["private_metadata"], "/view/private_metadata", max_len=MAX_PRIVATE_METADATA)
+    if "callback_id" in view:
+        v.string(view["callback_id"], "/view/callback_id", max_len=MAX_CALLBACK_ID)
+    if v.required(view, ["blocks"], "/view"):
+        _blocks(v, view["blocks"], MAX_VIEW_BLOCKS, "/view/blocks")
+        blocks = view["blocks"] if isinstance(view["blocks"], list) else []
+        inputs = [(i, b) for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "input"]
+        if inputs and surface == "modal" and "submit" not in view:
+            v.err("a modal with input blocks needs a submit button", "/view/submit")
+        for i, block in inputs:
+            element = block.get("element") if isinstance(block.get("element"), dict) else {}
+            if element.get("type") == "plain_text_input":
+                for bound in ("min_length", "max_length"):
+                    value = element.get(bound)
+                    if value is not None and not (isinstance(value, int) and 0 <= value <= MAX_TEXT_INPUT):
+                        v.err(f"must be an integer from 0 to {MAX_TEXT_INPUT}", f"/view/blocks/{i}/element/{bound}")
     return v.errors

@@ -29,8 +29,16 @@ import yaml
 from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 from aiohttp.web_request import FileField
 
-from .blockkit import validate_blocks
-from .signing import API_APP_ID, TEAM_DOMAIN, TEAM_ID, sign, slash_command_payload
+from .blockkit import validate_blocks, validate_view
+from .signing import (
+    API_APP_ID,
+    TEAM_DOMAIN,
+    TEAM_ID,
+    VERIFICATION_TOKEN,
+    block_actions_body,
+    sign,
+    slash_command_payload,
+)
 
 JSON = dict[str, Any]
 TokenType = Literal["bot", "app"]
@@ -47,9 +55,18 @@ ACK_DEADLINE_SECONDS = 3.0
 RESPONSE_URL_MAX_USES = 5
 FIRST_TS_SECONDS = 1_700_000_000
 DEFAULT_APP_SCOPES: tuple[str, ...] = ("connections:write",)
+TRIGGER_LIFETIME_SECONDS = 3.0
+# The bot scope an Events API event needs besides the subscription (public channels here).
+EVENT_SCOPES = {"member_joined_channel": "channels:read", "app_home_opened": None}
 
 CHANNEL_ID_RE = re.compile(r"^[CG][A-Z0-9]+$")
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
+
+
+def manifest_bot_events(path: Path = MANIFEST) -> tuple[str, ...]:
+    """The Events API events `manifest.yml` subscribes the bot to: all Slack will send it."""
+    manifest = yaml.safe_load(path.read_text())
+    return tuple((manifest.get("settings", {}).get("event_subscriptions") or {}).get("bot_events") or ())
 
 
 def manifest_bot_scopes(path: Path = MANIFEST) -> tuple[str, ...]:
@@ -212,6 +229,27 @@ class ResponsePost:
 
 
 @dataclass
+class OpenView:
+    """A modal opened with views.open: its view as sent, whose it is, and what became of it."""
+
+    id: str
+    user: str
+    view: JSON
+    opened_at: float
+    closed: bool = False
+    acks: list[JSON] = field(default_factory=list)  # each submission's ack body ({} when none)
+
+
+@dataclass
+class HomePublish:
+    """One accepted views.publish of a user's App Home."""
+
+    user: str
+    view: JSON
+    at: float
+
+
+@dataclass
 class Channel:
     """A conversation in the fake workspace; `is_member`: the bot was invited to it."""
 
@@ -320,6 +358,11 @@ class FakeSlack:
         self.http_acks: list[HttpAck] = []
         self.socket_connects = 0
         self.ack_deadline = ACK_DEADLINE_SECONDS
+        self.events: tuple[str, ...] = manifest_bot_events()
+        self.views: dict[str, OpenView] = {}
+        self.home_publishes: list[HomePublish] = []
+        self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (minted at, user, used)
+        self._submitting: OpenView | None = None
 
         # method -> (handler, token type, bot scope needed); handlers return the body or raise.
         self._methods: dict[str, tuple[Callable[[JSON], JSON], TokenType, str | None]] = {
@@ -331,6 +374,8 @@ class FakeSlack:
             "files.getUploadURLExternal": (self._files_get_upload_url, "bot", "files:write"),
             "files.completeUploadExternal": (self._files_complete_upload, "bot", "files:write"),
             "apps.connections.open": (self._apps_connections_open, "app", "connections:write"),
+            "views.open": (self._views_open, "bot", None),
+            "views.publish": (self._views_publish, "bot", None),
         }
         self._rate_limits: dict[str, _RateLimit] = {}
         self._ts_counter = itertools.count(100, 100)
@@ -511,6 +556,20 @@ class FakeSlack:
         rid = uuid.uuid4().hex
         self._response_urls[rid] = []
         return f"{self.base_url}/response/{rid}"
+
+    def trigger_id(self, user: str) -> str:
+        """Mint the trigger_id Slack puts in an interaction: good for one views.open within 3 s."""
+        trigger = f"{next(self._ids)}.{TEAM_ID}.{uuid.uuid4().hex}"
+        self._triggers[trigger] = (time.monotonic(), user, False)
+        return trigger
+
+    def home_of(self, user: str) -> JSON | None:
+        """The App Home view last published for `user` (None: never)."""
+        views = [p.view for p in self.home_publishes if p.user == user]
+        return views[-1] if views else None
+
+    def open_views(self, user: str | None = None) -> list[OpenView]:
+        return [v for v in self.views.values() if not v.closed and (user is None or v.user == user)]
 
     def permalink(self, channel: str, ts: str) -> str:
         msg = self.messages.get((channel, ts))
@@ -778,6 +837,40 @@ class FakeSlack:
             upload.thread_ts = thread_ts
         return {"files": [u.as_dict() for u in uploads]}
 
+    def _views_open(self, args: JSON) -> JSON:
+        trigger = _opt_str(args.get("trigger_id"))
+        if trigger is None:
+            raise _invalid_arguments("trigger_id")
+        minted = self._triggers.get(trigger)
+        if minted is None:
+            raise SlackError("invalid_trigger_id")
+        at, user, used = minted
+        if used:
+            raise SlackError("exchanged_trigger_id")
+        if time.monotonic() - at > TRIGGER_LIFETIME_SECONDS:
+            raise SlackError("expired_trigger_id")
+        view = _json_value(args.get("view"), "invalid_arguments")
+        errors = validate_view(view, "modal")
+        if errors:
+            raise SlackError("invalid_arguments", response_metadata={"messages": errors})
+        self._triggers[trigger] = (at, user, True)
+        view_id = self._next_id("V")
+        self.views[view_id] = OpenView(view_id, user, view, time.monotonic())
+        return {"view": {**view, "id": view_id, "team_id": TEAM_ID, "app_id": API_APP_ID, "bot_id": BOT_ID}}
+
+    def _views_publish(self, args: JSON) -> JSON:
+        user = _opt_str(args.get("user_id"))
+        if user is None:
+            raise _invalid_arguments("user_id")
+        if not USER_ID_RE.match(user):
+            raise SlackError("invalid_arguments")
+        view = _json_value(args.get("view"), "invalid_arguments")
+        errors = validate_view(view, "home")
+        if errors:
+            raise SlackError("invalid_arguments", response_metadata={"messages": errors})
+        self.home_publishes.append(HomePublish(user, view, time.monotonic()))
+        return {"view": {**view, "id": self._next_id("V"), "team_id": TEAM_ID, "app_id": API_APP_ID}}
+
     def _apps_connections_open(self, args: JSON) -> JSON:
         ticket = uuid.uuid4().hex
         self._ws_tickets.add(ticket)
@@ -844,6 +937,13 @@ class FakeSlack:
         if elapsed > self.ack_deadline:
             self._warn(f"{where}: {kind} acked after {elapsed:.2f}s (> {self.ack_deadline:g}s); "
                        "Slack would have shown the user a timeout")
+        if kind == "view_submission" and self._submitting is not None:
+            self._submitting.acks.append(payload if isinstance(payload, dict) else {})
+            if payload is None or payload == "" or payload == {}:
+                self._submitting.closed = True  # an empty ack closes the modal
+                return
+            self._check_view_ack(where, payload, self._submitting)
+            return
         if payload is None or payload == "" or payload == {}:
             return
         if kind != "slash_commands":
@@ -862,6 +962,84 @@ class FakeSlack:
             self._warn(f"{where}: slash command ack body rejected: {e.error} "
                        f"{e.extra.get('errors', [])}")
 
+    def _check_view_ack(self, where: str, payload: Any, view: OpenView) -> None:
+        """A view_submission's ack may carry a response_action: errors keyed by the view's input
+        block ids (the modal stays open, showing them), update/push a valid modal, or clear."""
+        action = payload.get("response_action") if isinstance(payload, dict) else None
+        if action == "errors":
+            errors = payload.get("errors")
+            inputs = {b.get("block_id") for b in view.view.get("blocks", []) if b.get("type") == "input"}
+            if not isinstance(errors, dict) or not errors:
+                self._warn(f"{where}: response_action errors without an errors object")
+            for block_id, message in (errors or {}).items():
+                if block_id not in inputs:
+                    self._warn(f"{where}: error for {block_id!r}, which is no input block of the view")
+                if not isinstance(message, str) or not message:
+                    self._warn(f"{where}: the error for {block_id!r} is not a non-empty string")
+        elif action in ("update", "push"):
+            problems = validate_view(payload.get("view"), "modal")
+            if problems:
+                self._warn(f"{where}: response_action {action} with an invalid view: {problems}")
+        elif action == "clear":
+            view.closed = True
+        else:
+            self._warn(f"{where}: a view_submission ack body Slack does not understand: {payload!r:.200}")
+
+    async def submit_view(self, url: str, view_id: str, user: str,
+                          values: Mapping[str, Mapping[str, str]]) -> HttpAck:
+        """The user fills in the open modal `view_id` (`values`: block_id -> action_id -> typed text) and
+        presses its submit button: Slack POSTs the view_submission (signed) and judges the ack."""
+        view = self.views.get(view_id)
+        if view is None or view.closed:
+            raise ValueError(f"no open modal {view_id!r}: Slack shows nothing to submit")
+        if view.user != user:
+            raise ValueError(f"modal {view_id} was opened for {view.user}, not {user}")
+        state: JSON = {}
+        for block in view.view.get("blocks", []):
+            if block.get("type") != "input":
+                continue
+            element = block["element"]
+            typed = values.get(block.get("block_id", ""), {}).get(element.get("action_id", ""))
+            if typed is None and not block.get("optional"):
+                raise ValueError(f"input {block.get('block_id')!r} is required: Slack would not submit the modal")
+            if typed is not None and len(typed) > int(element.get("max_length", 3000)):
+                raise ValueError(f"Slack would not let {len(typed)} characters be typed into "
+                                 f"{block.get('block_id')!r} (max_length {element.get('max_length')})")
+            state[block.get("block_id", "")] = {element.get("action_id", ""): {"type": element["type"],
+                                                                                "value": typed}}
+        payload = {
+            "type": "view_submission", "team": {"id": TEAM_ID, "domain": TEAM_DOMAIN},
+            "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
+            "api_app_id": API_APP_ID, "token": VERIFICATION_TOKEN, "trigger_id": self.trigger_id(user),
+            "view": {**view.view, "id": view_id, "team_id": TEAM_ID, "app_id": API_APP_ID, "bot_id": BOT_ID,
+                     "state": {"values": state}, "hash": f"{int(time.time())}.{uuid.uuid4().hex[:8]}"},
+            "response_urls": [], "is_enterprise_install": False,
+        }
+        self._submitting = view
+        try:
+            return await self.deliver(url, block_actions_body(payload))
+        finally:
+            self._submitting = None
+
+    async def deliver_event(self, url: str, event: JSON, *, timeout: float = 30.0) -> HttpAck:  # noqa: ASYNC109
+        """POST an Events API `event_callback` (JSON, signed) to the app's Request URL, as Slack does for
+        an event the manifest subscribes to and the granted scopes allow; the ack must be HTTP 200."""
+        kind = str(event.get("type"))
+        if kind not in self.events:
+            raise ValueError(f"Slack sends {kind} only to apps whose manifest subscribes to it")
+        scope = EVENT_SCOPES.get(kind)
+        if scope is not None and scope not in self.scopes:
+            raise ValueError(f"Slack sends {kind} only to apps granted {scope}")
+        body = json.dumps({
+            "token": VERIFICATION_TOKEN, "team_id": TEAM_ID, "api_app_id": API_APP_ID,
+            "event": {"event_ts": f"{time.time():.6f}", **event}, "type": "event_callback",
+            "event_id": self._next_id("Ev"), "event_time": int(time.time()),
+            "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True,
+                                "is_enterprise_install": False}],
+            "is_ext_shared_channel": False,
+        }).encode()
+        return await self._post_to_app(url, body, "application/json", "event_callback", timeout)
+
     async def deliver(self, url: str, body: bytes, *, timeout: float = 30.0) -> HttpAck:  # noqa: ASYNC109
         """POST a slash command or interaction (form `body`, see `signing`) to the app's
         Request URL, signed with `signing_secret`, as Slack does; the ack is judged by
@@ -874,8 +1052,11 @@ class FakeSlack:
             self._check_command_source(form.get("channel_id", [""])[0])
         else:
             raise ValueError("neither a slash command nor an interaction payload")
-        headers = {"Content-Type": "application/x-www-form-urlencoded",
-                   **sign(body, self.signing_secret)}
+        return await self._post_to_app(url, body, "application/x-www-form-urlencoded", kind, timeout)
+
+    async def _post_to_app(self, url: str, body: bytes, content_type: str, kind: str,
+                           timeout: float) -> HttpAck:  # noqa: ASYNC109
+        headers = {"Content-Type": content_type, **sign(body, self.signing_secret)}
         started = time.monotonic()
         async with aiohttp.ClientSession() as http, http.post(
             url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -1023,9 +1204,11 @@ __all__ = [
     "Channel",
     "Ephemeral",
     "FakeSlack",
+    "HomePublish",
     "HttpAck",
     "Message",
     "MessageEdit",
+    "OpenView",
     "PendingAck",
     "ResponsePost",
     "SlackError",
