@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -248,27 +248,13 @@ class Packages(_Strict):
         return list(dict.fromkeys(value))
 
 
-class JumpHop(_Strict):
-    """One ProxyJump hop of the operator's ssh config, resolved through the same config."""
-
-    address: str
-    port: int = Field(ge=1, le=65535)
-    user: str
-    origin: str
-    # The hop's own IdentityFile / UserKnownHostsFile in the config; empty: the host's.
-    client_keys: tuple[str, ...] = ()
-    known_hosts: tuple[str, ...] = ()
-
-
 class Host(_Strict):
     name: str
     address: str
     port: int = Field(default=22, ge=1, le=65535)
     ssh: SshSettings
-    # Filled in by the loader, never written: where each SSH value came from (`proofbot ping -v`),
-    # and the hops of the ssh config's ProxyJump.
+    # Filled in by the loader, never written: where each SSH value came from (`proofbot ping -v`).
     origins: dict[str, str] = Field(default_factory=dict)
-    proxy_jump: tuple[JumpHop, ...] = ()
     service: Service | None = None
     backups: dict[str, Backup] = Field(default_factory=dict)
     packages: Packages | None = None
@@ -550,7 +536,7 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
             problems.add((*where, "ssh", "max_connections"), "a bound on the whole bot, "
                          "set it in the top-level ssh section only")
             own_ssh = {key: value for key, value in own_ssh.items() if key != "max_connections"}
-        loader_only = [key for key in ("origins", "proxy_jump") if key in entry]
+        loader_only = [key for key in ("origins",) if key in entry]
         for key in loader_only:
             problems.add((*where, key), "not an inventory key (proofbot fills it in)")
         if not isinstance(own_ssh, dict):
@@ -558,18 +544,22 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
         if loader_only or not isinstance(own_ssh, dict):
             continue
         jumps[str(name)] = top_jump
+        writes_jump = "jump" in own_ssh or "jump" in document.ssh
         if "jump" in own_ssh:
             own_ssh = dict(own_ssh)
             jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
         try:
-            merged = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source)
+            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source)
         except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
             problems.add_raised(exc)
             continue
-        if jumps[str(name)][1]:
-            # A jump the inventory writes wins over the ssh config's ProxyJump (the inventory wins everywhere).
-            merged.pop("proxy_jump", None)
+        if writes_jump:
+            # A jump the inventory writes (`[]` too) wins over the ssh config's ProxyJump, as every value does.
             merged["origins"] = {**merged.get("origins", {}), "jump": f"inventory {jumps[str(name)][0]}"}
+        elif config_hops:
+            # The config's ProxyJump becomes this host's ssh.jump: the same shared bastion connection.
+            jumps[str(name)] = (f"hosts.{name}", [_HopSpec(hop["name"], None, hop["alias"], None, hop)
+                                                  for hop in config_hops])
         # packages merge key by key like ssh: a host may name its own python or dists.
         own = entry.get("packages")
         if isinstance(own, dict) or (own is None and document.packages):
@@ -655,6 +645,9 @@ class _HopSpec:
     user: str | None
     host: str
     port: int | None
+    # A ProxyJump hop of the ssh config, resolved through it: address, port and what it changes of
+    # the host's ssh settings (commands/ssh_config.py ``_hops``).
+    config: Mapping[str, Any] | None = None
 
 
 def _jump_spec(source: str, key: str, value: object) -> list[_HopSpec]:
@@ -704,6 +697,10 @@ def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[s
         for spec in specs:
             if spec.host == name:
                 break
+            if spec.config is not None:  # resolved through the ssh config; `host` is its alias there
+                hops.append(Hop(name=spec.written, address=spec.config["address"], port=spec.config["port"],
+                                ssh=host.ssh.model_copy(update={**spec.config["ssh"], "jump": ()})))
+                continue
             known = hosts.get(spec.host)
             settings = known.ssh if known is not None else host.ssh
             update: dict[str, Any] = {"jump": ()}

@@ -17,7 +17,6 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import asyncssh
 
@@ -33,8 +32,8 @@ from commands.errors import (
     MissingOutput,
     ProofbotError,
 )
-from commands.inventory import Hop, Host, JumpHop, SshSettings
-from commands.ssh_options import client_options, hop_options
+from commands.inventory import Hop, Host, SshSettings
+from commands.ssh_options import client_options
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -442,8 +441,6 @@ async def _open(registry: _Registry, host: Host | Hop,
                 tunnel: asyncssh.SSHClientConnection | None, via: tuple[Hop, ...] = ()
                 ) -> asyncssh.SSHClientConnection:
     """Open one SSH connection to host (through tunnel, the connection to via[-1]) with its key checked."""
-    if isinstance(host, Host) and host.proxy_jump:
-        return await _open_through_config_hops(registry, host)
     settings = host.ssh
     sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
     try:
@@ -482,74 +479,10 @@ async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
         where = f"{hop.name} ({hop.address}:{hop.port})"
         through = f" through {', '.join(h.name for h in hops[:-1])}" if len(hops) > 1 else ""
         raise BastionUnreachable(
-            f"could not reach the bastion {where}{through}: {exc.message.removeprefix(where + ': ')}",
+            f"could not reach the bastion {where}{through}: "
+            f"{exc.message.removeprefix(where + ': ').removeprefix(hop.name + ': ')}",
             hint=(exc.hint + "; " if exc.hint else "") + "no host behind it was checked",
         ) from exc
-
-
-async def _open_through_config_hops(registry: _Registry, host: Host) -> asyncssh.SSHClientConnection:
-    """Open one SSH connection to host through the ssh config's ProxyJump hops, every key checked.
-
-    These hops are this host's own (one hop login per host; ``ssh.jump`` in the inventory shares one
-    bastion connection between hosts), but each handshake still holds a ``max_startups`` slot of the
-    sshd that sees it, so many hosts behind one config bastion never pass its MaxStartups."""
-    settings = host.ssh
-    deadline = settings.connect_timeout_s * (1 + len(host.proxy_jump)) + 1
-    hops: list[asyncssh.SSHClientConnection] = []
-    try:
-        async with client_options(host, time.time()) as options:
-            options |= {"connect_timeout": settings.connect_timeout_s,
-                        "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
-            async with asyncio.timeout(deadline):
-                path = ""
-                for hop in host.proxy_jump:
-                    path += f"{hop.address}:{hop.port} "
-                    async with _startup_slot(registry, path.strip(), settings):
-                        hops.append(await _connect_hop(host, hop, hops[-1] if hops else None, options))
-                async with _startup_slot(registry, path + f"{host.address}:{host.port}", settings):
-                    conn = await asyncssh.connect(host.address, host.port, tunnel=hops[-1] if hops else (),
-                                                  **options)
-    except TimeoutError:
-        _close_now(hops)
-        raise HostUnreachable(
-            f"{host.name} ({host.address}:{host.port}): no SSH answer within {deadline:g} s"
-            + (f" (through {len(hops)} of {len(host.proxy_jump)} jump hops)" if host.proxy_jump else ""),
-            hint="check the address, the network path and that sshd runs",
-        ) from None
-    except (OSError, asyncssh.Error, ValueError) as exc:
-        _close_now(hops)
-        raise _map_error(host, exc) from exc
-    except BaseException:
-        _close_now(hops)
-        raise
-    if hops:
-        conn.set_tunnel(hops[-1])  # closing the connection closes its hops, last to first
-    return conn
-
-
-async def _connect_hop(host: Host, hop: JumpHop, through: asyncssh.SSHClientConnection | None,
-                       options: dict[str, Any]) -> asyncssh.SSHClientConnection:
-    """One ProxyJump hop, its host key checked against its own known_hosts files, else the host's."""
-    try:
-        conn = await asyncssh.connect(hop.address, hop.port, tunnel=through or (), **hop_options(host, hop, options))
-    except (OSError, asyncssh.Error, ValueError) as exc:
-        error = _map_error(host, exc)
-        detail = error.message.split(": ", 1)[-1]
-        if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-            detail = f"host key not verified against {', '.join(hop.known_hosts or host.ssh.known_hosts_list())}: " \
-                     f"{exc.reason}"
-        elif isinstance(exc, asyncssh.PermissionDenied):
-            detail = f"user {hop.user} was refused: {exc.reason}"
-        raise type(error)(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port} ({hop.origin}): {detail}",
-                          hint=error.hint) from exc
-    if through is not None:
-        conn.set_tunnel(through)
-    return conn
-
-
-def _close_now(conns: list[asyncssh.SSHClientConnection]) -> None:
-    for conn in reversed(conns):
-        conn.close()
 
 
 async def _close(conn: asyncssh.SSHClientConnection) -> None:

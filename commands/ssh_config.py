@@ -4,7 +4,10 @@
 certificates, known_hosts files, jump hops) from what the inventory writes, then, only with
 ``ssh.config`` set, from that config, then defaults; each value keeps its origin
 (``Host.origins``) for ``proofbot ping -v``. A value written in the inventory (the host entry or
-the file's top-level ``ssh``) always wins; a default never overrides the config.
+the file's top-level ``ssh``) always wins; a default never overrides the config. The config's
+``ProxyJump`` comes back as hops already resolved through the same config, which the inventory
+loader turns into ``ssh.jump`` hops: a config bastion is then reached exactly like an inventory
+one (one shared connection, commands/ssh.py).
 
 The file is parsed by asyncssh's own OpenSSH parser (a local file, no SSH: the one asyncssh
 import the pure-parser contract allows, in pyproject.toml), but only a whitelist of its
@@ -147,8 +150,9 @@ def _written(entry: Mapping[str, Any], top: Mapping[str, Any], own: Mapping[str,
 
 
 def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], own: Mapping[str, Any],
-                  source: str) -> dict[str, Any]:
-    """The host entry with every SSH value decided, ``origins`` and ``proxy_jump`` filled in."""
+                  source: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The host entry with every SSH value decided and ``origins`` filled in, and the config's ProxyJump
+    as hops (see ``_hops``; none when the config has no ProxyJump or the inventory writes a jump)."""
     where = f"{source}: hosts.{name}"
     ssh = {**top, **own}
     config_path = ssh.get("config")
@@ -190,8 +194,10 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
     jump = values.get("jump")
     # Only the config's ProxyJump becomes hops here; a jump the inventory writes is the inventory's own.
     if isinstance(jump, str) and jump.lower() != "none" and not origins.get("jump", "").startswith("inventory"):
-        resolved["proxy_jump"] = _hops(jump, origins["jump"], config_path, where)
-    return resolved
+        hops = _hops(jump, origins["jump"], config_path, where)
+        origins["jump"] += f": {jump}"  # `ping -v`: the line, and the hops as written there
+        return resolved, hops
+    return resolved, []
 
 
 def _check_config_values(where: str, values: dict[str, Any], origins: dict[str, str],
@@ -213,8 +219,12 @@ def _check_config_values(where: str, values: dict[str, Any], origins: dict[str, 
 
 
 def _hops(jump: str, origin: str, config_path: object, where: str) -> list[dict[str, Any]]:
-    """ProxyJump ``[user@]host[:port],…`` as hops, each hop name resolved through the same config
-    (HostName, Port, User, and its own IdentityFile and UserKnownHostsFile when it has them)."""
+    """ProxyJump ``[user@]host[:port],…`` as hops, each hop name resolved through the same config.
+
+    Each hop is ``{"name": as written, "alias", "address", "port", "ssh"}``, ``ssh`` being what the
+    hop changes of the host's own SSH settings: its user (HostName, Port and User from its block),
+    and, when its block has them, its own IdentityFile (with only the certificates beside those
+    files) and UserKnownHostsFile; otherwise it logs in and checks keys with the host's."""
     hops: list[dict[str, Any]] = []
     for hop in jump.split(",")[:MAX_HOPS + 1]:
         user, _, rest = hop.rpartition("@")
@@ -234,9 +244,14 @@ def _hops(jump: str, origin: str, config_path: object, where: str) -> list[dict[
         if not ADDRESS.fullmatch(address) or not USER.fullmatch(hop_user) or not 1 <= port <= 65535:
             raise InventoryError(f"{where}: ProxyJump hop {hop!r} ({origin}) resolves to {hop_user}@{address}:{port}, "
                                  "not a valid user, host and port")
-        hops.append({"address": address, "port": port, "user": hop_user, "origin": f"{origin}: {hop}",
-                     "client_keys": [str(path) for path in hop_config.get("IdentityFile", [])],
-                     "known_hosts": known_hosts})
+        if any((address, port) == (seen["address"], seen["port"]) for seen in hops):
+            raise InventoryError(f"{where}: ProxyJump ({origin}) reaches {address}:{port} twice")
+        ssh: dict[str, Any] = {"user": hop_user}
+        if hop_config.get("IdentityFile"):
+            ssh |= {"client_keys": [str(path) for path in hop_config["IdentityFile"]], "client_certs": []}
+        if known_hosts:
+            ssh["known_hosts"] = known_hosts
+        hops.append({"name": hop, "alias": alias, "address": address, "port": port, "ssh": ssh})
     if len(hops) > MAX_HOPS:
         raise InventoryError(f"{where}: ProxyJump ({origin}) has more than {MAX_HOPS} hops")
     return hops

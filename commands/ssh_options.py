@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ import asyncssh
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
 
 if TYPE_CHECKING:
-    from commands.inventory import Hop, Host, JumpHop
+    from commands.inventory import Hop, Host
 
 
 def known_hosts_files(host: Host | Hop) -> list[str]:
@@ -139,30 +138,6 @@ async def client_options(host: Host | Hop, now: float) -> AsyncIterator[dict[str
         }
 
 
-def hop_options(host: Host, hop: JumpHop, options: dict[str, Any]) -> dict[str, Any]:
-    """The host's options with the hop's user, and its own identity files and known_hosts when the config
-    gives it some (agent keys, when allowed, are offered to every hop)."""
-    changed: dict[str, Any] = {"username": hop.user}
-    if hop.client_keys:
-        files = [path for path in (os.path.expanduser(key) for key in hop.client_keys) if os.path.isfile(path)]
-        agent_keys = [key for key in options["client_keys"] if not isinstance(key, str)]
-        if not files and not agent_keys:
-            raise AuthenticationFailed(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port}: none of its "
-                                       f"identity files {', '.join(hop.client_keys)} exists ({hop.origin})")
-        changed["client_keys"] = files + agent_keys
-        changed["client_certs"] = [path + "-cert.pub" for path in files if os.path.isfile(path + "-cert.pub")]
-        for path in changed["client_certs"]:
-            check_certificate(host.name, path, time.time())
-    if hop.known_hosts:
-        present = [path for path in (os.path.expanduser(file) for file in hop.known_hosts) if os.path.isfile(path)]
-        if not present:
-            raise HostKeyNotVerified(f"{host.name}: jump hop {hop.user}@{hop.address}:{hop.port}: known_hosts "
-                                     f"{', '.join(hop.known_hosts)} (its UserKnownHostsFile, {hop.origin}) "
-                                     "do not exist")
-        changed["known_hosts"] = present
-    return {**options, **changed}
-
-
 def effective(host: Host) -> dict[str, dict[str, Any]]:
     """Each SSH value proofbot will use for host and where it came from (``proofbot ping -v``)."""
     settings = host.ssh
@@ -185,9 +160,8 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
                              "beside the identity file" if beside else ""])) or "none"},
         "known_hosts": {"value": [path + ("" if os.path.isfile(os.path.expanduser(path)) else " (missing)")
                                   for path in settings.known_hosts_list()], "origin": origin("known_hosts")},
-        "jump": {"value": [f"{hop.ssh.user}@{hop.address}:{hop.port}" for hop in settings.jump]
-                 or [f"{hop.user}@{hop.address}:{hop.port}" for hop in host.proxy_jump] or None,
-                 "origin": origin("jump") if settings.jump or host.proxy_jump else "none"},
+        "jump": {"value": [f"{hop.ssh.user}@{hop.address}:{hop.port}" for hop in settings.jump] or None,
+                 "origin": origin("jump") if settings.jump else "none"},
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,
                   "origin": origin("agent")},
         "agent_forwarding": {"value": False, "origin": "never (proofbot does not forward the agent)"},

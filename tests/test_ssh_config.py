@@ -6,6 +6,7 @@ so it is tested against the loopback host; what a real sshd decides is in tests/
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from bot.demo.host import DemoHost
-from commands.errors import HostKeyNotVerified, InventoryError
+from commands.errors import BastionUnreachable, HostKeyNotVerified, InventoryError
 from commands.inventory import Host, parse_inventory
 from commands.ssh import connect
 from tests.conftest import run_cli, write_inventory
@@ -165,33 +166,81 @@ async def test_ping_v_shows_each_value_and_where_it_came_from(clean_host: DemoHo
     assert "ssh" not in json.loads(plain.stdout)["hosts"][0]
 
 
-async def test_the_configs_proxyjump_is_a_hop_whose_key_is_checked_too(clean_host: DemoHost, tmp_path: Path) -> None:
-    """ProxyJump bastion, bastion itself resolved through the config: verify passes every check through it;
-    two logins, the second through the first."""
-    config = operator_config(clean_host, tmp_path, extra="    ProxyJump ops@bastion\n")
+def behind_config_bastion(host: DemoHost, tmp_path: Path, jump: str = "ops@bastion") -> Path:
+    """The operator config with `ProxyJump ops@bastion` (line 13) for gpu-*, the bastion resolved through it too."""
+    config = operator_config(host, tmp_path, extra=f"    ProxyJump {jump}\n")
     # First match wins, as in OpenSSH: the bastion's block goes before `Host *`.
-    config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {clean_host.ssh_port}\n\n" + config.read_text())
-    host = host_of(alias_only(clean_host, config))
-    assert [(hop.address, hop.port, hop.user) for hop in host.proxy_jump] == [("127.0.0.1", clean_host.ssh_port, "ops")]
-    assert host.proxy_jump[0].origin == f"{config} line 13 (Host gpu-*): ops@bastion"
-    inventory = write_inventory(tmp_path / "i.yml", alias_only(clean_host, config))
+    config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {host.ssh_port}\n\n" + config.read_text())
+    return config
+
+
+async def test_the_configs_proxyjump_is_a_shared_bastion_whose_key_is_checked_too(clean_host: DemoHost,
+                                                                                 tmp_path: Path) -> None:
+    """ProxyJump bastion becomes the host's ssh.jump: verify passes every check through it; two hosts behind it
+    at once log into the bastion once (three logins, not four); the bastion's key is checked."""
+    config = behind_config_bastion(clean_host, tmp_path)
+    document = alias_only(clean_host, config)
+    document["hosts"]["gpu-2"] = copy.deepcopy(document["hosts"]["gpu-1"])
+    fleet = parse_inventory(yaml.safe_dump(document), "inv.yml")
+    host, other = fleet.host("gpu-1"), fleet.host("gpu-2")
+    assert [(hop.name, hop.address, hop.port) for hop in host.ssh.jump] == [("ops@bastion", "127.0.0.1",
+                                                                              clean_host.ssh_port)]
+    # The hop logs in as itself with the host's keys and known_hosts (its block has none of its own).
+    assert host.ssh.jump[0].ssh == host.ssh.model_copy(update={"user": "ops", "jump": ()})
+    assert host.origins["jump"] == f"{config} line 13 (Host gpu-*): ops@bastion"
+    inventory = write_inventory(tmp_path / "i.yml", document)
+    ping = await run_cli("ping", "gpu-1", "-v", "--inventory", str(inventory))
+    jump_line = next(line for line in ping.stdout.splitlines() if line.split()[0] == "jump")
+    assert jump_line.endswith(f" ops@127.0.0.1:{clean_host.ssh_port}  ← {config} line 13 (Host gpu-*): ops@bastion"), \
+        jump_line
     run = await run_cli("verify", "gpu-1", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
     assert run.code == 0, run.stdout + run.stderr
     statuses = {check["name"]: check["status"] for check in json.loads(run.stdout)["checks"]}
     assert len(statuses) == 8 and set(statuses.values()) == {"pass"}, statuses  # health and probe too, via the hop
     before = clean_host.logins.total
-    async with connect(host) as conn:
-        assert (await conn.run(["true"])).exit_status == 0
-        assert clean_host.logins.open >= 2
-        # The second login came through the first: the host was asked to forward to its own sshd.
-        assert ("127.0.0.1", clean_host.ssh_port) in clean_host.logins.forwards
-    assert clean_host.logins.total == before + 2
+    async with connect(host) as first, connect(other) as second:
+        assert [(await conn.run(["true"])).exit_status for conn in (first, second)] == [0, 0]
+        # Each host's login came through the bastion: it was asked to forward to the host's sshd.
+        assert clean_host.logins.forwards.count(("127.0.0.1", clean_host.ssh_port)) >= 2
+    assert clean_host.logins.total == before + 3
     unknown = tmp_path / "empty_known_hosts"
     unknown.write_text("")
-    stranger = host.model_copy(update={"ssh": host.ssh.model_copy(update={"known_hosts": str(unknown)})})
-    with pytest.raises(HostKeyNotVerified, match=r"gpu-1: jump hop ops@127\.0\.0\.1:\d+ \(.* line 13 \(Host gpu-\*\)"):
+    stranger = host_of(alias_only(clean_host, config, known_hosts=str(unknown)))
+    with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion ops@bastion "
+                                                 rf"\(127\.0\.0\.1:{clean_host.ssh_port}\): host key not verified "
+                                                 rf"against {unknown}: "):
         async with connect(stranger):
             pass
+
+
+def test_a_jump_the_inventory_writes_wins_over_the_configs_proxyjump(clean_host: DemoHost, tmp_path: Path) -> None:
+    """Even `jump: []`; and `Host *`-style ProxyJump never makes the bastion jump through itself."""
+    config = behind_config_bastion(clean_host, tmp_path)
+    document = alias_only(clean_host, config, jump="admin@10.0.0.9")
+    host = host_of(document)
+    assert [(hop.name, hop.address, hop.ssh.user) for hop in host.ssh.jump] == [("admin@10.0.0.9", "10.0.0.9",
+                                                                                   "admin")]
+    assert host.origins["jump"] == "inventory ssh.jump"
+    document["hosts"]["gpu-1"]["ssh"] = {"jump": []}
+    opted_out = host_of(document)
+    assert (opted_out.ssh.jump, opted_out.origins["jump"]) == ((), "inventory hosts.gpu-1.ssh.jump")
+    del document["ssh"]["jump"], document["hosts"]["gpu-1"]["ssh"]
+    assert [hop.name for hop in host_of(document).ssh.jump] == ["ops@bastion"]
+    loop = tmp_path / "loop_config"
+    loop.write_text("Host bastion\n    HostName 10.0.0.5\n\nHost *\n    ProxyJump bastion\n")
+    loop.chmod(0o600)
+    document["hosts"]["bastion"] = copy.deepcopy(document["hosts"]["gpu-1"])
+    document["ssh"]["config"] = str(loop)
+    fleet = parse_inventory(yaml.safe_dump(document), "inv.yml")
+    assert fleet.host("bastion").ssh.jump == ()
+    assert [(hop.name, hop.address) for hop in fleet.host("gpu-1").ssh.jump] == [("bastion", "10.0.0.5")]
+
+
+def test_a_proxyjump_that_reaches_one_hop_twice_is_refused_with_its_line(clean_host: DemoHost, tmp_path: Path) -> None:
+    config = behind_config_bastion(clean_host, tmp_path, jump="ops@bastion,bastion")
+    with pytest.raises(InventoryError, match=rf"ProxyJump \({config} line 13 \(Host gpu-\*\)\) reaches "
+                                             rf"127\.0\.0\.1:{clean_host.ssh_port} twice"):
+        host_of(alias_only(clean_host, config))
 
 
 async def test_several_known_hosts_files_are_named_in_what_verify_says_to_do(clean_host: DemoHost,

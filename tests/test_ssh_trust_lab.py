@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from commands.errors import AuthenticationFailed, HostKeyNotVerified
+from commands.errors import AuthenticationFailed, BastionUnreachable, HostKeyNotVerified
 from commands.inventory import Host, parse_inventory
 from commands.ssh import connect
 from tests.conftest import run_cli, write_inventory
@@ -157,6 +157,12 @@ def direct(fleet: Fleet, name: str, **ssh: Any) -> Host:
     document = fleet.lab.inventory()
     document["ssh"].update(ssh)
     return parse_inventory(yaml.safe_dump(document), "lab.yml").host(name)
+
+
+def with_hop_ssh(host: Host, **update: Any) -> Host:
+    """host with update applied to the ssh settings of each of its jump hops."""
+    hops = tuple(hop.model_copy(update={"ssh": hop.ssh.model_copy(update=update)}) for hop in host.ssh.jump)
+    return host.model_copy(update={"ssh": host.ssh.model_copy(update={"jump": hops})})
 
 
 async def runs(host: Host, argv: list[str] | None = None) -> str:
@@ -362,12 +368,13 @@ async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_h
     statuses = {check["name"]: check["status"] for check in json.loads(run.stdout)["checks"]}
     assert set(statuses) == EVERY_CHECK and set(statuses.values()) == {"pass"}, statuses
     host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
-    assert [(hop.address, hop.user) for hop in host.proxy_jump] == [(f"ct190.{fleet.domain}", "root")]
+    assert [(hop.name, hop.address, hop.ssh.user) for hop in host.ssh.jump] == [
+        ("ct190", f"ct190.{fleet.domain}", "root")]
     revoked = fleet.ca_known_hosts(extra=inner_key + f"@revoked * {' '.join(ct190.host_key_pub.split()[:2])}\n")
-    hop_revoked = host.model_copy(update={"proxy_jump": tuple(
-        hop.model_copy(update={"known_hosts": (str(revoked),)}) for hop in host.proxy_jump)})
-    hop_name = re.escape(f"root@ct190.{fleet.domain}:22")
-    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop {hop_name} .*revoked"):
+    hop_revoked = with_hop_ssh(host, known_hosts=[str(revoked)])
+    bastion = re.escape(f"ct190 (ct190.{fleet.domain}:22)")
+    with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion {bastion}: host key not verified "
+                                                 rf"against {revoked}: Host key is revoked"):
         await runs(hop_revoked)
 
 
@@ -380,24 +387,27 @@ async def test_a_hop_logs_in_with_its_own_identity_file_and_known_hosts_from_the
     inner_known.write_text(
         sh(["nsenter", f"--net=/run/netns/{ct190.netns}", "ssh-keyscan", "-t", "ed25519", "127.0.0.1"]).stdout)
     nobody_key = user_cert(fleet, "nobody_ed25519", "-5m:+1h", principals="nobody")
+    hop_known = fleet.ca_known_hosts()
     config = fleet.dir / "hop_config"
     config.write_text(
         f"Host inner\n    HostName 127.0.0.1\n    ProxyJump ct190\n    User root\n"
         f"    IdentityFile {fleet.lab.client_key}\n    UserKnownHostsFile {inner_known}\n\n"
         f"Host ct19?\n    HostName %h.{fleet.domain}\n    User nobody\n"
-        f"    IdentityFile {nobody_key}\n    UserKnownHostsFile {fleet.ca_known_hosts()}\n")
+        f"    IdentityFile {nobody_key}\n    UserKnownHostsFile {hop_known}\n")
     config.chmod(0o600)
     document = alias_inventory(fleet, config)
     document["hosts"] = {"inner": document["hosts"]["ct190"]}
     host = parse_inventory(yaml.safe_dump(document), "i.yml").host("inner")
-    assert [(hop.user, hop.client_keys) for hop in host.proxy_jump] == [("nobody", (str(nobody_key),))]
+    (hop,) = host.ssh.jump
+    assert (hop.ssh.user, hop.ssh.client_keys, hop.ssh.known_hosts) == (
+        "nobody", [str(nobody_key)], [str(hop_known)])
+    assert (host.ssh.user, host.ssh.client_keys) == ("root", [str(fleet.lab.client_key)])
     assert await runs(host) == "root"
-    with_host_values = host.model_copy(update={"proxy_jump": tuple(
-        hop.model_copy(update={"client_keys": (), "known_hosts": ()}) for hop in host.proxy_jump)})
-    hop_name = re.escape(f"nobody@ct190.{fleet.domain}:22")
-    with pytest.raises(HostKeyNotVerified, match=rf"inner: jump hop {hop_name} .*{inner_known}"):
+    bastion = re.escape(f"ct190 (ct190.{fleet.domain}:22)")
+    with_host_values = with_hop_ssh(host, client_keys=host.ssh.client_keys, known_hosts=host.ssh.known_hosts)
+    with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion {bastion}: host key not verified "
+                                                 rf"against {inner_known}: "):
         await runs(with_host_values)  # the host's known_hosts does not know the hop
-    host_keys_only = host.model_copy(update={"proxy_jump": tuple(
-        hop.model_copy(update={"client_keys": ()}) for hop in host.proxy_jump)})
-    with pytest.raises(AuthenticationFailed, match="user nobody was refused"):
+    host_keys_only = with_hop_ssh(host, client_keys=host.ssh.client_keys)
+    with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion {bastion}: user nobody was refused"):
         await runs(host_keys_only)  # the lab key is root's only
