@@ -22,8 +22,8 @@ from commands.ssh import connect
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.conftest import run_cli, write_inventory
-from tests.lab import net, require_root_netns, skip_or_fail
-from tests.lab.bastion import BASTION, SSHD_LOG, BastionLab
+from tests.lab import net
+from tests.lab.bastion import BASTION, SSHD_LOG, BastionLab, running_bastion_lab
 from tests.lab.common import make_keypair
 from tests.lab.waits import until
 
@@ -33,12 +33,7 @@ DROPPED = "past MaxStartups"  # what OpenSSH logs for each connection MaxStartup
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[BastionLab]:
-    reason = require_root_netns()
-    if reason:
-        skip_or_fail(reason)
-    with BastionLab() as bastion_lab:
-        bastion_lab.start_bastion()
-        bastion_lab.start_behind(BEHIND)
+    with running_bastion_lab(BEHIND) as bastion_lab:
         yield bastion_lab
 
 

@@ -9,10 +9,11 @@ default route either. sshd logs at INFO to supervisord's sshd.log, where logins 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from . import net
+from . import net, require_root_netns, skip_or_fail
 from .common import LabHost, Scenario
 from .netns import SSHD_CONFIG, NetnsHost, NetnsLab
 from .sysutil import sh
@@ -121,3 +122,15 @@ class BastionLab(NetnsLab):
             return bool(host.net_run(["ss", "-Hltn", "sport = :22"], check=False).stdout.strip())
 
         return [(what, listening if what == "sshd" else probe) for what, probe in checks]
+
+
+@contextmanager
+def running_bastion_lab(behind: int) -> Iterator[BastionLab]:
+    """The bastion and `behind` hosts behind it (skipped, or failed where labs are required, when tier 2 cannot run)."""
+    reason = require_root_netns()
+    if reason:
+        skip_or_fail(reason)
+    with BastionLab() as lab:
+        lab.start_bastion()
+        lab.start_behind(behind)
+        yield lab
