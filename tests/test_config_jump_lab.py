@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.lab import net
-from tests.lab.bastion import SSHD_LOG, BastionLab, running_bastion_lab
-from tests.test_jump_lab import DROPPED, parsed, verify_each
+from tests.lab.bastion import BastionLab, running_bastion_lab
+from tests.test_jump_lab import all_pass_over_one_bastion_login, parsed, verify_each
 
 pytestmark = pytest.mark.tier2
 
@@ -69,17 +69,7 @@ async def test_hosts_named_only_in_the_ssh_config_pass_every_check_over_one_bast
     inventory = parsed(alias_inventory(lab, operator_config(lab, tmp_path / "ssh_config")))
     assert {(hop.name, hop.address) for name in lab.behind for hop in inventory.host(name).ssh.jump} == {
         (JUMPBOX, lab.bastion.address)}
-    before = lab.accepted_logins()
-    results = await verify_each(inventory, lab.behind, tmp_path)
-    assert [r.verdict for r in results] == ["pass"] * BEHIND, [
-        (r.host, [f.summary for f in r.checks if f.status != "pass"]) for r in results if r.verdict != "pass"]
-    assert {len(r.checks) for r in results} == {9}  # every check of a directly reached host
-    assert lab.accepted_logins() - before == 1
-    assert DROPPED not in lab.bastion_log()
-    for name in lab.behind:  # each host was logged into, from the bastion's side of its link
-        host = lab.hosts[name]
-        assert host.net is not None
-        assert f"Accepted publickey for root from {host.net.gateway} " in host.local_path(SSHD_LOG).read_text()
+    await all_pass_over_one_bastion_login(lab, inventory, tmp_path)
 
 
 async def test_with_the_configs_bastion_stopped_every_host_is_one_error_naming_it(
