@@ -544,19 +544,17 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
         if loader_only or not isinstance(own_ssh, dict):
             continue
         jumps[str(name)] = top_jump
-        writes_jump = "jump" in own_ssh or "jump" in document.ssh
+        # A jump the inventory writes (`[]` too) wins over the ssh config's ProxyJump, as every value does.
+        jump_written = f"hosts.{name}.ssh.jump" if "jump" in own_ssh else "ssh.jump" if "jump" in document.ssh else None
         if "jump" in own_ssh:
             own_ssh = dict(own_ssh)
             jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
         try:
-            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source)
+            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written)
         except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
             problems.add_raised(exc)
             continue
-        if writes_jump:
-            # A jump the inventory writes (`[]` too) wins over the ssh config's ProxyJump, as every value does.
-            merged["origins"] = {**merged.get("origins", {}), "jump": f"inventory {jumps[str(name)][0]}"}
-        elif config_hops:
+        if config_hops:
             # The config's ProxyJump becomes this host's ssh.jump: the same shared bastion connection.
             jumps[str(name)] = (f"hosts.{name}", [_HopSpec(hop["name"], None, hop["alias"], None, hop)
                                                   for hop in config_hops])

@@ -150,9 +150,10 @@ def _written(entry: Mapping[str, Any], top: Mapping[str, Any], own: Mapping[str,
 
 
 def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], own: Mapping[str, Any],
-                  source: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  source: str, jump_written: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The host entry with every SSH value decided and ``origins`` filled in, and the config's ProxyJump
-    as hops (see ``_hops``; none when the config has no ProxyJump or the inventory writes a jump)."""
+    as hops (see ``_hops``; none when the config has no ProxyJump or the inventory writes a jump: its
+    key is ``jump_written``, the jump itself being resolved by the inventory loader)."""
     where = f"{source}: hosts.{name}"
     ssh = {**top, **own}
     config_path = ssh.get("config")
@@ -170,7 +171,8 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for key in ("address", "port", "user", "client_keys", "client_certs", "known_hosts", "jump", "agent"):
-        written = _written(entry, top, own, name, key)
+        written = (None, f"inventory {jump_written}") if key == "jump" and jump_written else \
+            _written(entry, top, own, name, key)
         option = next((option for option, value in TAKEN.items() if value == key), "")
         if written is not None:
             values[key], origins[key] = written
