@@ -1,8 +1,8 @@
 """Tier 1: what `proofbot verify` loads before it connects (start-up is most of a one-host verify's time).
 
 The figures are bench/fleet_bench.py's; here only which code a verify's start-up loads: not
-the Slack stack, not restart or restore, and neither httpx nor detect-secrets before SSH
-connects (worker threads load them while the handshake is in flight).
+the Slack stack, not restart or restore, and neither httpx, detect-secrets nor sqlite-utils
+before SSH connects (worker threads load them while the handshake is in flight).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from tests.conftest import REPO
 
 NOT_FOR_VERIFY = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx",
-                  "commands.host_http", "detect_secrets")
+                  "commands.host_http", "detect_secrets", "sqlite_utils")
 
 
 def loaded_by(code: str) -> set[str]:
@@ -22,7 +22,7 @@ def loaded_by(code: str) -> set[str]:
     return set(run.stdout.split())
 
 
-def test_the_cli_starts_without_slack_restart_restore_httpx_or_detect_secrets() -> None:
+def test_the_cli_starts_without_slack_restart_restore_httpx_detect_secrets_or_sqlite_utils() -> None:
     loaded = loaded_by("import bot.cli.main\nbot.cli.main.build_parser()")
     assert "commands.verify" in loaded and "asyncssh" in loaded  # what verify does need
     assert sorted(name for name in NOT_FOR_VERIFY if name in loaded) == []

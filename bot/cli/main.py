@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import os
 import sys
@@ -57,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="audit database (default: $PROOFBOT_DB or ./proofbot.db)")
     parser = _Parser(prog="proofbot", parents=[shared],
                      description="Restore, restart and prove each change took effect.")
-    parser.add_argument("--version", action="version", version=f"proofbot {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
         command = COMMANDS[spec.name]
@@ -89,11 +88,24 @@ def _absolute(text: str) -> Path:
     return Path(os.path.abspath(text))
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("proofbot")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+class _VersionAction(argparse.Action):
+    """``--version``, read from the installed metadata only when asked (importlib.metadata costs
+    every other command ~20 ms of start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> NoReturn:
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("proofbot")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        print(f"proofbot {version}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,9 +60,11 @@ class Session:
 
 
 @asynccontextmanager
-async def session(args: argparse.Namespace) -> AsyncIterator[Session]:
-    inventory = inventory_of(args)
-    audit = AuditStore.open(db_path(getattr(args, "db", None)))
+async def session(args: argparse.Namespace, inventory: Inventory | None = None) -> AsyncIterator[Session]:
+    """The command's inventory (loaded now unless given) and audit log. The log opens in a worker
+    thread: a handshake started ahead (``commands.ssh.connect_ahead``) goes on meanwhile."""
+    inventory = inventory or inventory_of(args)
+    audit = await asyncio.to_thread(AuditStore.open, db_path(getattr(args, "db", None)))
     try:
         yield Session(inventory, audit, Origin.local_user())
     finally:

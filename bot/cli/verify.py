@@ -14,9 +14,11 @@ import sys
 
 from bot.cli.command import CliCommand
 from bot.cli.fleet_view import fleet_exit_code, fleet_json, progress_text, render_fleet
-from bot.cli.terminal import Session, add_host_and_output_arguments, print_result, session
-from commands.errors import UsageError
+from bot.cli.terminal import Session, add_host_and_output_arguments, inventory_of, print_result, session
+from commands.errors import ProofbotError, UsageError
+from commands.inventory import Host, Inventory
 from commands.operation import OperationResult
+from commands.ssh import connect_ahead
 from commands.verify import VerifyPlan, verify
 from commands.verify.fleet import OnHostDone, plan_fleet, verify_fleet
 
@@ -30,10 +32,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with session(args) as cli:
+    inventory = inventory_of(args)
+    connect_ahead(_hosts_to_reach(inventory, args))
+    async with session(args, inventory) as cli:
         if len(args.targets) == 1 and args.targets[0] in cli.inventory.hosts:
             return await _one_host(cli, args)
         return await _fleet(cli, args)
+
+
+def _hosts_to_reach(inventory: Inventory, args: argparse.Namespace) -> list[Host]:
+    """The hosts this verify will connect to first, when its request is valid (else none: the
+    refusal is said and audited as usual, and no host sees a login)."""
+    try:
+        hosts = inventory.targets(args.targets)
+        if len(args.targets) == 1 and args.targets[0] in inventory.hosts:
+            VerifyPlan.for_host(hosts[0], args.backup, send_probe=not args.no_probe)
+        else:
+            plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
+    except ProofbotError:
+        return []
+    return hosts[:inventory.fleet.max_parallel]  # the ones the fleet runner starts first
 
 
 async def _one_host(cli: Session, args: argparse.Namespace) -> int:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from commands.operation import Origin
 from commands.store.events import AuditStore
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000
