@@ -28,7 +28,7 @@ from commands.findings import Finding
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
-from commands.verify.fleet import plan_fleet
+from commands.verify.plan import plan_fleet
 from commands.verify.rerun import not_passing
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"

@@ -25,13 +25,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from commands.operation import Origin
+from commands.store import DEFAULT_LIMIT, MAX_LIMIT
 from commands.store.events import AuditStore
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000
 DECISIONS = ("approved", "rejected", "expired")
 ENDINGS = ("refused", "interrupted", "cancelled")
 IN_PROGRESS = "in progress"
