@@ -54,6 +54,7 @@ from tests.lab.proxy import DelayProxy
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 ANSIBLE_VENV = REPO / "bench" / ".venv-ansible"
+RUNTIME_VENV = REPO / "bench" / ".venv-runtime"
 SCALE_SHARD = 125  # in-process servers per serving process
 
 
@@ -173,6 +174,22 @@ def shell_loop(hosts: list[Host], key: Path, known_hosts: Path, path: Path) -> P
     return path
 
 
+def runtime_python() -> str:
+    """The interpreter of a venv with exactly requirements.lock (what the Docker image installs),
+    made on first use: proofbot and the floor run as users run them, without the dev tools
+    (import-linter brings rich, which httpx then imports at start-up)."""
+    python = RUNTIME_VENV / "bin" / "python"
+    lock = REPO / "requirements.lock"
+    stamp = RUNTIME_VENV / "requirements.lock"
+    if not python.exists() or not stamp.exists() or stamp.read_text() != lock.read_text():
+        shutil.rmtree(RUNTIME_VENV, ignore_errors=True)
+        subprocess.run([PYTHON, "-m", "venv", str(RUNTIME_VENV)], check=True)
+        subprocess.run([str(RUNTIME_VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                        "-r", str(lock)], check=True)
+        shutil.copyfile(lock, stamp)
+    return str(python)  # proofbot itself is imported from REPO (the bench runs with cwd=REPO)
+
+
 def ansible_setup(hosts: list[Host], key: Path, known_hosts: Path, workdir: Path) -> list[str]:
     """Ansible at its fastest settings, and a playbook with one task per check; returns the argv."""
     if not (ANSIBLE_VENV / "bin" / "ansible-playbook").exists():
@@ -250,7 +267,8 @@ async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], host
         size, target = len(chosen), chosen[0].name if len(chosen) == 1 else "all"
         print(f"{size} host(s) at +{args.rtt_ms:g} ms RTT, whole process:", flush=True)
         spec = floor_spec(chosen, work / f"floor{size}.json")
-        rows[f"floor_{size}"] = wall(await median_of("floor", [PYTHON, "bench/floor_child.py", str(spec)], r))
+        rows[f"floor_{size}"] = wall(await median_of("floor", [runtime_python(), "bench/floor_child.py", str(spec)],
+                                                     r))
         rows[f"proofbot_{size}"] = wall(await median_of(f"proofbot verify {target}",
                                                         proofbot_argv(inventory_file, db, target), r))
         if not args.skip_ansible:
@@ -267,7 +285,8 @@ async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], host
 
 def proofbot_argv(inventory_file: Path, db: str, target: str) -> list[str]:
     """`proofbot verify TARGET` as a user runs it (the console script's own entry point)."""
-    return [PYTHON, "-m", "bot.cli", "verify", target, "--inventory", str(inventory_file), "--db", db, "--json"]
+    return [runtime_python(), "-m", "bot.cli", "verify", target, "--inventory", str(inventory_file), "--db", db,
+            "--json"]
 
 
 # -- tier 1 at scale ----------------------------------------------------------------------------------

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Self, TypeVar
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from commands.errors import Locked, PlanVoid, Refused
 from commands.inventory import Host, Inventory
@@ -23,6 +21,9 @@ from commands.operation import Origin, new_operation_id
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore, append_event
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 class Decidable(ABC):

@@ -8,6 +8,7 @@ result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import secrets
@@ -309,6 +310,7 @@ class _Registry:
         self.slots = asyncio.Condition()
         self.startups: dict[str, asyncio.Semaphore] = {}
         self.lingering: set[asyncio.Task[None]] = set()
+        self.ahead: dict[str, _Ahead] = {}
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
@@ -328,17 +330,88 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
     when the last of them leaves, and one that dropped is never handed out again. Opening a
     connection waits while ``ssh.max_connections`` are open in all. A host behind
     ``ssh.jump`` is reached through one connection to the bastion shared by every host behind
-    it, opened on first use and closed when the last of them is done.
+    it, opened on first use and closed when the last of them is done. A connection opened
+    ahead (``connect_ahead``) is taken over, or its failure raised, without a second attempt.
     """
     registry = _registries.setdefault(asyncio.get_running_loop(), _Registry())
+    ahead = registry.ahead.pop(_host_key(host), None)
+    if ahead is not None:
+        await ahead.settled.wait()
+        if ahead.error is not None:
+            raise type(ahead.error)(ahead.error.message, hint=ahead.error.hint)
+    try:
+        async with _connected(registry, host) as conn:
+            if ahead is not None:
+                ahead.taken.set()  # this operation holds the connection now; the one ahead lets go
+            yield conn
+    finally:
+        if ahead is not None:
+            ahead.taken.set()
+
+
+def _host_key(host: Host) -> str:
+    return host.model_dump_json(include={"name", "address", "port", "ssh"})
+
+
+@asynccontextmanager
+async def _connected(registry: _Registry, host: Host) -> AsyncIterator[HostConnection]:
     async with _through(registry, host.ssh.jump) as tunnel:
-        key = host.model_dump_json(include={"name", "address", "port", "ssh"})
+        key = _host_key(host)
         shared = await _acquire(registry, key, host.ssh.max_sessions,
                                 lambda: _open_counted(registry, host, tunnel))
         try:
             yield HostConnection(host, shared)
         finally:
             await _release(registry, key, shared, counted=True)
+
+
+class _Ahead:
+    """A connection being opened before the operation that will use it asks for it."""
+
+    def __init__(self) -> None:
+        self.settled = asyncio.Event()  # open, or failed
+        self.taken = asyncio.Event()  # the operation has it (or gave up on it)
+        self.error: ProofbotError | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+AHEAD_HOLD_S = 30.0  # a connection opened ahead that nobody takes is closed after this
+
+
+def connect_ahead(hosts: Sequence[Host]) -> None:
+    """Start opening the connections these hosts' operation is about to ask ``connect`` for.
+
+    A CLI command calls it as soon as it knows its hosts, so the SSH handshake (a login, no
+    command) runs while the command loads the rest of itself and opens the audit log.
+    ``connect`` then takes the connection over, or raises its error: never a second attempt.
+    Only a login happens ahead: nothing runs on a host before its operation is recorded.
+    """
+    registry = _registries.setdefault(asyncio.get_running_loop(), _Registry())
+    for host in hosts:
+        key = _host_key(host)
+        if key not in registry.ahead:
+            ahead = registry.ahead[key] = _Ahead()
+            ahead.task = asyncio.create_task(_hold_ahead(registry, host, ahead))
+
+
+async def _hold_ahead(registry: _Registry, host: Host, ahead: _Ahead) -> None:
+    """Open and hold the connection until the operation takes it; a failure is kept for it as long."""
+    try:
+        async with _connected(registry, host):
+            ahead.settled.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(AHEAD_HOLD_S):
+                    await ahead.taken.wait()
+    except ProofbotError as exc:
+        ahead.error = exc
+        ahead.settled.set()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(AHEAD_HOLD_S):
+                await ahead.taken.wait()
+    finally:
+        ahead.settled.set()
+        if registry.ahead.get(_host_key(host)) is ahead:
+            del registry.ahead[_host_key(host)]
 
 
 @asynccontextmanager

@@ -25,6 +25,7 @@ from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from commands.store.recovery import recover
 from commands.store.trail import recent_operations
+from commands.verify.rerun import not_passing
 from tests.conftest import REPO, run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
@@ -129,8 +130,11 @@ async def test_a_fleet_whose_process_died_is_interrupted_once_with_its_unfinishe
         (fleet,) = await recent_operations(store)
         (hung,) = await recent_operations(store, "ct131")
         (done,) = await recent_operations(store, "ct130")
+        again = await not_passing(store, fleet.operation_id)
     finally:
         store.close()
+    assert again.hosts == ["ct129", "ct131"]  # the patched host failed; the hung one never finished
+    assert again.of_total == 3
     assert sorted((op.fleet_target, op.host) for op in interrupted if op.fleet_operation_id is None) == [
         ("gpu-west", None)]
     assert [op.host for op in interrupted if op.fleet_operation_id] == ["ct131"]
@@ -138,7 +142,9 @@ async def test_a_fleet_whose_process_died_is_interrupted_once_with_its_unfinishe
     assert hung.verdict == "interrupted" and done.verdict == "pass"
     text, blocks = interrupted_message(next(op for op in interrupted if op.fleet_target))
     assert text == "proofbot restarted: verify of gpu-west was interrupted"
-    assert "run `/verify gpu-west` again" in json.dumps(blocks) and "actions" not in json.dumps(blocks)
+    (button,) = blocks[-1]["elements"]  # the hosts are read from the audit log on the click, as for a finished one
+    assert (button["action_id"], button["value"]) == ("fleet_reverify", fleet.operation_id)
+    assert button["text"]["text"] == "Re-verify the hosts that did not pass"
     chain = await run_cli("audit", "verify", "--db", str(db))
     assert chain.code == 0, chain.stdout
 

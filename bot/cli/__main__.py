@@ -1,7 +1,5 @@
 """``python -m bot.cli``: the same entry point as the ``proofbot`` script."""
 
-import sys
+from bot.cli.main import console_main
 
-from bot.cli.main import main
-
-sys.exit(main())
+console_main()

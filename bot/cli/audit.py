@@ -19,23 +19,7 @@ from commands.errors import UsageError
 from commands.operation import Origin
 from commands.store.chain import ChainReport, parse_anchor, verify_chain
 from commands.store.events import AuditStore, db_path
-from commands.store.trail import DEFAULT_LIMIT, MAX_LIMIT, recent_operations, record_view
-
-
-def add_arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("host", nargs="?", metavar="HOST|verify",
-                         help="a host from the inventory (default: across hosts), or `verify`")
-    command.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
-                         help=f"how many operations (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})")
-    command.add_argument("--json", action="store_true", help="print one JSON object")
-    command.add_argument("--anchor", metavar="ID:HASH",
-                         help="with verify: a head printed earlier that the chain must still hold")
-
-
-def _limit(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"N must be a whole number from 1 to {MAX_LIMIT}")
-    return int(text)
+from commands.store.trail import recent_operations, record_view
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -88,4 +72,4 @@ def _report_json(report: ChainReport) -> dict[str, Any]:
             "missing_guards": list(report.missing_guards)}
 
 
-COMMAND = CliCommand("audit", add_arguments, run, epilog="`proofbot audit verify` checks the log's hash chain.")
+COMMAND = CliCommand("audit", run)

@@ -1,4 +1,5 @@
-"""What a CLI subcommand is: its arguments and the coroutine that runs it (one per registry operation)."""
+"""What a CLI subcommand is: the coroutine that runs it (one per registry operation; its arguments are in
+``bot.cli.arguments``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,4 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CliCommand:
     name: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], Awaitable[int]]
-    epilog: str = ""

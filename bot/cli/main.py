@@ -8,26 +8,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
+import contextlib
+import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bot.cli import audit, restart, restore, verify
+from bot.cli.arguments import OPERATION_ARGUMENTS, inventory_arguments, ping_arguments
 from bot.cli.command import CliCommand
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
-from bot.cli.tools import add_inventory_arguments, add_ping_arguments, run_inventory, run_ping
 from commands.errors import InventoryError, ProofbotError, UsageError
 from commands.registry import OPERATIONS
-from commands.store.events import db_path
 
-COMMANDS: dict[str, CliCommand] = {c.name: c for c in (verify.COMMAND, restore.COMMAND, restart.COMMAND,
-                                                       audit.COMMAND)}
-if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; the CLI follows it
-    raise ImportError(f"CLI commands {sorted(COMMANDS)} differ from the registry's operations")
+if set(OPERATION_ARGUMENTS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; the CLI follows it
+    raise ImportError(f"CLI commands {sorted(OPERATION_ARGUMENTS)} differ from the registry's operations")
+
+
+def cli_command(name: str) -> CliCommand:
+    """The operation's CLI module (``bot.cli.<name>``), loaded when it runs: each loads only its own code."""
+    command: CliCommand = importlib.import_module(f"bot.cli.{name}").COMMAND
+    if command.name != name:
+        raise ImportError(f"bot.cli.{name} defines the command {command.name!r}")
+    return command
 
 
 SERVE_HELP = """environment:
@@ -57,12 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="audit database (default: $PROOFBOT_DB or ./proofbot.db)")
     parser = _Parser(prog="proofbot", parents=[shared],
                      description="Restore, restart and prove each change took effect.")
-    parser.add_argument("--version", action="version", version=f"proofbot {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for spec in OPERATIONS:
-        command = COMMANDS[spec.name]
-        command.add_arguments(sub.add_parser(spec.name, parents=[shared], help=spec.summary,
-                                             description=spec.summary, epilog=command.epilog or None))
+        arguments = OPERATION_ARGUMENTS[spec.name]
+        arguments.add(sub.add_parser(spec.name, parents=[shared], help=spec.summary,
+                                     description=spec.summary, epilog=arguments.epilog or None))
     serve = sub.add_parser("serve", parents=[shared], help="run the Slack bot (Socket Mode by default)",
                            description="Run the Slack bot: Socket Mode by default, HTTP mode with --http.",
                            epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -71,9 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--check", action="store_true",
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
     ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
-    add_ping_arguments(ping)
+    ping_arguments(ping)
     inventory = sub.add_parser("inventory", parents=[shared], help="`inventory check`: validate, connect to nothing")
-    add_inventory_arguments(inventory)
+    inventory_arguments(inventory)
     demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
                           description="Play the seed's story end to end and print it as the Slack threads read.",
                           epilog=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,11 +95,39 @@ def _absolute(text: str) -> Path:
     return Path(os.path.abspath(text))
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("proofbot")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+class _VersionAction(argparse.Action):
+    """``--version``, read from the installed metadata only when asked (importlib.metadata costs
+    every other command ~20 ms of start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> NoReturn:
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("proofbot")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        print(f"proofbot {version}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def console_main() -> NoReturn:
+    """The ``proofbot`` script: ``main``, then exit without tearing the interpreter down.
+
+    Everything that must reach disk or the terminal is done by then (the audit log is closed
+    inside ``main``, output is flushed here); the teardown of every loaded module would only
+    add ~70 ms to each command, most of a one-host verify's cost above the floor.
+    """
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,17 +160,18 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
         from bot.slack.serve import is_served, serve  # Slack's libraries are only loaded for serve
+        from commands.store.events import db_path
 
         if args.check:
             return 0 if is_served(db_path(getattr(args, "db", None))) else 1
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
-    if args.command == "ping":
-        return await run_ping(args)
-    if args.command == "inventory":
-        return await run_inventory(args)
-    return await COMMANDS[args.command].run(args)
+    if args.command in ("ping", "inventory"):
+        from bot.cli.tools import run_inventory, run_ping
+
+        return await (run_ping(args) if args.command == "ping" else run_inventory(args))
+    return await cli_command(args.command).run(args)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from bot.cli.command import CliCommand
 from bot.cli.terminal import (
     SCHEMA_VERSION,
     Session,
-    add_host_and_output_arguments,
     approve_at_terminal,
     print_result,
     session,
@@ -42,11 +41,6 @@ if TYPE_CHECKING:
     from commands.restart.rollout import HostOutcome, RolloutResult
 
 TICK_S = 0.2
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_and_output_arguments(parser)
-    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -160,7 +154,4 @@ class _StatusLine:
             self._stream.flush()
 
 
-EPILOG = ("HOST may be a group of the inventory (or `all`): a rolling restart, one plan and one confirmation "
-          "for every host, fleet.restart_batch hosts at a time, each proven before the next; it halts at the "
-          "first host not proven (README \"Rolling restart\").")
-COMMAND = CliCommand("restart", add_arguments, run, epilog=EPILOG)
+COMMAND = CliCommand("restart", run)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
     EXIT_FOR_VERDICT,
-    add_host_and_output_arguments,
     approve_at_terminal,
     print_result,
     session,
@@ -25,15 +24,6 @@ from commands.operation import OperationResult, utc_now
 
 if TYPE_CHECKING:
     from commands.restore import RestorePlan
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_and_output_arguments(parser)
-    parser.add_argument("backup", nargs="?", metavar="BACKUP", help="backup name (default: the only one)")
-    parser.add_argument("--undo", metavar="SNAPSHOT_DIR", help="put back a snapshot an earlier restore kept")
-    parser.add_argument("--yes", action="store_true", help="apply without asking")
-    parser.add_argument("--move-extras", action="store_true",
-                        help="also move extra files found in the watch dirs into the snapshot")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -80,4 +70,4 @@ def _report_unchanged(plan: RestorePlan, *, as_json: bool) -> int:
     return EXIT_FOR_VERDICT[result.verdict]
 
 
-COMMAND = CliCommand("restore", add_arguments, run)
+COMMAND = CliCommand("restore", run)

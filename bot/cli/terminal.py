@@ -8,36 +8,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.plain_text import render_result
 from commands.errors import ProofbotError, Refused
 from commands.inventory import Inventory, inventory_path, load_inventory
-from commands.operation import OperationResult, Origin
-from commands.plans import Decidable, withdraw
-from commands.store import approvals
-from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore, db_path
+
+if TYPE_CHECKING:
+    from commands.operation import OperationResult, Origin
+    from commands.plans import Decidable
+    from commands.store.approvals import PendingPlan
+    from commands.store.events import AuditStore
 
 EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
 SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
-
-
-def add_host_and_output_arguments(parser: argparse.ArgumentParser, *, targets: bool = False) -> None:
-    """HOST (or, with ``targets``, one or more hosts and groups as ``args.targets``), --json and -v,
-    which every command that acts on a host takes."""
-    if targets:
-        parser.add_argument("targets", nargs="+", metavar="TARGET", help="hosts and groups from the inventory")
-    else:
-        parser.add_argument("host", metavar="HOST")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence of passing checks too")
-    parser.add_argument("--strict", action="store_true",
-                        help="a warning exits 1 too (e.g. for CI: a service still running the old code)")
 
 
 def inventory_of(args: argparse.Namespace) -> Inventory:
@@ -60,18 +49,33 @@ class Session:
 
 
 @asynccontextmanager
-async def session(args: argparse.Namespace) -> AsyncIterator[Session]:
-    inventory = inventory_of(args)
-    audit = AuditStore.open(db_path(getattr(args, "db", None)))
+async def session(args: argparse.Namespace, inventory: Inventory | None = None) -> AsyncIterator[Session]:
+    """The command's inventory (loaded now unless given) and audit log. The log opens in a worker
+    thread: a handshake started ahead (``commands.ssh.connect_ahead``) goes on meanwhile."""
+    inventory = inventory or inventory_of(args)
+    from commands.operation import Origin
+    from commands.store.events import AuditStore, db_path
+
+    audit = await asyncio.to_thread(AuditStore.open, db_path(getattr(args, "db", None)))
     try:
         yield Session(inventory, audit, Origin.local_user())
     finally:
         audit.close()
 
 
+async def load_meanwhile(*modules: str) -> None:
+    """Import modules in a worker thread: the event loop goes on with what is in flight (an SSH
+    handshake started ahead) instead of stopping for the imports."""
+    missing = [name for name in modules if name not in sys.modules]
+    if missing:
+        await asyncio.to_thread(lambda: [importlib.import_module(name) for name in missing])
+
+
 def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
     """Print the result as README shows it (or as one JSON object) and return its exit code;
     ``strict``: a pass with a warning exits 1."""
+    from bot.plain_text import render_result
+
     if as_json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
@@ -97,6 +101,9 @@ async def approve_at_terminal(cli: Session, plan: Decidable, *, yes: bool, quest
                               hint: str) -> PendingPlan:
     """The CLI's approval: ``--yes`` or a "y" at the prompt; otherwise the plan is withdrawn and
     ``Refused`` raised (``refusal_words`` with ``{}`` for why), nothing changed."""
+    from commands.plans import withdraw
+    from commands.store import approvals
+
     refusal = "" if yes else await confirm(question)
     if refusal:
         await withdraw(cli.audit, plan, cli.origin.actor, refused=not sys.stdin.isatty(), reason=refusal)

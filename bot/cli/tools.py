@@ -16,14 +16,6 @@ from commands.ping import ping_all
 from commands.ssh_options import effective
 
 
-def add_ping_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("hosts", nargs="*", metavar="TARGET", help="hosts and groups to ping (default: every host)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also show each SSH value used (address, port, user, keys, known_hosts, jump, "
-                             "certificates) and where it came from")
-
-
 async def run_ping(args: argparse.Namespace) -> int:
     inventory = inventory_of(args)
     hosts = inventory.targets(args.hosts) if args.hosts else [inventory.hosts[n] for n in sorted(inventory.hosts)]
@@ -39,11 +31,6 @@ async def run_ping(args: argparse.Namespace) -> int:
             if args.verbose:
                 print(render_ssh_values(effective(host)))
     return 0 if all(finding.status == "pass" for finding in findings) else 3
-
-
-def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["check"], help="check: validate the inventory, connect to nothing")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (errors: every problem listed)")
 
 
 async def run_inventory(args: argparse.Namespace) -> int:

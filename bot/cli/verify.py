@@ -11,29 +11,45 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
-from bot.cli.fleet_view import fleet_exit_code, fleet_json, progress_text, render_fleet
-from bot.cli.terminal import Session, add_host_and_output_arguments, print_result, session
-from commands.errors import UsageError
-from commands.operation import OperationResult
-from commands.verify import VerifyPlan, verify
-from commands.verify.fleet import OnHostDone, plan_fleet, verify_fleet
+from bot.cli.terminal import Session, inventory_of, load_meanwhile, print_result, session
+from commands.errors import ProofbotError, UsageError
+from commands.inventory import Host, Inventory
+from commands.ssh import connect_ahead
+from commands.verify.plan import VerifyPlan, plan_fleet
 
+if TYPE_CHECKING:
+    from commands.operation import OperationResult
+    from commands.verify.fleet import OnHostDone
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_and_output_arguments(parser, targets=True)
-    parser.add_argument("--backup", metavar="NAME",
-                        help="backup to compare with (default: the only one); in a fleet, the hosts that have it")
-    parser.add_argument("--no-probe", action="store_true",
-                        help="do not send the inventory's probe (one real request); it is reported skipped")
+# What a verify runs and prints with: loaded in a worker thread while the SSH handshake is in flight.
+RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view", "bot.plain_text")
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with session(args) as cli:
+    inventory = inventory_of(args)
+    connect_ahead(_hosts_to_reach(inventory, args))
+    await load_meanwhile(*RUNNING_PARTS)
+    async with session(args, inventory) as cli:
         if len(args.targets) == 1 and args.targets[0] in cli.inventory.hosts:
             return await _one_host(cli, args)
         return await _fleet(cli, args)
+
+
+def _hosts_to_reach(inventory: Inventory, args: argparse.Namespace) -> list[Host]:
+    """The hosts this verify will connect to first, when its request is valid (else none: the
+    refusal is said and audited as usual, and no host sees a login)."""
+    try:
+        hosts = inventory.targets(args.targets)
+        if len(args.targets) == 1 and args.targets[0] in inventory.hosts:
+            VerifyPlan.for_host(hosts[0], args.backup, send_probe=not args.no_probe)
+        else:
+            plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
+    except ProofbotError:
+        return []
+    return hosts[:inventory.fleet.max_parallel]  # the ones the fleet runner starts first
 
 
 async def _one_host(cli: Session, args: argparse.Namespace) -> int:
@@ -43,11 +59,16 @@ async def _one_host(cli: Session, args: argparse.Namespace) -> int:
     except UsageError as exc:
         await cli.refused("verify", name, exc)
         raise
+    from commands.verify.operation import verify
+
     result = await verify(plan, origin=cli.origin, audit=cli.audit)
     return print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
 
 
 async def _fleet(cli: Session, args: argparse.Namespace) -> int:
+    from bot.cli.fleet_view import fleet_exit_code, fleet_json, render_fleet
+    from commands.verify.fleet import verify_fleet
+
     target = " ".join(args.targets)
     try:
         hosts = cli.inventory.targets(args.targets)
@@ -74,6 +95,8 @@ def _live_progress(hosts: list[str]) -> OnHostDone | None:
     """On a terminal, one line on stderr rewritten as each host finishes (stdout stays the summary)."""
     if not sys.stderr.isatty():
         return None
+    from bot.cli.fleet_view import progress_text
+
     done: list[OperationResult] = []
     print(progress_text(done, hosts), end="", file=sys.stderr, flush=True)
 
@@ -84,4 +107,4 @@ def _live_progress(hosts: list[str]) -> OnHostDone | None:
     return show
 
 
-COMMAND = CliCommand("verify", add_arguments, run)
+COMMAND = CliCommand("verify", run)

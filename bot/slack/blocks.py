@@ -290,6 +290,7 @@ RESTART_APPROVE = "restart_approve"
 RESTART_REJECT = "restart_reject"
 RESTART_NOW = "restart_now"
 VERIFY_NOW = "verify_now"
+FLEET_REVERIFY = "fleet_reverify"  # a fleet verify's hosts that did not pass, read from the audit log
 
 
 def _head(plan: RestartPlan, requester: str) -> list[Block]:
@@ -401,7 +402,15 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
 
 
 def interrupted_message(op: Interrupted) -> Message:
-    if op.fleet_target is not None:  # a fleet: no button (it carries one host); the command says how to re-run
+    if op.fleet_target is not None and op.operation == "verify":  # re-verified from the audit log, like a finished one
+        text = (f":warning: proofbot stopped while this verify of {op.fleet_target} was running; the hosts not "
+                f"finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted.")
+        blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text))),
+                  ActionsBlock(elements=[ButtonElement(text="Re-verify the hosts that did not pass",
+                                                       action_id=FLEET_REVERIFY, value=op.operation_id,
+                                                       style="primary")])]
+        return f"proofbot restarted: verify of {op.fleet_target} was interrupted", [b.to_dict() for b in blocks]
+    if op.fleet_target is not None:  # a rollout: the group is typed again, and its plan shows every host's state
         text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running; the hosts "
                 f"not finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted: "
                 f"run `/{op.operation} {op.fleet_target}` again for a verdict.")

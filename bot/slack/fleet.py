@@ -35,8 +35,8 @@ from commands.errors import Refused
 from commands.fleet.grouping import group_outcomes, outcome_of
 from commands.inventory import Inventory
 from commands.operation import OperationResult, Origin, new_operation_id
-from commands.verify.fleet import FleetPlan, FleetResult, plan_fleet, verify_fleet
-from commands.verify.plan import VerifyPlan
+from commands.verify.fleet import FleetResult, verify_fleet
+from commands.verify.plan import FleetPlan, VerifyPlan, plan_fleet
 from commands.verify.rerun import NotPassing
 
 log = logging.getLogger("proofbot.slack")

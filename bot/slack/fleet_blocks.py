@@ -15,6 +15,7 @@ from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement
 
 from bot.plain_text import VERDICT_WORDS
 from bot.slack.blocks import (
+    FLEET_REVERIFY,
     SECTION_LIMIT,
     STATUS_EMOJI,
     VERDICT_EMOJI,
@@ -31,7 +32,6 @@ from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
 
-FLEET_REVERIFY = "fleet_reverify"
 FILE_ABOVE_HOSTS = 20  # more hosts than this: the per-host table is attached as a file
 GROUP_REPLIES = 10  # at most this many group replies in a thread; the rest are in the file
 GROUP_SECTIONS = 20  # at most this many groups shown on the parent

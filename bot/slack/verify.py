@@ -12,6 +12,7 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import (
+    FLEET_REVERIFY,
     VERIFY_NOW,
     finding_message,
     progress_message,
@@ -21,14 +22,13 @@ from bot.slack.blocks import (
 )
 from bot.slack.context import Body, BotContext, SlackCommand
 from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
-from bot.slack.fleet_blocks import FLEET_REVERIFY
 from bot.slack.thread import OperationThread
 from commands.errors import UnknownHost, UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
-from commands.verify.fleet import plan_fleet
+from commands.verify.plan import plan_fleet
 from commands.verify.rerun import not_passing
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"

@@ -13,15 +13,16 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, Literal
 
 from commands.errors import Refused
 from commands.inventory import Approvals
 from commands.operation import utc_now
 from commands.store import locks
 from commands.store.events import AuditStore, append_event, first_row, from_row
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Decision = Literal["approved", "rejected"]
 Outcome = Literal["ok", "decided", "expired", "self", "not-approver", "elsewhere"]

@@ -23,9 +23,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, Literal
 
 from commands.errors import UsageError
 from commands.store.events import (
@@ -37,6 +35,9 @@ from commands.store.events import (
     statements,
     stored_details,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Problem = Literal["edited", "deleted", "inserted", "genesis", "truncated", "anchor"]
 GUARD_TRIGGERS = (

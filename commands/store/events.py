@@ -27,13 +27,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands.errors import UsageError
 from commands.operation import utc_now
 from commands.redact import redact_data
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 GENESIS_HASH = "0" * 64
 DB_ENV = "PROOFBOT_DB"
@@ -274,6 +275,8 @@ class AuditStore:
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
+        import sqlite_utils  # ~70 ms of imports: a verify loads it here, while its SSH handshake runs
+
         store = cls(sqlite_utils.Database(conn))
         try:
             store._worker.submit(store._migrate).result()

@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import asdict, dataclass
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from commands.errors import Locked
 from commands.holder import pid_alive
 from commands.operation import utc_now
 from commands.store.events import AuditStore, first_row, from_row
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from commands.holder import Holder
 from commands.store import approvals, locks
 from commands.store.events import AuditStore, append_event
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 UNFINISHED = """
 SELECT r.operation_id, r.operation, r.host, r.details FROM events r

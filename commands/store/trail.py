@@ -22,15 +22,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from commands.operation import Origin
+from commands.store import DEFAULT_LIMIT, MAX_LIMIT
 from commands.store.events import AuditStore
 
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000
+if TYPE_CHECKING:
+    import sqlite_utils
+
 DECISIONS = ("approved", "rejected", "expired")
 ENDINGS = ("refused", "interrupted", "cancelled")
 IN_PROGRESS = "in progress"

@@ -12,11 +12,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from commands.errors import UnknownBackup
 from commands.findings import Verdict
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
-from commands.inventory import FleetSettings, Host
+from commands.inventory import FleetSettings
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.store.events import AuditStore
 from commands.verify.operation import verify
@@ -81,33 +80,3 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     return outcome
 
 
-@dataclass(frozen=True)
-class FleetPlan:
-    """Each host's plan, and why some hosts' files are not compared (host → the reason, in words)."""
-
-    plans: list[VerifyPlan]
-    without_backup: dict[str, str]
-
-
-def plan_fleet(hosts: list[Host], backup_name: str | None, *, send_probe: bool = True) -> FleetPlan:
-    """One plan per host. ``backup_name`` applies to the hosts that have it; a host without it, or
-    with several backups and none named, is verified without files (its service and packages
-    still are) and said plainly, rather than failing the whole fleet for one host's inventory.
-    A backup that no host has is a typo: refused, nothing runs."""
-    if backup_name is not None and not any(backup_name in host.backups for host in hosts):
-        known = sorted({name for host in hosts for name in host.backups})
-        raise UnknownBackup(f"no host here has a backup {backup_name!r}",
-                            hint=f"backups on these hosts: {', '.join(known) or 'none'}")
-    plans: list[VerifyPlan] = []
-    without: dict[str, str] = {}
-    for host in hosts:
-        names = ", ".join(sorted(host.backups))
-        if backup_name is not None and backup_name not in host.backups:
-            without[host.name] = f"no backup {backup_name}" + (f" (it has {names})" if names else "")
-        elif backup_name is None and len(host.backups) > 1:
-            without[host.name] = f"several backups ({names}) and none named (--backup NAME)"
-        else:
-            plans.append(VerifyPlan.for_host(host, backup_name, send_probe=send_probe))
-            continue
-        plans.append(VerifyPlan(host, None, None, send_probe))
-    return FleetPlan(plans, without)

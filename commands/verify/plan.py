@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commands.errors import UnknownBackup
 from commands.inventory import Backup, Host
 
 
@@ -40,3 +41,34 @@ class VerifyPlan:
             return []
         return [f"package:{dist}" for dist in packages.dists] + [f"package:deb:{name}" for name in packages.deb]
 
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Each host's plan, and why some hosts' files are not compared (host → the reason, in words)."""
+
+    plans: list[VerifyPlan]
+    without_backup: dict[str, str]
+
+
+def plan_fleet(hosts: list[Host], backup_name: str | None, *, send_probe: bool = True) -> FleetPlan:
+    """One plan per host. ``backup_name`` applies to the hosts that have it; a host without it, or
+    with several backups and none named, is verified without files (its service and packages
+    still are) and said plainly, rather than failing the whole fleet for one host's inventory.
+    A backup that no host has is a typo: refused, nothing runs."""
+    if backup_name is not None and not any(backup_name in host.backups for host in hosts):
+        known = sorted({name for host in hosts for name in host.backups})
+        raise UnknownBackup(f"no host here has a backup {backup_name!r}",
+                            hint=f"backups on these hosts: {', '.join(known) or 'none'}")
+    plans: list[VerifyPlan] = []
+    without: dict[str, str] = {}
+    for host in hosts:
+        names = ", ".join(sorted(host.backups))
+        if backup_name is not None and backup_name not in host.backups:
+            without[host.name] = f"no backup {backup_name}" + (f" (it has {names})" if names else "")
+        elif backup_name is None and len(host.backups) > 1:
+            without[host.name] = f"several backups ({names}) and none named (--backup NAME)"
+        else:
+            plans.append(VerifyPlan.for_host(host, backup_name, send_probe=send_probe))
+            continue
+        plans.append(VerifyPlan(host, None, None, send_probe))
+    return FleetPlan(plans, without)

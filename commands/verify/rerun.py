@@ -1,7 +1,9 @@
-"""Re-verify the hosts that did not pass in a finished fleet verify: who they were is read from the audit log.
+"""Re-verify the hosts that did not pass in a fleet verify: who they were is read from the audit log.
 
-The fleet operation's ``finished`` event names each host's own verify; each of those says its
-verdict and the backup it compared. Nothing a click carries besides the fleet operation id is used.
+The fleet operation's ``finished`` event names each host's own verify (an interrupted fleet's
+does not: then each host's own ``requested`` event names the fleet); each of those says its
+verdict and the backup it compared, and a host that never started did not pass. Nothing a
+click carries besides the fleet operation id is used.
 """
 
 from __future__ import annotations
@@ -32,15 +34,29 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
     if requested is None:
         raise Refused(f"{fleet_operation_id!r} is not a fleet verify in the audit log: nothing to re-verify")
     finished = next((e for e in events if e.kind == "finished"), None)
-    if finished is None or not isinstance(finished.details.get("hosts"), dict):
+    if finished is None:
         raise Refused(f"fleet verify {fleet_operation_id} has not finished: re-verify once it has")
-    per_host: dict[str, str] = {str(h): str(op) for h, op in finished.details["hosts"].items()}
+    asked = [str(host) for host in requested.details["fleet"].get("hosts") or []]
+    if isinstance(finished.details.get("hosts"), dict):
+        per_host: dict[str, str] = {str(h): str(op) for h, op in finished.details["hosts"].items()}
+    else:  # interrupted (proofbot stopped mid-run): each host's own verify names the fleet it was part of
+        per_host = await audit.read(lambda db: _parts_of(db, fleet_operation_id))
     outcomes = await audit.read(lambda db: _outcomes(db, list(per_host.values())))
-    hosts = [host for host, op in per_host.items() if outcomes.get(op, (None, None))[0] != "pass"]
+    order = asked or list(per_host)  # a host never started has no verify of its own: it did not pass either
+    hosts = [host for host in order if host not in per_host or outcomes.get(per_host[host], (None, None))[0] != "pass"]
     if not hosts:
         raise Refused(f"every host passed in fleet verify {fleet_operation_id}: nothing to re-verify")
-    return NotPassing(fleet_operation_id, hosts, {h: outcomes.get(per_host[h], (None, None))[1] for h in hosts},
-                      len(per_host))
+    return NotPassing(fleet_operation_id, hosts,
+                      {h: outcomes.get(per_host[h], (None, None))[1] if h in per_host else None for h in hosts},
+                      len(order))
+
+
+def _parts_of(db: sqlite3.Connection, fleet_operation_id: str) -> dict[str, str]:
+    """host -> its own verify's operation id, for the hosts of a fleet verify that started."""
+    rows = db.execute(
+        "SELECT host, operation_id FROM events WHERE kind = 'requested' AND host IS NOT NULL "
+        "AND json_extract(details, '$.fleet_operation_id') = ? ORDER BY id", (fleet_operation_id,)).fetchall()
+    return {str(host): str(operation_id) for host, operation_id in rows}
 
 
 def _outcomes(db: sqlite3.Connection, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
