@@ -66,11 +66,20 @@ class Run:
     code: int
     out: str
     err: str
+    machine_cpu_s: float = 0.0  # every process on the machine meanwhile: the hosts' side too (/proc/stat)
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot (every core, /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def run_measured(argv: Sequence[str], env: dict[str, str] | None = None, timeout_s: float = 900) -> Run:
     """Spawn argv, wait for it, and return its wall time and its own peak RSS (wait4: this child only)."""
-    started = time.monotonic()
+    started, busy = time.monotonic(), machine_busy_s()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
                                  stdout=out, stderr=err)
@@ -83,12 +92,13 @@ def run_measured(argv: Sequence[str], env: dict[str, str] | None = None, timeout
                 child.kill()
                 raise TimeoutError(f"{argv[:3]} ran past {timeout_s:g} s")
             time.sleep(0.002)
-        wall = time.monotonic() - started
+        wall, machine = time.monotonic() - started, machine_busy_s() - busy
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         text, problems = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    return Run(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, child.returncode, text, problems)
+    return Run(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, child.returncode, text, problems,
+               machine)
 
 
 def measure_runs(label: str, argv: Sequence[str], repeats: int, env: dict[str, str] | None = None,
@@ -267,8 +277,10 @@ async def measure_namespace(args: argparse.Namespace, rows: dict[str, Any], host
         size, target = len(chosen), chosen[0].name if len(chosen) == 1 else "all"
         print(f"{size} host(s) at +{args.rtt_ms:g} ms RTT, whole process:", flush=True)
         spec = floor_spec(chosen, work / f"floor{size}.json")
-        rows[f"floor_{size}"] = wall(await median_of("floor", [runtime_python(), "bench/floor_child.py", str(spec)],
-                                                     r))
+        floor_runs = await median_of("floor", [runtime_python(), "bench/floor_child.py", str(spec)], r)
+        rows[f"floor_{size}"] = wall(floor_runs)
+        rows[f"floor_cpu_{size}"] = statistics.median(run.cpu_s for run in floor_runs)
+        rows[f"floor_machine_cpu_{size}"] = statistics.median(run.machine_cpu_s for run in floor_runs)
         rows[f"proofbot_{size}"] = wall(await median_of(f"proofbot verify {target}",
                                                         proofbot_argv(inventory_file, db, target), r))
         if not args.skip_ansible:
@@ -427,8 +439,14 @@ def print_table(args: argparse.Namespace, rows: dict[str, Any], scale: list[dict
             ahead = f"{took / ours:>10.1f}x faster" if tool in ("ansible", "loop") else ""
             print(f"{f'{size} host(s): {label}':38} {took:>7.3f}s {took / floor:>7.2f}x  {ahead}")
     if "proofbot_1" in rows and f"proofbot_{args.hosts}" in rows:
-        many = rows[f"proofbot_{args.hosts}"]
-        print(f"proofbot on {args.hosts} hosts / on one host: {many / rows['proofbot_1']:.2f}x")
+        many, floor_many = rows[f"proofbot_{args.hosts}"], rows[f"floor_{args.hosts}"]
+        print(f"proofbot on {args.hosts} hosts / on one host: {many / rows['proofbot_1']:.2f}x "
+              f"(the floor: {floor_many / rows['floor_1']:.2f}x)")
+        hosts_side = rows[f"floor_machine_cpu_{args.hosts}"] - rows[f"floor_cpu_{args.hosts}"]
+        print(f"  why the floor grows too: the lab's {args.hosts} hosts share this machine's {os.cpu_count()} cores; "
+              f"one floor run on them keeps the machine busy for {hosts_side:.1f} CPU-s outside the floor process "
+              f"(sshd, supervisorctl, the services, the delay proxies) against {rows[f'floor_cpu_{args.hosts}']:.2f} "
+              "CPU-s in it")
     if scale:
         print()
         print("tier 1 scale (in-process asyncssh servers): the proofbot process")

@@ -139,6 +139,9 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # One stand-in answers every host of bench/fleet_bench's tier-1 fleet, all at once: socketserver's
+    # backlog of 5 dropped connections there ("Server disconnected without sending a response").
+    request_queue_size = 128
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(), which hangs without DNS.
