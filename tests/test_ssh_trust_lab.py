@@ -35,6 +35,7 @@ from tests.conftest import run_cli, write_inventory
 from tests.lab import net
 from tests.lab.common import LabHost, Scenario, make_keypair
 from tests.lab.fixtures import running_lab
+from tests.lab.host_ca import sign_host_key
 from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.sysutil import sh
 
@@ -93,18 +94,13 @@ def etc_hosts(names: dict[str, str]) -> Iterator[None]:
 
 def _trust_host(host: LabHost, index: int, octet: int, domain: str, host_ca: Path, user_ca: Path) -> str:
     """Sign host's key by the CA, trust the user CA, listen on a second port and on IPv6; its IPv6 address."""
-    key_pub = host.local_path("/etc/ssh/ssh_host_ed25519_key.pub")
-    sh(["ssh-keygen", "-q", "-s", str(host_ca), "-I", f"{host.name}-host", "-h", "-n", f"{host.name}.{domain}",
-        "-V", "-1h:+52w", str(key_pub)])
     shutil.copy(user_ca.with_name(user_ca.name + ".pub"), host.local_path("/etc/ssh/user_ca.pub"))
-    with host.local_path("/etc/ssh/sshd_config").open("a") as config:
-        config.write(f"HostCertificate /etc/ssh/ssh_host_ed25519_key-cert.pub\nTrustedUserCAKeys /etc/ssh/user_ca.pub\n"
-                     f"Port {SECOND_PORT}\nListenAddress ::\n")
     v6_root, v6_host = f"fd70:7062:{octet}:{index}::1", f"fd70:7062:{octet}:{index}::2"
     assert isinstance(host, NetnsHost)
     sh(["ip", "-6", "addr", "add", f"{v6_root}/64", "dev", host.veth, "nodad"])
     host.net_run(["ip", "-6", "addr", "add", f"{v6_host}/64", "dev", "eth0", "nodad"])
-    host.run(["supervisorctl", "restart", "sshd"])
+    sign_host_key(host, host_ca, [f"{host.name}.{domain}"],
+                  f"TrustedUserCAKeys /etc/ssh/user_ca.pub\nPort {SECOND_PORT}\nListenAddress ::\n")
     net.wait_until(f"{host.name}: sshd on 22, {SECOND_PORT} and IPv6",
                    lambda: all(net.ssh_banner(address, port).startswith(b"SSH-") for address, port in
                                ((host.address, 22), (host.address, SECOND_PORT), (v6_host, 22))),
