@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import re
 import secrets
 import shlex
@@ -539,7 +540,30 @@ async def _open(registry: _Registry, host: Host | Hop,
             hint="check the address as the bastion sees it, and that sshd runs",
         ) from exc
     except (OSError, asyncssh.Error, ValueError) as exc:
+        if isinstance(exc, ConnectionResetError | asyncssh.ConnectionLost | asyncssh.DisconnectError) \
+                and _trusted_only_through_a_ca(host):
+            raise HostKeyNotVerified(
+                f"{host.name} ({host.address}:{host.port}): the host ended the SSH handshake "
+                f"({getattr(exc, 'reason', None) or exc}); known_hosts trusts it only through a host CA "
+                "(@cert-authority), so only a host certificate is accepted, and an sshd that presents none "
+                "ends the handshake like this",
+                hint="sign its host key with that CA (HostCertificate in its sshd_config), or add its own key "
+                     "to known_hosts after checking it out of band",
+            ) from exc
         raise _map_error(host, exc) from exc
+
+
+def _trusted_only_through_a_ca(host: Host | Hop) -> bool:
+    """Whether host's known_hosts files name CA keys for it and no key of its own (read again on a failure only)."""
+    own = cas = 0
+    for path in host.ssh.known_hosts_list():
+        try:
+            keys, ca_keys, *_ = asyncssh.match_known_hosts(os.path.expanduser(path), host.address, host.address,
+                                                           host.port)
+        except (OSError, ValueError, asyncssh.KeyImportError):
+            continue
+        own, cas = own + len(keys), cas + len(ca_keys)
+    return cas > 0 and own == 0
 
 
 async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],

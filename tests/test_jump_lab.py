@@ -89,6 +89,25 @@ async def test_a_bastion_whose_key_changed_is_refused_naming_the_bastion(lab: Ba
     assert lab.accepted_logins() == before
 
 
+async def test_a_bastion_trusted_only_through_a_ca_but_presenting_no_certificate_is_said_so(
+        lab: BastionLab, tmp_path: Path) -> None:
+    """OpenSSH ends the handshake when the client accepts only certificates and it has none: proofbot says
+    why (known_hosts trusts the bastion only through @cert-authority), not "check the network"."""
+    ca = make_keypair(tmp_path / "host_ca", "a host CA the bastion's key is not signed by")
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(line + "\n" for line in lab.known_hosts.read_text().splitlines()
+                             if not line.startswith(lab.bastion.address + " ")) + f"@cert-authority * {ca}\n")
+    document = lab.inventory()
+    document["ssh"]["known_hosts"] = str(known)
+    before = lab.accepted_logins()
+    (result,) = await verify_each(parsed(document), lab.behind[:1], tmp_path)
+    said = result.checks[0].summary
+    assert said.startswith(f"could not check: could not reach the bastion {BASTION} ({lab.bastion.address}:22): "
+                           "the host ended the SSH handshake ("), said
+    assert "known_hosts trusts it only through a host CA (@cert-authority)" in said
+    assert lab.accepted_logins() == before
+
+
 def one_sshd_many_names(lab: BastionLab, count: int, **ssh: Any) -> Inventory:
     """`count` inventory hosts that are all the bastion, reached directly: one sshd, `count` connections."""
     document = lab.inventory()
