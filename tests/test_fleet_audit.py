@@ -178,6 +178,34 @@ async def test_after_a_restart_only_the_fleets_thread_is_told(tmp_path: Path) ->
         ("C0OPS", parent, "proofbot restarted: verify of gpu-west was interrupted")]
 
 
+async def test_re_verifying_an_interrupted_fleet_takes_the_hosts_not_passed_each_with_its_planned_backup(
+        tmp_path: Path) -> None:
+    """A host that never started is re-verified too, against the backup the fleet planned for it."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # the process that ran the fleet, certainly ended
+    origin = {"actor": "cli:ops", "via": "cli",
+              "process": {"machine": socket.gethostname(), "pid": gone.pid, "started": None}}
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        await store.append("requested", operation_id="op-fleet", operation="verify", host=None, actor="cli:ops",
+                           details={"fleet": {"target": "gpu-west", "hosts": ["ct129", "ct130", "ct131"],
+                                              "backups": {"ct129": "pre-a", "ct130": "pre-b", "ct131": "pre-c"}},
+                                    "origin": origin})
+        for host, backup in (("ct129", "pre-a"), ("ct130", "pre-b")):
+            await store.append("requested", operation_id=f"op-{host}", operation="verify", host=host,
+                               actor="cli:ops", details={"fleet_operation_id": "op-fleet", "backup": backup,
+                                                         "origin": origin})
+        await store.append("finished", operation_id="op-ct129", operation="verify", host="ct129", actor="cli:ops",
+                           details={"verdict": "pass"})
+        await recover(store)
+        again = await not_passing(store, "op-fleet")
+    finally:
+        store.close()
+    assert again.hosts == ["ct130", "ct131"]  # ct130 was cut off, ct131 never started
+    assert again.backups == {"ct130": "pre-b", "ct131": "pre-c"}
+    assert again.of_total == 3
+
+
 async def test_any_fleet_operation_reads_as_one_line_with_its_own_counts(tmp_path: Path) -> None:
     """A rolling restart records its fleet the same way, with its own outcomes (done, failed, untouched)."""
     store = AuditStore.open(tmp_path / "a.db")

@@ -57,6 +57,9 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     await audit.append("requested", operation_id=operation_id, operation="verify", host=None,
                        actor=origin.actor,
                        details={"fleet": {"target": target, "hosts": [plan.host.name for plan in plans],
+                                          # what each host is to be compared with: a re-verify of a host
+                                          # that never started (an interrupted fleet) reads it here
+                                          "backups": {plan.host.name: plan.backup_name for plan in plans},
                                           "max_parallel": fleet.max_parallel,
                                           "host_deadline_s": fleet.host_deadline_s,
                                           **({"without_backup": without_backup} if without_backup else {})},

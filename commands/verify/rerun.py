@@ -46,8 +46,10 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
     hosts = [host for host in order if host not in per_host or outcomes.get(per_host[host], (None, None))[0] != "pass"]
     if not hosts:
         raise Refused(f"every host passed in fleet verify {fleet_operation_id}: nothing to re-verify")
+    planned = requested.details["fleet"].get("backups") or {}
     return NotPassing(fleet_operation_id, hosts,
-                      {h: outcomes.get(per_host[h], (None, None))[1] if h in per_host else None for h in hosts},
+                      {h: outcomes.get(per_host[h], (None, None))[1] if h in per_host else planned.get(h)
+                       for h in hosts},
                       len(order))
 
 
