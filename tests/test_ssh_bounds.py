@@ -14,7 +14,7 @@ from bot.demo.host import DemoHost
 from commands.errors import ConnectionLost, InventoryError
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
-from commands.ssh import connect, open_connections
+from commands.ssh import connect, connect_ahead, open_connections
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab.proxy import DelayProxy
@@ -61,6 +61,27 @@ async def test_a_global_bound_of_two_holds_across_five_hosts(clean_host: DemoHos
     assert said == list(inventory.hosts)
     assert clean_host.logins.total - before == 5
     assert clean_host.logins.peak == 2 and most == 2
+
+
+async def test_connections_opened_ahead_keep_the_global_bound_and_every_host_is_reached(
+        clean_host: DemoHost) -> None:
+    """A CLI fleet opens its first hosts' connections ahead: with max_connections 2 of 5, the ones
+    waiting for a slot open as the operations before them leave, none twice, never more than 2."""
+    inventory = fleet(clean_host, [f"h{i}" for i in range(5)], max_connections=2)
+    hosts = [inventory.host(name) for name in inventory.hosts]
+    before = clean_host.logins.total
+    clean_host.logins.peak = clean_host.logins.open
+    connect_ahead(hosts)
+
+    async def use(name: str) -> str:
+        async with connect(inventory.host(name)) as conn:
+            return (await conn.run(["sh", "-c", f"sleep 0.2; echo {name}"])).text.strip()
+
+    said = await asyncio.gather(*(use(name) for name in inventory.hosts))
+    assert said == list(inventory.hosts)
+    assert clean_host.logins.total - before == 5
+    assert clean_host.logins.peak == 2
+    assert open_connections() == 0
 
 
 async def test_a_dropped_connection_is_not_handed_out_again(clean_host: DemoHost, tmp_path: Path) -> None:
