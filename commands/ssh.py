@@ -336,16 +336,16 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
     """
     registry = _registries.setdefault(asyncio.get_running_loop(), _Registry())
     ahead = registry.ahead.pop(_host_key(host), None)
-    if ahead is not None:
-        await ahead.settled.wait()
-        if ahead.error is not None:
-            raise type(ahead.error)(ahead.error.message, hint=ahead.error.hint)
     try:
+        if ahead is not None:
+            await ahead.settled.wait()
+            if ahead.error is not None:
+                raise type(ahead.error)(ahead.error.message, hint=ahead.error.hint)
         async with _connected(registry, host) as conn:
             if ahead is not None:
                 ahead.taken.set()  # this operation holds the connection now; the one ahead lets go
             yield conn
-    finally:
+    finally:  # also when cancelled while waiting (a fleet's host deadline): the one ahead lets go now
         if ahead is not None:
             ahead.taken.set()
 

@@ -69,6 +69,21 @@ async def test_a_failure_ahead_is_raised_by_the_operation_without_a_second_attem
         await server.wait_closed()
 
 
+async def test_an_operation_cancelled_while_the_handshake_ahead_runs_lets_its_connection_go(
+        clean_host: DemoHost) -> None:
+    """A fleet host's deadline can end the operation before the login ahead is done: the connection
+    must not then stay open (holding an ssh.max_connections slot) for AHEAD_HOLD_S."""
+    host = host_of(clean_host)
+    before = clean_host.logins.total
+    connect_ahead([host])
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.001):
+            async with connect(host):
+                pass
+    await until("the login ahead to happen and end", lambda: clean_host.logins.total == before + 1
+                and open_connections() == 0 and clean_host.logins.open == 0, timeout_s=10)
+
+
 async def test_a_connection_nobody_takes_is_closed(clean_host: DemoHost, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ssh, "AHEAD_HOLD_S", 0.3)
     before = clean_host.logins.total

@@ -52,7 +52,7 @@ class Session:
 async def session(args: argparse.Namespace, inventory: Inventory | None = None) -> AsyncIterator[Session]:
     """The command's inventory (loaded now unless given) and audit log. The log opens in a worker
     thread: a handshake started ahead (``commands.ssh.connect_ahead``) goes on meanwhile."""
-    inventory = inventory or inventory_of(args)
+    inventory = inventory if inventory is not None else inventory_of(args)
     from commands.operation import Origin
     from commands.store.events import AuditStore, db_path
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import Session, inventory_of, load_meanwhile, print_result, session
-from commands.errors import ProofbotError, UsageError
+from commands.errors import UsageError
 from commands.inventory import Host, Inventory
 from commands.ssh import connect_ahead
-from commands.verify.plan import VerifyPlan, plan_fleet
+from commands.verify.plan import FleetPlan, VerifyPlan, plan_fleet
 
 if TYPE_CHECKING:
     from commands.operation import OperationResult
@@ -28,57 +29,60 @@ if TYPE_CHECKING:
 RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view", "bot.plain_text")
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What the command line asks, planned: one host named alone (``one``), or a fleet."""
+
+    target: str
+    hosts: list[Host]
+    one: VerifyPlan | None = None
+    fleet: FleetPlan | None = None
+
+
 async def run(args: argparse.Namespace) -> int:
     inventory = inventory_of(args)
-    connect_ahead(_hosts_to_reach(inventory, args))
+    try:
+        asked, refusal = _plan(inventory, args), None
+    except UsageError as exc:
+        asked, refusal = None, exc
+    if asked is not None:  # a refused request logs in nowhere
+        connect_ahead(asked.hosts[:inventory.fleet.max_parallel])  # the ones the fleet runner starts first
     await load_meanwhile(*RUNNING_PARTS)
     async with session(args, inventory) as cli:
-        if len(args.targets) == 1 and args.targets[0] in cli.inventory.hosts:
-            return await _one_host(cli, args)
-        return await _fleet(cli, args)
+        if asked is None:
+            assert refusal is not None
+            await cli.refused("verify", " ".join(args.targets), refusal)
+            raise refusal
+        if asked.one is not None:
+            return await _one_host(cli, args, asked.one)
+        assert asked.fleet is not None
+        return await _fleet(cli, args, asked, asked.fleet)
 
 
-def _hosts_to_reach(inventory: Inventory, args: argparse.Namespace) -> list[Host]:
-    """The hosts this verify will connect to first, when its request is valid (else none: the
-    refusal is said and audited as usual, and no host sees a login)."""
-    try:
-        hosts = inventory.targets(args.targets)
-        if len(args.targets) == 1 and args.targets[0] in inventory.hosts:
-            VerifyPlan.for_host(hosts[0], args.backup, send_probe=not args.no_probe)
-        else:
-            plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
-    except ProofbotError:
-        return []
-    return hosts[:inventory.fleet.max_parallel]  # the ones the fleet runner starts first
+def _plan(inventory: Inventory, args: argparse.Namespace) -> _Asked:
+    target = " ".join(args.targets)
+    if len(args.targets) == 1 and target in inventory.hosts:
+        host = inventory.host(target)
+        return _Asked(target, [host], one=VerifyPlan.for_host(host, args.backup, send_probe=not args.no_probe))
+    hosts = inventory.targets(args.targets)
+    if not hosts:
+        raise UsageError(f"{target!r} names no hosts", hint="add hosts to the group in the inventory")
+    return _Asked(target, hosts, fleet=plan_fleet(hosts, args.backup, send_probe=not args.no_probe))
 
 
-async def _one_host(cli: Session, args: argparse.Namespace) -> int:
-    name = args.targets[0]
-    try:
-        plan = VerifyPlan.for_host(cli.inventory.host(name), args.backup, send_probe=not args.no_probe)
-    except UsageError as exc:
-        await cli.refused("verify", name, exc)
-        raise
+async def _one_host(cli: Session, args: argparse.Namespace, plan: VerifyPlan) -> int:
     from commands.verify.operation import verify
 
     result = await verify(plan, origin=cli.origin, audit=cli.audit)
     return print_result(result, as_json=args.json, verbose=args.verbose, strict=args.strict)
 
 
-async def _fleet(cli: Session, args: argparse.Namespace) -> int:
+async def _fleet(cli: Session, args: argparse.Namespace, asked: _Asked, planned: FleetPlan) -> int:
     from bot.cli.fleet_view import fleet_exit_code, fleet_json, render_fleet
     from commands.verify.fleet import verify_fleet
 
-    target = " ".join(args.targets)
-    try:
-        hosts = cli.inventory.targets(args.targets)
-        if not hosts:
-            raise UsageError(f"{target!r} names no hosts", hint="add hosts to the group in the inventory")
-        planned = plan_fleet(hosts, args.backup, send_probe=not args.no_probe)
-    except UsageError as exc:
-        await cli.refused("verify", target, exc)
-        raise
-    fleet = await verify_fleet(planned.plans, target=target, origin=cli.origin, audit=cli.audit,
+    hosts = asked.hosts
+    fleet = await verify_fleet(planned.plans, target=asked.target, origin=cli.origin, audit=cli.audit,
                                fleet=cli.inventory.fleet, without_backup=planned.without_backup,
                                on_host_done=_live_progress([host.name for host in hosts]))
     if sys.stderr.isatty():
