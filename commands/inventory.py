@@ -43,6 +43,11 @@ class SshSettings(_Strict):
     # One file or several (as OpenSSH's `UserKnownHostsFile a b`): hashed names, [host]:port,
     # @cert-authority and @revoked lines are all honoured.
     known_hosts: str | list[str] = "~/.ssh/known_hosts"
+    # OpenSSH's GlobalKnownHostsFile: read after the user's files (their @revoked lines count too).
+    global_known_hosts: list[str] = Field(default_factory=lambda: ["/etc/ssh/ssh_known_hosts",
+                                                                   "/etc/ssh/ssh_known_hosts2"])
+    # OpenSSH's HostKeyAlias: the name looked up in known_hosts instead of the host's address.
+    host_key_alias: str | None = None
     client_keys: list[str] = Field(default_factory=lambda: ["~/.ssh/id_ed25519"])
     # User certificates; a KEY-cert.pub beside a client key is used without being named here.
     client_certs: list[str] = Field(default_factory=list)
@@ -67,7 +72,7 @@ class SshSettings(_Strict):
             raise ValueError(f"not a valid user name: {value!r}")
         return value
 
-    @field_validator("known_hosts", "client_keys", "client_certs")
+    @field_validator("known_hosts", "global_known_hosts", "client_keys", "client_certs")
     @classmethod
     def _paths(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
         paths = [value] if isinstance(value, str) else value
