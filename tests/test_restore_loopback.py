@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.host import DemoHost, demo_host
+from bot.demo.host import ORIGINAL_FILES, DemoHost, demo_host
 from commands.errors import PlanVoid
 from commands.inventory import parse_inventory
 from commands.operation import Origin
@@ -161,3 +161,47 @@ async def test_stale_bytecode_of_a_restored_file_is_moved_into_the_snapshot(tmp_
             assert not (cache / name).exists(), f"{name} left where Python would load it"
             assert (kept / name).read_bytes() == data, f"{name} not kept in the snapshot: nothing is deleted"
         assert unrelated.read_bytes() == b"still valid"
+
+
+def evidence_by_check(run: CliRun) -> dict[str, dict[str, object]]:
+    document = json.loads(run.stdout)
+    return {check["name"]: check for check in document["checks"]}
+
+
+async def test_nothing_to_restore_shows_each_file_its_own_read_as_evidence(tmp_path: Path) -> None:
+    """Every `file:` finding of a plan with nothing to apply carries the `sha256sum` of ITS source and live
+    path (it used to carry `id`, then another file's `where` script, then the first file's hash)."""
+    async with demo_host("ct135", patched=False, extra_file=False) as host:
+        run = await restore_cli(host, tmp_path, "--json")
+        assert run.code == 0, run.stdout + run.stderr
+        checks = evidence_by_check(run)
+        assert set(checks) == {f"file:{name}" for name in ORIGINAL_FILES}
+        for name in ORIGINAL_FILES:
+            check = checks[f"file:{name}"]
+            evidence = check["evidence"]
+            assert isinstance(evidence, dict)
+            command, output = str(evidence["command"]), str(evidence["output"])
+            assert command.startswith("sha256sum -- "), command
+            assert str(host.backup_dir / name) in command and str(host.live_dir / name) in command
+            others = [other for other in ORIGINAL_FILES if other != name]
+            assert not any(other in command or other in output for other in others), (name, command, output)
+            digest = hashlib.sha256((host.live_dir / name).read_bytes()).hexdigest()
+            assert output.count(digest) == 2 and check["status"] == "pass", (name, output)
+
+
+async def test_an_unreadable_source_shows_each_file_its_own_read(tmp_path: Path) -> None:
+    """One backup copy gone (unreadable source), the other file differing: nothing is applied, and each
+    finding says what its own read showed, with that read as evidence."""
+    async with demo_host("ct136", extra_file=False) as host:
+        (host.backup_dir / "eagle_info.py").unlink()
+        run = await restore_cli(host, tmp_path, "--json")
+        assert run.code == 1, run.stdout + run.stderr
+        checks = evidence_by_check(run)
+        eagle, spec = checks["file:eagle_info.py"], checks["file:spec_info.py"]
+        assert eagle["status"] == "error" and "No such file" in str(eagle["summary"])
+        assert spec["status"] == "fail" and "not restored" in str(spec["summary"])
+        for name, check in (("eagle_info.py", eagle), ("spec_info.py", spec)):
+            evidence = check["evidence"]
+            assert isinstance(evidence, dict)
+            assert str(evidence["command"]) == f"sha256sum -- {host.backup_dir / name} {host.live_dir / name}"
+        assert "DDTREE" in (host.live_dir / "spec_info.py").read_text(), "nothing written"

@@ -252,3 +252,23 @@ async def test_long_diff_is_trimmed_in_the_thread_and_attached_whole(rig: Rig) -
     inline = json.dumps(rig.slack.thread(CHANNEL, plan.ts)[0].blocks)
     assert "the whole diff is attached below" in inline
     assert rig.slack.warnings == []
+
+
+async def test_nothing_to_restore_threads_each_file_with_its_own_read(rig: Rig) -> None:
+    """A plan with nothing to apply says so and threads one reply per file, each with the `sha256sum` of that
+    file's own backup copy and live path as evidence (the same findings the CLI prints)."""
+    names = ("spec_info.py", "eagle_info.py")
+    for name in names:
+        rig.host.live_dir.joinpath(name).write_bytes(rig.host.backup_dir.joinpath(name).read_bytes())
+    await rig.restore()
+    await rig.slack.wait_until(lambda: len([m for m in rig.slack.messages_in(CHANNEL) if m.is_reply]) >= 2,
+                               timeout=20, what="one reply per file")
+    parent = next(m for m in rig.slack.messages_in(CHANNEL) if not m.is_reply)
+    assert "nothing differs" in json.dumps(parent.edits[-1].blocks)
+    replies = {m.text.split(":")[1]: json.dumps(m.blocks) for m in rig.slack.thread(CHANNEL, parent.ts)}
+    assert set(replies) == set(names)
+    for name in names:
+        other = next(n for n in names if n != name)
+        shown = replies[name]
+        assert f"$ sha256sum -- {rig.host.backup_dir / name} {rig.host.live_dir / name}" in shown, shown
+        assert other not in shown, f"the reply for {name} names {other}"

@@ -59,10 +59,8 @@ async def _show_step(finding: Finding) -> None:
 
 
 def _report_unchanged(plan: RestorePlan, *, as_json: bool) -> int:
-    checks = [Finding(f"file:{f.name}", "pass" if f.state == "same" else "error",
-                      "identical: nothing to restore" if f.state == "same" else f"cannot plan: {f.problem}",
-                      plan.evidence[3 * index]) for index, f in enumerate(plan.files)]
-    result = OperationResult(plan.operation_id, plan.operation, plan.host.name, utc_now(), 0.0, checks,
+    result = OperationResult(plan.operation_id, plan.operation, plan.host.name, utc_now(), 0.0,
+                             plan.unapplied_findings(),
                              extra={"snapshot_dir": "", "restored": []})
     if as_json:
         return print_result(result, as_json=True, verbose=False)

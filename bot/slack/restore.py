@@ -55,6 +55,9 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
     if not plan.changes or plan.unreadable:
         text, blocks = nothing_to_do_message(plan, user)
         await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
+        for finding in plan.unapplied_findings():  # each file with its own read as evidence, as the CLI shows
+            text, blocks = finding_message(finding)
+            await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
         return
     pending = await approvals.get(context.audit, plan.operation_id)
     text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)

@@ -25,10 +25,11 @@ from commands.checks.files import file_hash_argv, hashes_by_path
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.command_result import CommandResult
 from commands.errors import PlanVoid, Refused, UnknownBackup, UsageError
-from commands.findings import Evidence, trim
+from commands.findings import Evidence, Finding, trim
 from commands.inventory import Backup, Host
 from commands.plans import Plan
 from commands.redact import redact, redact_data
+from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
@@ -41,6 +42,7 @@ DIFF_LIMIT = 200_000  # bytes of diff the host sends; the rest is only counted t
 DIFF_SCRIPT = ('{ st=$( { { diff -u --no-dereference --label "$1" --label "$3" -- "$2" "$3"; '
                'echo "$?" >&3; } | { dd bs="$4" count=1 iflag=fullblock 2>/dev/null; rest=$(wc -c); '
                '[ "$rest" -eq 0 ] || printf %s "$rest"; } >&4; } 3>&1 ); } 4>&1; exit "$st"')
+_FIND_COMPLAINTS = re.compile(r"\A(?:find: [^\n]*\n)+")
 FileChangeState = Literal["differs", "missing", "same", "unreadable"]
 
 
@@ -74,11 +76,27 @@ class FileState:
     diff_bytes: int | None = None  # the whole diff's size as counted on the host
     live_type: str | None = None  # file | symlink | missing
     live_target: str | None = None  # a symlink's resolved target: what a restore writes
+    # The `sha256sum` of this file's source and live path that gave `state`: its own, never
+    # another file's. Shown, not stored with the plan (a rebuilt plan has none).
+    evidence: Evidence | None = field(default=None, compare=False)
 
     @property
     def write_path(self) -> str:
         """The path a restore replaces: a symlinked live file's target, so the link is kept."""
         return self.live_target or self.live_path
+
+    def finding(self, blocked: bool) -> Finding:
+        """``file:<name>`` when the plan is not applied (nothing differs, or ``blocked`` by an unreadable
+        source), with the evidence of the command that read this file."""
+        check = f"file:{self.name}"
+        details = {"backup_sha256": self.source_sha, "live_sha256": self.live_sha}
+        if self.state == "same":
+            return Finding(check, "pass", "identical: nothing to restore", self.evidence, details)
+        if self.state == "unreadable":
+            return Finding(check, "error", f"cannot plan: {self.problem}", self.evidence, details)
+        what = "live file missing" if self.state == "missing" else "differs from the source"
+        why = "another file of the plan cannot be read" if blocked else "not applied"
+        return Finding(check, "fail", f"{what}: not restored ({why})", self.evidence, details)
 
 
 @dataclass(frozen=True)
@@ -91,7 +109,6 @@ class RestorePlan(Plan):
     source: RestoreSource
     files: list[FileState]
     extras: list[str]
-    evidence: list[Evidence] = field(default_factory=list)
 
     @property
     def changes(self) -> list[FileState]:
@@ -100,6 +117,11 @@ class RestorePlan(Plan):
     @property
     def unreadable(self) -> list[FileState]:
         return [f for f in self.files if f.state == "unreadable"]
+
+    def unapplied_findings(self) -> list[Finding]:
+        """One ``file:<name>`` per file for a plan with nothing to apply (or that cannot be applied),
+        each carrying the evidence of its own file's read (the CLI and Slack show these)."""
+        return [f.finding(blocked=bool(self.unreadable)) for f in self.files]
 
     @property
     def plan_hash(self) -> str:
@@ -115,8 +137,8 @@ class RestorePlan(Plan):
                 "source_dir": self.source.backup.dir, "plan_hash": self.plan_hash,
                 "source_spec": {"kind": self.source.kind, "name": self.source.name, "dir": self.source.backup.dir,
                                 "files": dict(self.source.backup.files)},
-                "files": [{k: v for k, v in asdict(f).items() if k != "diff"} | {"diff": trim(f.diff, 4000)}
-                          for f in self.files],
+                "files": [{k: v for k, v in asdict(f).items() if k not in ("diff", "evidence")}
+                          | {"diff": trim(f.diff, 4000)} for f in self.files],
                 "extras": self.extras}
         return redact_data(data)
 
@@ -135,7 +157,7 @@ class RestorePlan(Plan):
             files = {str(k): str(v) for k, v in source_info["files"].items() if v in allowed}
             source = RestoreSource("snapshot", os.path.basename(path), _snapshot_backup(host, path, files),
                                    os.path.dirname(path))
-        fields = set(FileState.__dataclass_fields__)
+        fields = set(FileState.__dataclass_fields__) - {"evidence"}
         files_state = [FileState(**{k: v for k, v in entry.items() if k in fields}) for entry in details["files"]]
         return cls(details["operation_id"], host, source, files_state, list(details["extras"]))
 
@@ -190,135 +212,30 @@ def _snapshot_backup(host: Host, path: str, files: dict[str, str]) -> Backup:
     return Backup(dir=path, files=files, allow_untrusted_dirs=owner.allow_untrusted_dirs)
 
 
-# Run as `sh -c WHERE proofbot-where LIVE SOURCE SOURCE_DIR`: where each path leads, and the
-# owner/mode of every dir a restore writes into (the live file's dir, its resolved dir, the
-# target's dir for a symlink, and each of their parents), without reading any content.
-WHERE_SCRIPT = r"""live=$1 src=$2 srcdir=$3
-kind() { if [ -L "$1" ]; then echo symlink; elif [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other
-  else echo missing; fi; }
-follow() { if [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other; else echo missing; fi; }
-target=$(readlink -f -- "$live")
-printf 'live\t%s\t%s\t%s\0' "$(kind "$live")" "$(follow "$live")" "$target"
-printf 'source\t%s\t%s\0' "$(follow "$src")" "$(realpath -e -- "$src" 2>/dev/null)"
-printf 'source-dir\t%s\0' "$(realpath -e -- "$srcdir" 2>/dev/null)"
-for d in "$(dirname -- "$live")" ${target:+"$(dirname -- "$target")"}; do
-  while :; do
-    stat --printf 'dir\t%u\t%g\t%a\t%F\t%n\0' -- "$d"
-    case $d in /|.|'') break;; esac
-    d=$(dirname -- "$d")
-  done
-done"""
-
-
-def where_argv(live: str, source: str, source_dir: str) -> list[str]:
-    return ["sh", "-c", WHERE_SCRIPT, "proofbot-where", live, source, source_dir]
-
-
 @dataclass(frozen=True)
-class Where:
-    """Where one backup file's paths lead on the host, and who can write the dirs on the way."""
+class _FileReads:
+    """The three reads of one backup file, kept together so each result stays with its own file."""
 
-    live_type: str
-    live_follows: str
-    live_target: str
-    source_follows: str
-    source_real: str
-    source_dir_real: str
-    dirs: dict[str, tuple[int, int, int, str]]  # path -> (uid, gid, mode, type)
-
-
-def parse_where(result: CommandResult) -> Where:
-    """The NUL-ended records of WHERE_SCRIPT; a record missing leaves its fields empty (refused)."""
-    fields: dict[str, list[str]] = {}
-    dirs: dict[str, tuple[int, int, int, str]] = {}
-    for record in result.text.split("\0"):
-        record = "\n".join(line for line in record.split("\n") if not line.startswith("stat: "))
-        kind, _, rest = record.partition("\t")
-        parts = rest.split("\t", 4)
-        if kind == "dir" and len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
-            dirs[parts[4]] = (int(parts[0]), int(parts[1]), int(parts[2] or "0", 8), parts[3])
-        elif kind in ("live", "source", "source-dir"):
-            fields[kind] = rest.split("\t", {"live": 2, "source": 1, "source-dir": 0}[kind])
-    live = [*fields.get("live", []), "", "", ""]
-    source = [*fields.get("source", []), "", ""]
-    return Where(live[0], live[1], live[2], source[0], source[1], [*fields.get("source-dir", []), ""][0], dirs)
+    name: str
+    live: str
+    src: str
+    where: Where
+    hash: list[str]
+    stat: list[str]
+    diff: list[str]
 
 
-def _ssh_ids(result: CommandResult) -> tuple[int, int] | None:
-    match = re.search(r"uid=([0-9]+)\S* gid=([0-9]+)", result.text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def untrusted_dirs(where: Where, ids: tuple[int, int], live: str) -> list[str]:
-    """Dirs on the way that a user other than root and the SSH user can write, each with who.
-
-    A sticky parent (``/tmp``) is fine: nobody can rename or remove another user's entry in
-    it, and the entry below is judged in turn. The dir written into may not be sticky either:
-    other users could still create names in it.
-    """
-    uid, gid = ids
-    written = {os.path.dirname(live), os.path.dirname(where.live_target)} - {""}
-    found = []
-    for path, (owner, group, mode, ftype) in where.dirs.items():
-        if ftype != "directory":
-            continue  # a symlinked parent: its own dir and its target's are both in the list
-        if mode & 0o1000 and path not in written:
-            continue
-        who = []
-        if mode & 0o200 and owner not in (0, uid):
-            who.append(f"owner uid {owner}")
-        if mode & 0o020 and group not in (0, gid):
-            who.append(f"group gid {group}")
-        if mode & 0o002:
-            who.append("every user" + (" (sticky)" if mode & 0o1000 else ""))
-        if who:
-            found.append(f"{path} (mode {mode:o}, writable by {' and '.join(who)})")
-    return found
-
-
-def refusals(name: str, live: str, src: str, source_dir: str, where: Where, ids: tuple[int, int] | None,
-             allow_untrusted: bool) -> list[str]:
-    """Why a restore of this file must not even be planned; empty when it may."""
-    reasons: list[str] = []
-    if not where.live_type or not where.source_follows:
-        return [f"could not read where {live} and {src} lead"]
-    if where.source_follows == "other":
-        reasons.append(f"{src} is not a regular file: not read")
-    elif where.source_real and not (where.source_dir_real
-                                    and where.source_real.startswith(where.source_dir_real.rstrip("/") + "/")):
-        reasons.append(f"backup entry {name} leads outside the backup dir {source_dir} "
-                       f"(to {where.source_real}): not read")
-    if where.live_type == "other" or where.live_follows == "other":
-        reasons.append(f"live {live} is not a regular file")
-    elif where.live_type == "symlink" and where.live_follows == "missing":
-        reasons.append(f"live {live} is a symlink to nothing ({where.live_target or 'unresolvable'})")
-    if ids is None:
-        reasons.append("could not read the SSH user's uid and gid (`id`) to judge who can write the live dirs")
-        return reasons
-    untrusted = untrusted_dirs(where, ids, live)
-    if where.live_type == "symlink" and untrusted:
-        # Whoever can repoint the link chooses what a restore writes and what the plan diffs:
-        # refused even where allow_untrusted_dirs accepts other users writing the files.
-        reasons.append(f"live {live} is a symlink in a dir other users can write: {'; '.join(untrusted)}")
-    elif untrusted and not allow_untrusted:
-        reasons.append(f"{live} would be written in a dir other users can write: {'; '.join(untrusted)} "
-                       "(set allow_untrusted_dirs: true on this backup to accept that)")
-    return reasons
-
-
-def _plan_commands(source: RestoreSource, wheres: list[Where]) -> list[list[str]]:
+def _file_reads(source: RestoreSource, wheres: list[Where]) -> list[_FileReads]:
     backup = source.backup
-    commands: list[list[str]] = []
+    reads = []
     for (name, live), where in zip(backup.files.items(), wheres, strict=True):
         src = backup.backup_path(name)
         read = where.live_target if where.live_type == "symlink" else live
-        commands.append(file_hash_argv(src, live))
-        commands.append(["find", "-H", src, live, "-maxdepth", "0", "-printf", "%s\\t%T@\\t%m\\t%u:%g\\t%p\\0"])
+        stat = ["find", "-H", src, live, "-maxdepth", "0", "-printf", "%s\\t%T@\\t%m\\t%u:%g\\t%p\\0"]
         # Never through a link swapped in since the first round trip: diff reads what was checked.
-        commands.append(diff_argv(live, src, read=read))
-    if backup.watch:
-        commands.append(listing_argv(listing_paths(backup)))
-    return commands
+        reads.append(_FileReads(name, live, src, where, file_hash_argv(src, live), stat,
+                                diff_argv(live, src, read=read)))
+    return reads
 
 
 def diff_argv(live: str, src: str, limit: int = DIFF_LIMIT, *, read: str | None = None) -> list[str]:
@@ -352,7 +269,7 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     backup = source.backup
     located = await conn.run_batch([["id"], *(where_argv(live, backup.backup_path(name), backup.dir)
                                              for name, live in backup.files.items())])
-    ids = _ssh_ids(located[0])
+    ids = ssh_ids(located[0])
     wheres = [parse_where(r) for r in located[1:]]
     reasons = [reason for (name, live), where in zip(backup.files.items(), wheres, strict=True)
                for reason in refusals(name, live, backup.backup_path(name), backup.dir, where, ids,
@@ -360,25 +277,30 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     if reasons:
         raise Refused(f"restore of {conn.host.name} from {source.label} refused, nothing read or written: "
                       + "; ".join(reasons), hint="fix the host or the inventory, then plan again")
-    results = await conn.run_batch(_plan_commands(source, wheres))
-    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, wheres, located, results)
+    reads = _file_reads(source, wheres)
+    listing = [listing_argv(listing_paths(backup))] if backup.watch else []
+    results = await conn.run_batch([*(argv for r in reads for argv in (r.hash, r.stat, r.diff)), *listing])
+    per_file = iter(results)
+    read = [(r, next(per_file), next(per_file), next(per_file)) for r in reads]
+    listed = [next(per_file) for _ in listing]
+    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, read, listed)
 
 
-def _build_plan(host: Host, operation_id: str, source: RestoreSource, wheres: list[Where],
-                located: list[CommandResult], results: list[CommandResult]) -> RestorePlan:
-    backup = source.backup
+def _build_plan(host: Host, operation_id: str, source: RestoreSource,
+                read: list[tuple[_FileReads, CommandResult, CommandResult, CommandResult]],
+                listed: list[CommandResult]) -> RestorePlan:
     files: list[FileState] = []
-    for index, ((name, live), where) in enumerate(zip(backup.files.items(), wheres, strict=True)):
-        hashed, stat, diff = results[3 * index: 3 * index + 3]
-        state = _file_state(name, live, backup.backup_path(name), hashed, stat, diff)
+    for reads, hashed, stat, diff in read:
+        state = _file_state(reads.name, reads.live, reads.src, hashed, stat, diff)
+        where = reads.where
         target = where.live_target if where.live_type == "symlink" else None
-        files.append(replace(state, live_type=where.live_type, live_target=target))
+        evidence = Evidence.of(hashed.command, hashed.exit_status, hashed.text, hashed.duration_s)
+        files.append(replace(state, live_type=where.live_type, live_target=target, evidence=evidence))
     extras: list[str] = []
-    evidence = [Evidence.of(r.command, r.exit_status, r.text, r.duration_s) for r in [*located, *results]]
-    if backup.watch:
-        finding = extra_files_finding(source.name, backup, parse_listing(results[-1]))
+    for listing in listed:
+        finding = extra_files_finding(source.name, source.backup, parse_listing(listing))
         extras = list(finding.details.get("extra_files", []))
-    return RestorePlan(operation_id, host, source, files, extras, evidence)
+    return RestorePlan(operation_id, host, source, files, extras)
 
 
 def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: CommandResult,
@@ -386,7 +308,8 @@ def _file_state(name: str, live: str, src: str, hashed: CommandResult, stat: Com
     hashes = hashes_by_path(hashed.text)
     stats: dict[str, list[str]] = {}
     for record in stat.text.split("\0"):
-        parts = record.split("\t", 4)
+        # find's complaint about a path (stderr shares the stream) comes before the next record, unended
+        parts = _FIND_COMPLAINTS.sub("", record).split("\t", 4)
         if len(parts) == 5:
             stats[parts[4]] = parts[:4]
     live_stat, src_stat = stats.get(live), stats.get(src)
