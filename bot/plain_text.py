@@ -280,17 +280,22 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
 
 def render_chain(report: ChainReport, db: Path) -> str:
     lines: list[str] = []
-    if report.broken is None:
+    if report.broken is None and not report.schema_differences:
         lines.append(f"{report.events} events, chain intact ({db})")
         if report.head_id is not None and report.head_hash is not None:
             lines.append(f"head: event #{report.head_id} {report.head_hash}")
             lines.append(f"  note it elsewhere; later `proofbot audit verify --anchor {report.head_id}:"
                          f"{report.head_hash[:16]}` proves the log still holds it")
-    else:
+    elif report.broken is not None:
         broken = report.broken
         lines.append(f"chain BROKEN at event #{broken.event_id}: {PROBLEM_WORDS[broken.problem]} ({db})")
         lines.append(f"  {broken.detail}")
         lines.append(f"  {report.events} events checked; only the first broken link is reported")
+    if report.schema_differences:
+        lines.append("BROKEN: schema differs: " + ", ".join(d.short for d in report.schema_differences)
+                     + f" ({db}; {report.events} events, links " + ("intact" if report.broken is None else "broken")
+                     + "; compared with what proofbot's migrations create)")
+        lines.extend(f"  {d.short}: {shorten(d.sql, 300)}" for d in report.schema_differences if d.sql)
     if report.missing_guards:
         lines.append("append-only triggers missing (dropped by hand?): " + ", ".join(report.missing_guards))
     return "\n".join(lines)

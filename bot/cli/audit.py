@@ -69,7 +69,8 @@ def _report_json(report: ChainReport) -> dict[str, Any]:
             "head": {"event_id": report.head_id, "hash": report.head_hash},
             "broken": None if broken is None else
             {"event_id": broken.event_id, "problem": broken.problem, "detail": broken.detail},
-            "missing_guards": list(report.missing_guards)}
+            "missing_guards": list(report.missing_guards),
+            "schema_differences": [d.to_json() for d in report.schema_differences]}
 
 
 COMMAND = CliCommand("audit", run)

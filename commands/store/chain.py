@@ -35,6 +35,14 @@ from commands.store.events import (
     statements,
     stored_details,
 )
+from commands.store.schema import (
+    MASTER,
+    SchemaDifference,
+    normalised,
+    schema_differences,
+    schema_from,
+    wrong_types,
+)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -49,6 +57,7 @@ GUARD_TRIGGERS = (
 )
 # What an event hash covers: every column but id (the position) and hash itself.
 HASHED = ("at", "operation_id", "operation", "host", "kind", "actor", "details", "prev_hash")
+NULLABLE = ("operation_id", "operation", "host", "actor")
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,14 @@ class Row:
     prev_hash: str
     hash: str
     stored_as_written: bool  # the details text is exactly what an append writes for its content
+    wrong_types: tuple[str, ...] = ()  # columns holding what no append writes (`actor is a BLOB, not text`)
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Row:
         fields = {name: row[name] for name in HASHED}
+        wrong = tuple(wrong_types(row, (*HASHED, "hash"), nullable=NULLABLE))
+        if wrong:  # never hashed: a BLOB has no JSON form, and its row was not written by an append
+            return cls(int(row["id"]), fields, str(row["prev_hash"]), str(row["hash"]), False, wrong)
         as_written = False
         try:
             fields["details"] = json.loads(row["details"])
@@ -74,7 +87,7 @@ class Row:
         return cls(int(row["id"]), fields, str(row["prev_hash"]), str(row["hash"]), as_written)
 
     def content_ok(self) -> bool:
-        return self.stored_as_written and event_hash(self.fields) == self.hash
+        return not self.wrong_types and self.stored_as_written and event_hash(self.fields) == self.hash
 
 
 @dataclass(frozen=True)
@@ -101,10 +114,11 @@ class ChainReport:
     head_hash: str | None
     broken: Break | None
     missing_guards: tuple[str, ...]
+    schema_differences: tuple[SchemaDifference, ...] = ()  # against what the migrations create, each naming the object
 
     @property
     def intact(self) -> bool:
-        return self.broken is None and not self.missing_guards
+        return self.broken is None and not self.missing_guards and not self.schema_differences
 
 
 async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> ChainReport:
@@ -123,10 +137,12 @@ def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> Chain
         broken = _check_head(db, previous, count)
     if broken is None and anchor is not None:
         broken = _check_anchor(db, anchor)
-    present = {trigger.name: _normalised(trigger.sql) for trigger in db.triggers}
+    schema = schema_from(db.query(MASTER))
     expected = guard_trigger_sql()
+    missing = tuple(name for name in GUARD_TRIGGERS
+                    if name not in schema or schema[name].type != "trigger" or schema[name].sql != expected[name])
     return ChainReport(count, previous.id if previous else None, previous.hash if previous else None, broken,
-                       tuple(name for name in GUARD_TRIGGERS if present.get(name) != expected[name]))
+                       missing, schema_differences(schema))
 
 
 def guard_trigger_sql() -> dict[str, str]:
@@ -137,12 +153,8 @@ def guard_trigger_sql() -> dict[str, str]:
         for statement in statements(sql):
             words = statement.split()
             if words[:2] == ["CREATE", "TRIGGER"] and words[2] in GUARD_TRIGGERS:
-                found[words[2]] = _normalised(statement)
+                found[words[2]] = normalised(statement)
     return found
-
-
-def _normalised(sql: str | None) -> str:
-    return " ".join((sql or "").strip().rstrip(";").replace(";", " ; ").split())
 
 
 def _windows(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Row | None, Row, Row | None]]:
@@ -165,6 +177,9 @@ def _diagnose(db: sqlite_utils.Database, prev: Row | None, row: Row, following: 
     if following is not None and following.prev_hash == expected:
         return Break(row.id, "inserted", f"event #{row.id} is not part of the chain: the event after it names "
                                          f"{_name(prev)} as its predecessor (a row was inserted)")
+    if row.wrong_types:
+        return Break(row.id, "edited", f"event #{row.id}: {'; '.join(row.wrong_types)}: no append writes that "
+                                       f"(content edited)")
     if prev is None:
         if row.id > 1 and not linked:
             return Break(row.id, "deleted", f"the log starts at event #{row.id}, which does not start from the "
@@ -207,6 +222,10 @@ def _check_head(db: sqlite_utils.Database, last: Row | None, count: int) -> Brea
     last_id = last.id if last else 0
     if head is None:
         return Break(last_id, "truncated", "the chain_head table or its row is gone: truncation cannot be ruled out")
+    if not (isinstance(head["event_id"], int) and isinstance(head["events"], int) and isinstance(head["hash"], str)):
+        return Break(last_id, "truncated", "the chain_head row holds what its trigger never writes (event_id "
+                                           f"{head['event_id']!r:.40}, events {head['events']!r:.40}): "
+                                           "truncation cannot be ruled out")
     head_id, head_hash, head_count = int(head["event_id"]), str(head["hash"]), int(head["events"])
     if last_id < head_id:
         missing = f"#{head_id}" if last_id + 1 == head_id else f"#{last_id + 1}..#{head_id}"

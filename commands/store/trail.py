@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from commands.operation import Origin
 from commands.store import DEFAULT_LIMIT, MAX_LIMIT
 from commands.store.events import AuditStore
+from commands.store.schema import require_text
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -115,15 +116,19 @@ async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
 def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
     """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
-        f"SELECT operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
+        f"SELECT id, operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
         "AND operation_id IS NOT NULL ORDER BY id DESC", arguments))
+    for row in requested:  # a hand-edited BLOB is an error naming its row, never a crash or b'…' shown
+        require_text(row, row["id"], ("operation_id", "operation", "host", "at", "actor", "details"),
+                     nullable=("operation", "host", "actor"))
     outcomes: dict[str, list[dict[str, Any]]] = {str(row["operation_id"]): [] for row in requested}
     if outcomes:
         kinds = ("finished", *DECISIONS, *ENDINGS)
         marks = ", ".join("?" for _ in outcomes)
-        for row in db.query(f"SELECT operation_id, kind, actor, at, details FROM events "
+        for row in db.query(f"SELECT id, operation_id, kind, actor, at, details FROM events "
                             f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) "
                             f"ORDER BY id", [*outcomes, *kinds]):
+            require_text(row, row["id"], ("kind", "actor", "at", "details"), nullable=("actor",))
             outcomes[row["operation_id"]].append(row)
     asked = {str(row["operation_id"]): _json(row["details"]) for row in requested}  # each parsed once
     fleets = _fleets_of(db, {details.get("fleet_operation_id") for details in asked.values()})
