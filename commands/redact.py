@@ -32,8 +32,12 @@ MASK = "[REDACTED]"
 OFF_LOOP_CHARS = 32_000  # below this, redaction costs less than a thread hop
 T = TypeVar("T")
 
-# Public addresses are evidence here (where a host is), not secrets.
-_NOT_SECRETS = {"IPPublicDetector"}
+# Public addresses are evidence here (where a host is), not secrets. The other four backtrack
+# catastrophically on one long line a host can write: Cloudant, IBM Cloud IAM and SoftLayer put
+# `(?: *)` next to a ` +` separator (cubic in blanks: `password` + 2,000 spaces took 36 s), npm's
+# `//.+/:_authToken` is quadratic (30 s for a 240 KB line). Their shapes stay masked by the rules
+# below: `key = value` / `key: value` under any secret name, `_authToken=`, npm_ tokens.
+_NOT_SECRETS = {"IPPublicDetector", "CloudantDetector", "IbmCloudIamDetector", "SoftlayerDetector", "NpmDetector"}
 
 
 _detector_lock = threading.Lock()
@@ -66,6 +70,9 @@ def _detector_patterns() -> tuple[re.Pattern[str], ...]:
 _SECRET_WORDS = frozenset({
     "password", "passwd", "pwd", "pass", "passphrase", "secret", "token", "key", "apikey", "auth",
     "credential", "credentials", "dsn", "privatekey", "secretkey", "accesskey", "authtoken", "accesstoken",
+    # plurals that name only secrets (not ``tokens``: ``max_tokens`` is a count), and URL signatures
+    # (Azure SAS ``sig``, S3 ``X-Amz-Signature``, GCS ``X-Goog-Signature``)
+    "apikeys", "secrets", "passwords", "passphrases", "sig", "signature",
 })
 # Long enough to count as a suffix glued to another word (PGPASSWORD, csrftoken).
 _SECRET_SUFFIXES = ("password", "passwd", "passphrase", "secret", "token", "apikey")
@@ -77,24 +84,58 @@ _PEM_BLOCK = re.compile(
 # A PEM body line seen without its BEGIN line (a diff hunk, a trimmed middle). Pure hex is
 # left alone: hashes are evidence.
 _BASE64_LINE = re.compile(r"(?m)^([+\- \t]*)(?=[A-Za-z0-9+/]*[G-Zg-z+/])[A-Za-z0-9+/]{40,}={0,2}[ \t]*$")
+# The short last line of a PEM body: just before its END line, or just after a masked body line.
+_PEM_END = re.compile(r"^[+\- \t]*-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY_PIECE = re.compile(r"^([+\- \t]*)[A-Za-z0-9+/]{2,}={0,2}[ \t]*$")
+_MASKED_LINE = re.compile(r"^[+\- \t]*\[REDACTED\][ \t]*$")
 _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)([\"']?[ \t]*[:=][ \t]*[\"']?)"
     r"((?:basic|bearer|token|digest|negotiate|ntlm|apikey|aws4-hmac-sha256)[ \t]+)?([^\s\"'][^\n\"']*)")
 _BEARER = re.compile(r"(?i)\b(bearer|token)[ \t]+(?!\[REDACTED\])([A-Za-z0-9._~+/=-]{8,})")
+_DISCORD_WEBHOOK = re.compile(r"(?i)\bhttps?://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_\-]+)")
+# https://TOKEN@host (git clone with a token as the user): a user name of 8+ characters in an http(s)
+# URL is masked; `bob@` and `git@` stay readable.
+_URL_USER_TOKEN = re.compile(r"(?i)\b((?:git\+)?https?://)([^\s/?#@:'\"<>]{8,})(@[^\s@'\"<>/]+)")
 _TOKEN_SHAPES = re.compile(
     r"\b(?:xox[abposr]-[A-Za-z0-9-]{6,}|xapp-[A-Za-z0-9-]{6,}|sk-[A-Za-z0-9_-]{12,}|hf_[A-Za-z0-9]{12,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}|glpat-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16})")
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|glpat-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|npm_[A-Za-z0-9]{36})")
 # scheme://user:password@host: the password may hold '/' or '@'; the LAST '@' of the word ends it.
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:'\"]*:)([^\s'\"<>]+)(@[^\s@'\"<>/]+)")
+# At most 256 characters of password: a bounded look back for the '@' from each `scheme://`, so a long
+# line of `https://x` repeated is linear (unbounded, 200 KB of it took 11 s).
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:'\"]*:)([^\s'\"<>]{1,256})(@[^\s@'\"<>/]+)")
 _SECRET_FLAG = (r"--?(?!no[-_])(?:[A-Za-z0-9]+[-_])*"
                 r"(?:api[-_]?key|key|token|secret|passphrase|password|passwd|pass|auth|credentials?)")
 # The value after a blank must not be an assignment (``-db_password = x`` is a diff line, not a flag).
-_FLAG_WITH_VALUE = re.compile(rf"(?i)(?<![\w-])({_SECRET_FLAG})(=|[ \t\x00]+)(?![=:])(?!--)([^\s\x00]+)")
+_FLAG_WITH_VALUE = re.compile(rf"(?i)(?<![\w-])({_SECRET_FLAG})(=|(?:[ \t\x00]|\\\n[+\- ]?)+)(?![=:])(?!--)"
+                              r"((?:[^\s\x00\\]|\\(?!\n))+)")
+# The option is looked for within 400 characters of the program's name: a bounded scan per name,
+# so a long line of repeated names costs linear time, not quadratic.
 _PASSWORD_OPTION = re.compile(
-    r"(?i)\b((?:mysql\w*|mariadb[\w-]*|mysqldump)\b[^\n\x00]*?[\s\x00]-p[ \t\x00]*"
-    r"|(?:sshpass|docker[ \t]+login|podman[ \t]+login)\b[^\n\x00]*?[\s\x00]-p[ \t\x00]+"
-    r"|redis-cli\b[^\n\x00]*?[\s\x00]-a[ \t\x00]+"
-    r"|curl\b[^\n\x00]*?[\s\x00](?:-u|--user)[ \t\x00=]+[^:\s\x00]*:)([^\s\x00]+)")
+    r"(?i)\b((?:mysql\w*|mariadb[\w-]*|mysqldump)\b[^\n\x00]{0,400}?[\s\x00]-p[ \t\x00]*"
+    r"|(?:sshpass|docker[ \t]+login|podman[ \t]+login|mongo(?:sh|dump|restore|export|import|stat|top)?)\b"
+    r"[^\n\x00]{0,400}?[\s\x00]-p[ \t\x00]+"
+    r"|redis-cli\b[^\n\x00]{0,400}?[\s\x00]-a[ \t\x00]+"
+    r"|curl\b[^\n\x00]{0,400}?[\s\x00](?:-u|--user)[ \t\x00=]+[^:\s\x00]*:)((?:[^\s\x00\\]|\\(?!\n))+)")
+# `password X` (.netrc: on a line of its own, or after `login NAME` / `machine HOST`)
+_NETRC_PASSWORD = re.compile(r"(?im)(?:^[+\- \t]*|(?<![\w-])(?:login|machine|account)[ \t]+\S+[ \t]+)"
+                             r"(?:password|passwd)[ \t]+(?!\[REDACTED\])(?![=:])([^\s\\]+)")
+# A secret word (or SQL's IDENTIFIED BY) then a quoted string: `WITH PASSWORD 'x'`, `secret "x"`.
+_WORD_THEN_QUOTED = re.compile(r"(?i)(?<![\w.\-])(?:(?P<key>[A-Za-z_][\w.\-]*)|identified[ \t]+by)[ \t]+"
+                               r"(?P<q>['\"])(?P<v>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q)")
+# A quoted secret name, a comma, a quoted value: PHP `define('DB_PASSWORD', 'x')`, ("token", "x").
+_QUOTED_PAIR = re.compile(r"(?P<kq>['\"])(?P<key>[A-Za-z_][\w.\-]*)(?P=kq)[ \t]*,[ \t]*"
+                          r"(?P<q>['\"])(?P<v>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q)")
+# <password>x</password>, <client_secret attr="…">x</client_secret>
+_XML_ELEMENT = re.compile(r"<(?P<key>[A-Za-z_][\w.\-]*)(?:[ \t][^<>\n]{0,400})?>(?P<v>[^<]{1,4000})</(?P=key)[ \t]*>")
+# aws configure set aws_secret_access_key X, npm config set //registry/:_authToken X
+_CONFIG_SET = re.compile(r"(?i)\bconfig(?:ure)?[ \t]+set[ \t]+(?P<key>[^\s=]+)[ \t]+(?P<v>(?:[^\s\\]|\\(?!\n))+)")
+# .pgpass: host:port:database:user:password (`\:` escapes a colon in any field)
+_PGPASS_FIELD = r"(?:[^:\\\s]|\\.)*"  # no blank in a host, database or user name: prose is not a .pgpass line
+_PGPASS = re.compile(rf"(?m)^[+\- ]?[^\s:#+\-]{_PGPASS_FIELD}:(?:[0-9]+|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:"
+                     r"((?:[^:\\\s]|\\.)(?:[^:\\\n]|\\.)*)$")
+# A masked value ended by a line continuation: the next line's first word is the rest of it.
+_CONTINUED = re.compile(r"\[REDACTED\]\\\n([+\- ]?[ \t]*)(?!\[REDACTED\])([^\s\\]+)")
+_EMPTY_VALUE_LINE = re.compile(r"(?m):[ \t]*$")
 _KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 # Only the key and the separator: the value is measured by hand, so a key that is no secret
 # (``https:`` before ``//h/?token=x``) does not swallow a secret one behind it.
@@ -103,10 +144,13 @@ _ASSIGNMENT = re.compile(
     rf"(?P<q>[\"']?)(?P<key>{_KEY})(?P=q)(?P<sep>[ \t]*(?::=|=>|=|:)[ \t]*)")
 _DOUBLE_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _SINGLE_QUOTED = re.compile(r"'([^'\n]*)'")
-_MID_LINE_VALUE = re.compile(r"[^\s\"'&\x00]+")
-_JSON_VALUE = re.compile(r"[^\s\"'&\x00,}\]]+")
-_LINE_VALUE = re.compile(r"[^\n\x00]+")
-_BLOCK_SCALAR = re.compile(rf"^([+\- ]?)([ \t]*)(?:-[ \t]+)?({_KEY})[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*$")
+# Values stop before a line continuation (`\` at the end of a line): _CONTINUED masks what follows.
+_MID_LINE_VALUE = re.compile(r"(?:[^\s\"'&\x00\\]|\\(?!\n))+")
+_JSON_VALUE = re.compile(r"(?:[^\s\"'&\x00,}\]\\]|\\(?!\n))+")
+_LINE_VALUE = re.compile(r"(?:[^\n\x00\\]|\\(?!\n))+")
+_LIST_VALUE = re.compile(r"\[([^\[\]]{0,4000})\]")
+# `key: |` / `key: >` (block scalar) or `key:` alone (the value on the lines below, or a list)
+_BLOCK_SCALAR = re.compile(rf"^([+\- ]?)([ \t]*)(?:-[ \t]+)?({_KEY})[ \t]*:[ \t]*([|>][-+0-9]*)?[ \t]*$")
 
 
 def is_secret_name(name: str) -> bool:
@@ -115,7 +159,7 @@ def is_secret_name(name: str) -> bool:
     if not words:
         return False
     last = words[-1].lower()
-    return last in _SECRET_WORDS or last.endswith(_SECRET_SUFFIXES)
+    return last in _SECRET_WORDS or last.endswith(_SECRET_SUFFIXES) or "".join(words[-2:]).lower() == "apikeys"
 
 
 def _mask_groups(pattern: re.Pattern[str], text: str) -> str:
@@ -150,7 +194,13 @@ def _assignment_spans(text: str) -> list[tuple[int, int]]:
         if not is_secret_name(match.group("key")):
             continue
         at = match.end()
+        listed = _LIST_VALUE.match(text, at) if not text.startswith(MASK, at) else None
         quoted = _DOUBLE_QUOTED.match(text, at) or _SINGLE_QUOTED.match(text, at)
+        if listed:  # "password": ["x"], "api_keys": [ … ] over lines
+            start, end = listed.span(1)
+            if listed.group(1).strip():
+                spans.append((start, end))
+            continue
         if quoted:
             start, end = quoted.span(1)
         else:
@@ -168,21 +218,54 @@ def _assignment_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _block_scalars(text: str) -> str:
-    """``password: |`` in YAML: the indented lines below it are the value."""
+    """``password: |`` in YAML: the indented lines below it are the value; after ``password:`` alone, the
+    value is on the lines below too (a plain scalar, or a list, whose ``- `` may sit at the key's indent)."""
     lines = text.split("\n")
     masking_deeper_than: int | None = None
+    list_at_indent = False
     for index, line in enumerate(lines):
         body = line[1:] if line[:1] in "+- " else line
         indent = len(body) - len(body.lstrip(" \t"))
         if masking_deeper_than is not None:
-            if body.strip() and indent > masking_deeper_than:
-                lines[index] = line[: len(line) - len(body) + indent] + MASK
+            item = list_at_indent and indent == masking_deeper_than and body.lstrip(" \t").startswith("- ")
+            if body.strip() and (indent > masking_deeper_than or item):
+                lines[index] = line[: len(line) - len(body) + indent] + ("- " if item else "") + MASK
                 continue
             masking_deeper_than = None
         header = _BLOCK_SCALAR.match(line)
         if header and is_secret_name(header.group(3)):
-            masking_deeper_than = len(header.group(2))
+            masking_deeper_than, list_at_indent = len(header.group(2)), header.group(4) is None
     return "\n".join(lines)
+
+
+def _pem_tails(text: str) -> str:
+    """The body lines of a PEM key shorter than ``_BASE64_LINE`` needs: those right above its END line
+    (a diff shows them with END as context, the BEGIN line far above), and one right below a masked line."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if _PEM_END.match(line):
+            above = index - 1
+            while above >= 0 and (piece := _PEM_BODY_PIECE.match(lines[above])):
+                lines[above] = piece.group(1) + MASK
+                above -= 1
+        elif index and _MASKED_LINE.match(lines[index - 1]) and (piece := _PEM_BODY_PIECE.match(line)):
+            lines[index] = piece.group(1) + MASK
+    return "\n".join(lines)
+
+
+# Alone, these words are too common to make the quoted string after them a secret: ("pass", "skipped").
+_WEAK_ALONE = frozenset({"pass", "key", "auth", "sig", "signature"})
+
+
+def _keyed_spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    """The ``v`` group of each match whose ``key`` group names a secret (no ``key`` group: always)."""
+    spans = []
+    for match in pattern.finditer(text):
+        key = match.groupdict().get("key")
+        secret = key is None or (is_secret_name(key) and key.lower() not in _WEAK_ALONE)
+        if secret and match.group("v") and not match.group("v").startswith(MASK):
+            spans.append(match.span("v"))
+    return spans
 
 
 def redact(text: str) -> str:
@@ -205,17 +288,34 @@ def _redact_remembered(text: str) -> str:
 def _redact(text: str) -> str:
     text = _PEM_BLOCK.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     text = _BASE64_LINE.sub(lambda m: m.group(1) + MASK, text)
+    if "-----END" in text or MASK in text:
+        text = _pem_tails(text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _URL_USER_TOKEN.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _DISCORD_WEBHOOK.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
     for pattern in _detector_patterns():
         text = _mask_groups(pattern, text)
     text = _PASSWORD_OPTION.sub(lambda m: m.group(1) + MASK, text)
     text = _FLAG_WITH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    if "|" in text or ">" in text:
+    text = _NETRC_PASSWORD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    text = _PGPASS.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    if "|" in text or ">" in text or _EMPTY_VALUE_LINE.search(text):
         text = _block_scalars(text)
+    text = _splice(text, [*_keyed_spans(_QUOTED_PAIR, text), *_keyed_spans(_XML_ELEMENT, text),
+                          *_keyed_spans(_CONFIG_SET, text)])
     text = _splice(text, _assignment_spans(text))
+    text = _splice(text, _keyed_spans(_WORD_THEN_QUOTED, text))
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _TOKEN_SHAPES.sub(MASK, text)
+    text = _TOKEN_SHAPES.sub(MASK, text)
+    for _ in range(CONTINUED_LINES):  # a value split over lines with `\`: one more line each pass
+        if MASK + "\\\n" not in text:
+            break
+        text = _CONTINUED.sub(lambda m: f"{MASK}\\\n{m.group(1)}{MASK}", text)
+    return text
+
+
+CONTINUED_LINES = 8
 
 
 def redact_data(value: T) -> T:
@@ -230,18 +330,25 @@ def redact_data(value: T) -> T:
 def _redact_value(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _redact_value(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_value(v) for v in value]
     secret_key = bool(key) and is_secret_name(key)
+    if isinstance(value, list | tuple):  # {"password": ["x"]}: every item of a secret's list is secret
+        return [_redact_value(v, key if secret_key else "") for v in value]
     if isinstance(value, str):
-        if secret_key and value and not _HARMLESS_VALUE.fullmatch(value) and not _looks_like_path(value):
+        if secret_key and value and not _HARMLESS_VALUE.fullmatch(value) and not _names_a_file(key, value):
             return MASK
         return redact(value)
     return value  # numbers: counts keyed by status ("pass": 3) are not secrets
 
 
-def _looks_like_path(value: str) -> bool:
-    return value.startswith("/") and not any(c.isspace() for c in value)
+_FILE_NAME = re.compile(r"[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,4}")
+_FILE_PATH = re.compile(r"(?:/[\w.@+-]+){2,}")
+
+
+def _names_a_file(key: str, value: str) -> bool:
+    """``{"server.key": "/etc/ssl/server.key"}``: a backup's file name and its live path, not a secret.
+    Only a key shaped like a file name (an extension of 1-4 characters) with a value of two or more path
+    components: ``{"password": "/s3cret"}`` or ``{"api_key": "/x/y"}`` is masked."""
+    return bool(_FILE_NAME.fullmatch(key) and _FILE_PATH.fullmatch(value))
 
 
 async def redact_off_loop(text: str, redactor: Callable[[str], str] = redact) -> str:

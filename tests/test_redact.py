@@ -103,3 +103,40 @@ def test_trimming_cuts_at_line_ends_so_no_half_secret_is_left() -> None:
     lines[100] = "password: " + "Q" * 20 + "-trim-secret"
     text = trim("\n".join(lines), 3000)
     assert all(line in lines or "trimmed" in line or line == "" for line in text.split("\n"))
+
+
+# One line as long as the diff a restore reads (DIFF_LIMIT), built to make a backtracking regex try every
+# split of its blanks or every start: with the patterns of four detect-secrets plugins `password` + 2,000
+# spaces took 36 s (cubic) and 200 KB of `https://x` 11 s (quadratic); each now takes well under a second,
+# so this test finishes within its timeout only while every rule stays linear.
+ADVERSARIAL_LINES = {
+    "password then blanks": "password" + " " * 200_000 + "x",
+    "iam key then tabs": "ibm_cloud_iam_api_key" + "\t" * 200_000 + "=x",
+    "npm registry prefixes": "://" * 66_000,
+    "url schemes": "https://aaaaaaaaa" * 11_700,
+    "program names": "mysql mongosh redis-cli curl " * 6_900,
+    "netrc words": "login x machine y " * 11_000,
+    "quotes never closed": "secret '" + "a" * 200_000,
+    "xml never closed": "<password a='b'>" + "a" * 200_000,
+    "pgpass fields": "a:1:" * 50_000,
+    "continuations": "--token x\\\n" * 18_000,
+    "pem body lines": "\n".join(["QQ"] * 66_000) + "\n-----END RSA PRIVATE KEY-----",
+    "secret keys alone": "password:\n" * 20_000,
+    "lists never closed": '"password": [' * 15_000,
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ADVERSARIAL_LINES)
+def test_long_adversarial_lines_are_masked_in_linear_time(name: str) -> None:
+    text = ADVERSARIAL_LINES[name]
+    masked = redact(text)
+    assert masked.count("\n") <= text.count("\n")  # a whole answer came back, lines kept
+
+
+def test_secret_keyed_values_starting_with_a_slash_are_masked_but_file_paths_kept() -> None:
+    data = {"password": "/Jslash-start-6060", "api_key": "/x/y", "token": ["/t0k", "x"],
+            "files": {"server.key": "/etc/ssl/server.key"}}
+    assert redact_data(data) == {"password": "[REDACTED]", "api_key": "[REDACTED]",
+                                 "token": ["[REDACTED]", "[REDACTED]"],
+                                 "files": {"server.key": "/etc/ssl/server.key"}}
