@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest_asyncio
 import yaml
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
+from bot.slack.redacting import RedactingWebClient
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.conftest import REPO, run_cli, write_inventory
@@ -157,5 +159,36 @@ async def test_the_slack_client_masks_whatever_a_caller_posts(tmp_path: Path) ->
         record += "".join((file.content or b"").decode() for file in slack.files.values())
         assert "password: [REDACTED]" in record and "--token [REDACTED]" in record
         assert "db_password = [REDACTED]" in record
+        assert leaks(record) == []
+    audit.close()
+
+
+def secret_view(title_secret: str) -> dict[str, Any]:
+    return {"type": "modal", "callback_id": "x", "private_metadata": f"password={REPLY_SECRET}",
+            "title": {"type": "plain_text", "text": "Look"},
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"--token {title_secret}"}},
+                       {"type": "section", "text": {"type": "mrkdwn", "text": f"password: {HEALTH_PASSWORD}"}}]}
+
+
+async def test_views_leave_through_the_masking_client_too(tmp_path: Path) -> None:
+    """views.open (the Reject modal) and views.publish (the App Home), the view methods proofbot calls, are
+    masked like messages, from the app's client and from the one bolt hands a listener; the strict fake
+    still accepts each view (its JSON intact)."""
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret="s") as slack:
+        inventory = parse_inventory(yaml.safe_dump({"hosts": {}}), "inventory.yml")
+        app_client = build_app(BotContext(inventory, audit), bot_token=slack.bot_token, signing_secret="s",
+                               api_url=slack.api_url).client
+        listener_client = RedactingWebClient.like(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
+        for client in (app_client, listener_client):
+            await client.views_open(trigger_id=slack.trigger_id("U0A"), view=secret_view(TYPED_SECRET))
+            await client.views_publish(user_id="U0A", view={"type": "home",
+                                                            "blocks": secret_view(TYPED_SECRET)["blocks"]})
+        sent = [call for call in slack.calls if call.method.startswith("views.")]
+        assert [call.method for call in sent] == ["views.open", "views.publish"] * 2
+        assert all(call.ok for call in sent), [(c.method, c.response) for c in sent]
+        record = json.dumps([call.args for call in sent], ensure_ascii=False)
+        assert "--token [REDACTED]" in record and "password: [REDACTED]" in record
+        assert "password=[REDACTED]" in record  # the modal's private_metadata too
         assert leaks(record) == []
     audit.close()

@@ -98,3 +98,45 @@ async def test_a_reason_submitted_after_the_plan_expired_says_so(short_rig: Rig)
     ack = await rig.reject_submit(APPROVER, "too slow")
     assert ack.json()["response_action"] == "errors" and "already expired" in ack.json()["errors"]["reason"]
     assert rig.events("rejected") == []
+
+
+HOSTILE_REASON = "<!channel> ask <@U0VICTIM> or <https://evil.example/x|the runbook> & <!here>"
+RAW_SEQUENCES = ("<!channel>", "<@U0VICTIM>", "<https://evil.example/x|the runbook>", "<!here>")
+
+
+def text_fields(value: object) -> list[str]:
+    """Every string Slack renders as mrkdwn in a call's arguments: each `text` at any depth."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "text" and isinstance(item, str):
+                found.append(item)
+            else:
+                found.extend(text_fields(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(text_fields(item))
+    return found
+
+
+async def test_a_typed_reason_is_escaped_in_every_text_field(rig: Rig) -> None:
+    """Slack syntax typed as the reason (a channel ping, a user mention, a disguised link) is shown as typed,
+    in the parent's update and the thread's reply, their `text` fallbacks included, never as syntax."""
+    await rig.restore()
+    plan = await rig.restore_plan_message()
+    before = len(rig.slack.calls)
+    await rig.click(plan, "restore_reject", APPROVER)
+    await rig.slack.wait_for("views.open")
+    submitted = await rig.reject_submit(APPROVER, HOSTILE_REASON)
+    assert submitted.status_code == 200
+    await rig.slack.wait_until(lambda: any("Rejected by" in m.text for m in rig.slack.thread(CHANNEL, plan.ts)),
+                               what="the reason in the thread")
+    calls = [c for c in rig.slack.calls[before:] if c.method in ("chat.update", "chat.postMessage")]
+    texts = [t for call in calls for t in text_fields(call.args)]
+    assert any("&lt;!channel&gt; ask &lt;@U0VICTIM&gt;" in t for t in texts), texts
+    shown = [t for t in texts if "U0VICTIM" in t]
+    assert len(shown) >= 4, shown  # parent text and block, reply text and block
+    for text in shown:
+        assert not any(raw in text for raw in RAW_SEQUENCES), text
+    (event,) = rig.events("rejected")
+    assert event["reason"] == HOSTILE_REASON  # the log keeps what was typed

@@ -565,7 +565,8 @@ def rejected_status(user: str, decided_at: str | None, reason: str, nothing_done
 
 
 def rejection_reply(user: str, reason: str) -> Message:
-    text = f"Rejected by <@{user}>: {reason}"
+    # `text` is mrkdwn too (notifications, clients without blocks): typed `<!channel>` must not ping
+    text = f"Rejected by <@{user}>: {escape(reason)}"
     return text, as_dicts([section_block(f":no_entry_sign: Rejected by <@{user}>: {escape(reason)}")])
 
 

@@ -8,6 +8,7 @@ secret. Large payloads are redacted in a worker thread so acks stay within Slack
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -15,21 +16,23 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from commands.redact import OFF_LOOP_CHARS, redact_data, redact_off_loop
 
-# What people read. Only these are masked: the rest of a request is Slack's own plumbing, and
-# some of it must go out as it is (apps.connections.open carries the app token as ``token``).
-CONTENT_KEYS = frozenset({"text", "blocks", "attachments", "markdown_text", "initial_comment", "title",
-                          "alt_txt", "content", "metadata"})
+# Every argument of every Web API call is masked (text, blocks, a modal's or the App Home's view,
+# file titles, topics…) but these, Slack's own plumbing that must go out byte for byte:
+# apps.connections.open carries the app token as ``token``; the rest are ids and a view's hash.
+PLUMBING = frozenset({"token", "channel", "ts", "thread_ts", "trigger_id", "interactivity_pointer", "view_id",
+                      "external_id", "hash", "user", "user_id", "users", "file", "file_id", "cursor", "limit"})
 
 
 class RedactingWebClient(AsyncWebClient):
-    """``AsyncWebClient`` whose text, blocks and uploaded file contents are masked before sending."""
+    """``AsyncWebClient`` whose every call (``views.*`` included) and uploaded file contents are masked
+    before sending."""
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         for name in ("json", "params", "data"):
             payload = kwargs.get(name)
-            if isinstance(payload, dict) and CONTENT_KEYS & payload.keys():
-                content = {key: value for key, value in payload.items() if key in CONTENT_KEYS}
-                masked = await asyncio.to_thread(redact_data, content) if _large(content) else redact_data(content)
+            if isinstance(payload, dict):
+                content = {key: value for key, value in payload.items() if key not in PLUMBING}
+                masked = await asyncio.to_thread(_masked, content) if _large(content) else _masked(content)
                 kwargs[name] = {**payload, **masked}
         return await super().api_call(api_method, **kwargs)
 
@@ -57,6 +60,26 @@ class RedactingWebClient(AsyncWebClient):
             if isinstance(kwargs.get(name), str):
                 kwargs[name] = redact_data(kwargs[name])
         return await super().files_upload_v2(**kwargs)
+
+
+def _masked(content: dict[str, Any]) -> dict[str, Any]:
+    """``redact_data``, with JSON sent as a string (a view or blocks in form data, ``files`` of
+    files.completeUploadExternal) parsed first and dumped again, so masking never breaks its syntax."""
+    masked: dict[str, Any] = {}
+    for key, value in content.items():
+        parsed = _json_container(value)
+        masked[key] = json.dumps(redact_data(parsed)) if parsed is not None else redact_data({key: value})[key]
+    return masked
+
+
+def _json_container(value: Any) -> Any:
+    if not isinstance(value, str) or value[:1] not in ("{", "["):
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def _large(payload: dict[str, Any]) -> bool:  # a rough size: the repr costs far less than the regexes
