@@ -110,6 +110,15 @@ async def restore_cli_succeeds(lab: BaseLab, host: LabHost, tmp_path: Path) -> N
     mode = host.run(["stat", "-c", "%a %U", LIVE_FILES["spec_info.py"]]).stdout.split()
     assert mode == ["644", "root"]
 
+    again = await run_cli("restore", host.name, "--json", "--inventory", str(inventory), "--db", db)
+    assert again.code == 0, again.stdout + again.stderr  # nothing differs now: nothing to approve
+    checks = {c["name"]: c for c in json.loads(again.stdout)["checks"]}
+    assert set(checks) == {f"file:{name}" for name in LIVE_FILES}
+    for name, live in LIVE_FILES.items():  # each file's own sha256sum, never another command's
+        evidence = checks[f"file:{name}"]["evidence"]
+        assert evidence["command"] == f"sha256sum -- {BACKUP_DIR}/{name} {live}", evidence
+        assert checks[f"file:{name}"]["status"] == "pass"
+
     undo = await run_cli("restore", host.name, "--undo", snapshot, "--yes", "--json", "--inventory",
                          str(inventory), "--db", db)
     assert undo.code == 0, undo.stdout + undo.stderr
