@@ -17,7 +17,7 @@ from typing import Any
 
 from commands.errors import InventoryError
 from commands.ssh_config.evaluate import ConfigError, Jump
-from commands.ssh_config.files import check_config_file
+from commands.ssh_config.files import check_config_file, unsafe_file
 from commands.ssh_config.keywords import REFUSED_WHEN
 from commands.ssh_config.resolve import CommandLine, Resolution, resolve
 from commands.ssh_config.tokens import ExpandError
@@ -74,6 +74,23 @@ def _checked(where: str, resolution: Resolution, agent: bool) -> None:
             hint="set ssh.known_hosts in the inventory to a file with this host's key or its CA")
 
 
+FILE_DEFAULTS: dict[str, Any] = {"known_hosts": "~/.ssh/known_hosts", "client_keys": ["~/.ssh/id_ed25519"],
+                                 "global_known_hosts": ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"]}
+
+
+def check_files(where: str, ssh: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """Every known_hosts, identity and certificate file that exists must be safe from other users (files.py)."""
+    for key, kind in (("known_hosts", "known_hosts"), ("global_known_hosts", "known_hosts"),
+                      ("client_keys", "identity"), ("client_certs", "certificate")):
+        value = ssh.get(key, FILE_DEFAULTS.get(key))
+        for path in _listed(value):
+            problem = unsafe_file(os.path.expanduser(path), kind)
+            if problem is not None:
+                raise InventoryError(f"{where}: {key} ({origins.get(key, 'default')}): {problem}",
+                                     hint="it decides what proofbot, as root, trusts or logs in with: make it and "
+                                          "its directories owned by root or this user, writable by no one else")
+
+
 def resolve_config(config: str, name: str, command_line: CommandLine, where: str,
                    given: Mapping[str, str] | None = None) -> Resolution:
     """``resolve`` with its errors as InventoryError naming the host."""
@@ -120,6 +137,7 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
     resolution = resolve_config(config, name, command_line, where, given)
     _checked(where, resolution, bool(ssh.get("agent")))
     origins = _origins(resolution, given, config_origin, jump_written)
+    check_files(where, _settings(resolution), origins)
     resolved = {**entry, "name": name, "origins": origins, "address": resolution.hostname, "port": resolution.port,
                 "ssh": {**ssh, **_settings(resolution)}}
     if resolution.jump is None or jump_written is not None:
@@ -169,6 +187,8 @@ def _without_config(name: str, entry: Mapping[str, Any], top: Mapping[str, Any],
             origins[key] = "default"
     if jump_written is not None:
         origins["jump"] = f"inventory {jump_written}"
+    if isinstance(ssh, Mapping):
+        check_files(f"hosts.{name}", ssh, origins)
     return {**entry, "name": name, "origins": origins, "ssh": dict(ssh)}, []
 
 
@@ -198,6 +218,7 @@ def _hops(jump: Jump, origin: str, config: str, where: str) -> list[dict[str, An
                                  f"it is the same bastion); proofbot does not follow it: exclude the bastion from that "
                                  f"block (`Host * !{alias}`)")
         _checked(hop_where, resolution, False)
+        check_files(hop_where, _settings(resolution), {})
         if any((resolution.hostname, resolution.port) == (seen["address"], seen["port"]) for seen in hops):
             raise InventoryError(f"{where}: ProxyJump ({origin}) reaches {resolution.hostname}:{resolution.port} twice")
         hops.append({"name": shown, "alias": alias, "address": resolution.hostname, "port": resolution.port,
