@@ -113,7 +113,8 @@ def _canonicalize(host: str, port: int, options: Options, mode: str) -> tuple[st
     else:
         return host, False
     if not fallback:
-        raise ConfigError(f'Could not resolve host "{host}" (CanonicalizeFallbackLocal no)')
+        raise ConfigError(f'{_origin(options, "canonicalize_fallback_local")}: CanonicalizeFallbackLocal no: '
+                          f'Could not resolve host "{host}" (as ssh: it would not connect)')
     return host, False
 
 
