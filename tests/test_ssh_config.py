@@ -128,7 +128,7 @@ def test_match_exec_is_refused_and_its_command_never_runs(clean_host: DemoHost, 
 def test_a_config_others_can_write_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
     config = operator_config(clean_host, tmp_path)
     config.chmod(0o622)
-    with pytest.raises(InventoryError, match="Bad owner or permissions on .*ssh_config"):
+    with pytest.raises(InventoryError, match=r"Bad owner or permissions on .*ssh_config"):
         host_of(alias_only(clean_host, config))
 
 

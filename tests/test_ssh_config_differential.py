@@ -154,6 +154,8 @@ def compare(values: dict[str, list[str]], shown: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_proofbot_resolves_as_ssh_G_or_refuses_with_the_line(case: Case, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if case.hosts is not None and os.getuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("a private /etc/hosts needs root (unshare -m)")
     directory = tmp_path / "case"
     directory.mkdir()
     config = _lay_out(case, directory)

@@ -1,4 +1,7 @@
-"""``proofbot inventory show HOST [--json]``: the SSH values resolved for one host and their origins, connecting to nothing."""
+"""``proofbot inventory show HOST [--json]``: the SSH values resolved for one host and their origins.
+
+It connects to nothing: what ``ssh -G`` is to OpenSSH.
+"""
 
 from __future__ import annotations
 

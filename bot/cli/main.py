@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
     ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
     ping_arguments(ping)
-    inventory = sub.add_parser("inventory", parents=[shared], help="`inventory check`: validate; `inventory show HOST`: its SSH values and their origins; connect to nothing")
+    inventory = sub.add_parser("inventory", parents=[shared],
+                               help="`inventory check`: validate; `inventory show HOST`: its SSH values and their "
+                                    "origins; connect to nothing")
     inventory_arguments(inventory)
     demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
                           description="Play the seed's story end to end and print it as the Slack threads read.",

@@ -77,7 +77,7 @@ def argv_split(text: str) -> list[str]:
             char = text[index]
             if char == "\\":
                 following = text[index + 1] if index + 1 < length else ""
-                if following in ("'", '"', "\\") and following or (not quote and following == " "):
+                if (following in ("'", '"', "\\") and following) or (not quote and following == " "):
                     index += 1
                     arg.append(following)
                 else:

@@ -1,4 +1,7 @@
-"""The options proofbot takes from an ssh config, each set as readconf.c sets it (first value wins; lists as ssh keeps them)."""
+"""The options proofbot takes from an ssh config, each set as readconf.c sets it.
+
+First value wins; lists are kept as ssh keeps them (IdentityFile appends, UserKnownHostsFile is set once).
+"""
 
 from __future__ import annotations
 
@@ -93,7 +96,7 @@ def _files(line: Line, target: list[str], limit: int) -> list[str] | None:
     return values if not target else None
 
 
-def take(line: Line, options: Options, context: Context, active: bool) -> None:  # noqa: C901 (one switch, as readconf.c's)
+def take(line: Line, options: Options, context: Context, active: bool) -> None:
     keyword, block = line.keyword, context.block
 
     def set_once(attribute: str, value: object) -> None:
@@ -106,10 +109,10 @@ def take(line: Line, options: Options, context: Context, active: bool) -> None: 
                      "ignoreunknown": "ignored_unknown"}[keyword]
         set_once(attribute, _single(line))
     elif keyword == "port":
-        value = a2port(_single(line))
-        if value <= 0:
+        port = a2port(_single(line))
+        if port <= 0:
             raise ConfigError(f"{line.where}: Bad port '{line.args[0]}'.")
-        set_once("port", value)
+        set_once("port", port)
     elif keyword in ("identityfile", "identityfile2"):
         path = _single(line)
         if active:
@@ -132,19 +135,19 @@ def take(line: Line, options: Options, context: Context, active: bool) -> None: 
             setattr(options, attribute, values)
             options.came_from(attribute, line, block)
     elif keyword == "proxycommand":
-        value = line.rest.lstrip(WHITESPACE + "=")
+        command = line.rest.lstrip(WHITESPACE + "=")
         if options.jump is None:  # ProxyCommand is ignored once ProxyJump was obtained
-            set_once("proxy_command", value)
+            set_once("proxy_command", command)
     elif keyword == "proxyjump":
         before = options.jump
         _jump(line, options, active)
         if options.jump is not before:
             options.came_from("jump", line, block)
     elif keyword == "canonicalizehostname":
-        value = _CANONICALIZE.get(_single(line).lower())
-        if value is None:
+        mode = _CANONICALIZE.get(_single(line).lower())
+        if mode is None:
             raise ConfigError(f'{line.where}: unsupported option "{line.args[0]}".')
-        set_once("canonicalize_hostname", value)
+        set_once("canonicalize_hostname", mode)
     elif keyword == "canonicalizefallbacklocal":
         flag = _FLAG.get(_single(line).lower())
         if flag is None:
@@ -157,11 +160,11 @@ def take(line: Line, options: Options, context: Context, active: bool) -> None: 
         set_once("canonicalize_max_dots", int(text))
     elif keyword == "canonicaldomains":
         values = _files(line, options.canonical_domains, 32)
-        for value in line.args:
-            if value.lower() != "none" and not _DOMAIN.fullmatch(value):
-                raise ConfigError(f"{line.where}: {value!r} is not a valid domain")
+        for domain in line.args:
+            if domain.lower() != "none" and not _DOMAIN.fullmatch(domain):
+                raise ConfigError(f"{line.where}: {domain!r} is not a valid domain")
         if active and values is not None:
-            options.canonical_domains = [value.lower() for value in values]
+            options.canonical_domains = [domain.lower() for domain in values]
             options.came_from("canonical_domains", line, block)
     elif keyword == "canonicalizepermittedcnames":
         if active and not options.permitted_cnames:
