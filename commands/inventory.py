@@ -528,6 +528,7 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
     """Each host validated with the top-level defaults merged in; its ``jump`` hops (as written) go to
     ``jumps`` for ``_resolve_jumps``."""
     hosts: dict[str, Host] = {}
+    hop_cache: dict[tuple[Any, ...], Any] = {}  # a config bastion shared by many hosts is resolved once per load
     for name, entry in document.hosts.items():
         where: Path_ = ("hosts", str(name))
         if not NAME_PATTERN.fullmatch(str(name)):
@@ -555,7 +556,8 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
             own_ssh = dict(own_ssh)
             jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
         try:
-            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written)
+            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written,
+                                                hop_cache)
         except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
             problems.add_raised(exc)
             continue

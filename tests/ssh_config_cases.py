@@ -61,6 +61,10 @@ CASES = [
     Case("hostkeyalias-lowercased", "Host web1\n    HostKeyAlias MixedCase.Example\n"),
     Case("port-service-name", "Host web1\n    Port ssh\n"),
     Case("port-zero", "Host web1\n    Port 0\n", expect="both-refuse"),
+    Case("bad-value-in-a-block-that-does-not-apply", "Host other\n    Port 0\n" + BASIC, expect="both-refuse",
+         refusal="Bad port"),
+    Case("bad-proxyjump-in-included-inactive-file", "Host other\n    Include {d}/inc.conf\n",
+         files={"inc.conf": "ProxyJump a,,b\n"}, expect="both-refuse", refusal="Invalid ProxyJump"),
     # tokens, expanded at the end with the effective values
     Case("tokens-in-knownhosts", "Host web1\n    HostName %h.fleet.test\n    User cfguser\n    Port 2022\n"
                                  "    UserKnownHostsFile ~/kh_%h_%p_%r_%n_%u_%d_%i_%L %%literal\n"),

@@ -107,10 +107,13 @@ def _settings(resolution: Resolution) -> dict[str, Any]:
 
 
 def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], own: Mapping[str, Any],
-                  source: str, jump_written: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  source: str, jump_written: str | None = None,
+                  hop_cache: dict[tuple[Any, ...], Resolution] | None = None
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The host entry with every SSH value decided and ``origins`` filled in, and the config's ProxyJump
     as hops (each ``{"name", "alias", "address", "port", "ssh"}``, resolved through the same config as
-    ssh resolves a jump host); none when the config has none or the inventory writes a jump."""
+    ssh resolves a jump host); none when the config has none or the inventory writes a jump. ``hop_cache``
+    (one per inventory load) resolves a bastion shared by many hosts once."""
     where = f"{source}: hosts.{name}"
     ssh = {**top, **own}
     config_path = ssh.get("config")
@@ -142,7 +145,7 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
                 "ssh": {**ssh, **_settings(resolution)}}
     if resolution.jump is None or jump_written is not None:
         return resolved, []
-    hops = _hops(resolution.jump, origins["jump"], config, where)
+    hops = _hops(resolution.jump, origins["jump"], config, where, {} if hop_cache is None else hop_cache)
     origins["jump"] += f": {resolution.jump.written}"  # `ping -v`: the line, and the hops as written there
     return resolved, hops
 
@@ -192,7 +195,8 @@ def _without_config(name: str, entry: Mapping[str, Any], top: Mapping[str, Any],
     return {**entry, "name": name, "origins": origins, "ssh": dict(ssh)}, []
 
 
-def _hops(jump: Jump, origin: str, config: str, where: str) -> list[dict[str, Any]]:
+def _hops(jump: Jump, origin: str, config: str, where: str,
+          cache: dict[tuple[Any, ...], Resolution]) -> list[dict[str, Any]]:
     """ProxyJump ``a,b,c`` as ssh runs it: c reached by ``ssh [-l] [-p] -J a,b c``, b by ``ssh -J a b``, a by
     ``ssh a``: each hop resolved through the same config with only its own user and port given (the
     host's inventory keys and known_hosts are not passed on, as ssh does not pass them)."""
@@ -210,8 +214,11 @@ def _hops(jump: Jump, origin: str, config: str, where: str) -> list[dict[str, An
                 raise InventoryError(f"{where}: ProxyJump {text!r} ({origin}) is not [user@]host[:port]")
             (user, alias, port), shown = parsed, text.strip()
         hop_where = f"{where}: ProxyJump hop {shown!r} ({origin})"
-        resolution = resolve_config(config, alias, CommandLine(user=user, port=port if port > 0 else None,
-                                                               jump=index > 0), hop_where)
+        command_line = CommandLine(user=user, port=port if port > 0 else None, jump=index > 0)
+        key = (config, alias, command_line)
+        if key not in cache:
+            cache[key] = resolve_config(config, alias, command_line, hop_where)
+        resolution = cache[key]
         if index == 0 and resolution.jump is not None:
             raise InventoryError(f"{hop_where}: the config gives the hop its own ProxyJump "
                                  f"({resolution.origins.get('jump')}): ssh would reach it through that (a loop when "

@@ -119,7 +119,7 @@ def _host_line(line: Line, context: Context, nevermatch: bool) -> bool:
 def _match_line(line: Line, options: Options, context: Context) -> bool:
     """readconf.c match_cfg_line (every criterion judged; exec refused before anything runs)."""
     try:
-        args = strdelim_all(line.rest)
+        args = list(strdelim_all(line.rest))
     except LineError as exc:
         raise ConfigError(f"{line.where}: {exc}") from None
     if any(arg.lstrip("!").lower() == "exec" for arg in args):
@@ -207,10 +207,29 @@ def read_config(path: str, options: Options, context: Context, *, active: bool =
         raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{including or path}: cannot read ssh config {path}: {exc.strerror}") from None
+    if _VALIDATED.get(id(lines)) is not lines:
+        _validate(lines, context)
+        if len(_VALIDATED) > 1024:  # file versions seen by a long-running bot: keep it bounded
+            _VALIDATED.clear()
+        _VALIDATED[id(lines)] = lines
     chain = (*chain, path)
     for line in lines:
         active = _line(line, options, context, active, nevermatch, depth, chain)
     return active
+
+
+# Each file version's lines, once every value in them was checked (ssh rejects a bad value even in a block that
+# does not apply): later passes skip the lines of blocks that do not apply without looking at them.
+_VALIDATED: dict[int, tuple[Line, ...]] = {}
+
+
+def _validate(lines: tuple[Line, ...], context: Context) -> None:
+    from commands.ssh_config.taken import take
+
+    scratch = Context(host="", original_host="", final_pass=False, local=context.local)
+    for line in lines:
+        if line.keyword in TAKEN and line.keyword not in ("host", "match", "include"):
+            take(line, Options(), scratch, False)
 
 
 def _line(line: Line, options: Options, context: Context, active: bool, nevermatch: bool, depth: int,
@@ -234,8 +253,10 @@ def _line(line: Line, options: Options, context: Context, active: bool, nevermat
         return active
     if keyword in NO_OP:
         return active
+    if not active:
+        return active  # its value was checked once, when the file was read
     if keyword not in TAKEN:
-        if active and keyword not in options.other:
+        if keyword not in options.other:
             options.other[keyword] = line
         return active
     from commands.ssh_config.taken import take

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 WHITESPACE = " \t\r\n"
 
@@ -146,7 +147,8 @@ def read_lines(path: str, text: str | None = None) -> tuple[Line, ...]:
     return result
 
 
-def strdelim_all(rest: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def strdelim_all(rest: str) -> tuple[str, ...]:
     """The tokens readconf.c's match_cfg_line reads with strdelim (it does not use argv_split)."""
     tokens: list[str] = []
     pos: int | None = 0
@@ -155,4 +157,4 @@ def strdelim_all(rest: str) -> list[str]:
         if token == "":
             break
         tokens.append(token)
-    return tokens
+    return tuple(tokens)
