@@ -102,8 +102,8 @@ def main() -> None:
         ours = per_host(lambda name: resolve(str(config), name, CommandLine()), names)
         theirs = per_host(asyncssh_parser(config), names)
         peer = per_host(ssh_g(config), names)
-        print(f"proofbot: first host {cold * 1e3:.1f} ms (files read and split), then {statistics.median(ours) * 1e3:.2f} "
-              f"ms per host; {sum(ours):.2f} s for {len(names)}")
+        print(f"proofbot: first host {cold * 1e3:.1f} ms (files read and split), then "
+              f"{statistics.median(ours) * 1e3:.2f} ms per host; {sum(ours):.2f} s for {len(names)}")
         print(f"ssh -G:   {statistics.median(peer) * 1e3:.2f} ms per host; {sum(peer):.2f} s for {len(names)}; "
               f"proofbot/ssh -G = {statistics.median(ours) / statistics.median(peer):.2f}")
         print(f"asyncssh: {statistics.median(theirs) * 1e3:.2f} ms per host; {sum(theirs):.2f} s; "
@@ -113,7 +113,8 @@ def main() -> None:
         key.chmod(0o600)
         for label, document in (
                 ("with ssh.config", {"ssh": {"config": str(config)}, "hosts": {name: {} for name in names}}),
-                ("without ssh.config", {"ssh": {"known_hosts": str(directory / "known_hosts"), "client_keys": [str(key)]},
+                ("without ssh.config", {"ssh": {"known_hosts": str(directory / "known_hosts"),
+                                                "client_keys": [str(key)]},
                                         "hosts": {name: {"address": f"10.0.{i % 250}.{i // 250}"}
                                                   for i, name in enumerate(names)}})):
             inventory = directory / "inventory.yml"
