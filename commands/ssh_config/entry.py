@@ -17,7 +17,7 @@ from typing import Any
 
 from commands.errors import InventoryError
 from commands.ssh_config.evaluate import ConfigError, Jump
-from commands.ssh_config.files import check_config_file, unsafe_file
+from commands.ssh_config.files import UnsafeFile, check_config_file, unsafe_file
 from commands.ssh_config.keywords import REFUSED_WHEN
 from commands.ssh_config.resolve import CommandLine, Resolution, resolve
 from commands.ssh_config.tokens import ExpandError
@@ -96,7 +96,7 @@ def resolve_config(config: str, name: str, command_line: CommandLine, where: str
     """``resolve`` with its errors as InventoryError naming the host."""
     try:
         return resolve(config, name, command_line, origins=dict(given or {}))
-    except (ConfigError, ExpandError) as exc:
+    except (ConfigError, ExpandError, UnsafeFile) as exc:
         raise InventoryError(f"{where}: ssh config: {exc}") from None
 
 
@@ -127,7 +127,10 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
         raise InventoryError(f"{where}: ssh config {config} does not exist" if not os.path.exists(config)
                              else f"{where}: ssh config {config} is not a regular file")
     # ssh -F does not check the named file; proofbot does (as ssh checks ~/.ssh/config): stricter, and says so.
-    check_config_file(config, f"{where} ({config_origin})")
+    try:
+        check_config_file(config, f"{where} ({config_origin})")
+    except UnsafeFile as exc:
+        raise InventoryError(str(exc)) from None
     written = {key: _written(entry, top, own, name, key) for key in ("address", "port", "user", "client_keys",
                                                                     "known_hosts")}
     values = {key: value[0] for key, value in written.items() if value is not None}

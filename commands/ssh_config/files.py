@@ -18,7 +18,10 @@ import pwd
 import stat
 from functools import lru_cache
 
-from commands.errors import InventoryError
+
+
+class UnsafeFile(ValueError):
+    """A config file ssh refuses to read (another user could have written it)."""
 
 
 @lru_cache(maxsize=256)
@@ -57,13 +60,12 @@ def check_config_file(path: str, including: str) -> None:
     except FileNotFoundError:
         return  # ssh skips a file that vanished between glob and open
     except OSError as exc:
-        raise InventoryError(f"{including}: cannot read ssh config {path}: {exc.strerror}") from None
+        raise UnsafeFile(f"{including}: cannot read ssh config {path}: {exc.strerror}") from None
     if not secure(info):
-        raise InventoryError(
+        raise UnsafeFile(
             f"{including}: Bad owner or permissions on {path} (uid {info.st_uid}, "
-            f"mode {stat.S_IMODE(info.st_mode):o}): ssh refuses it, and so does proofbot",
-            hint="it decides where proofbot connects and which host keys it trusts: make it owned by root or "
-                 "this user and writable by no one else (chmod go-w)")
+            f"mode {stat.S_IMODE(info.st_mode):o}): ssh refuses it, and so does proofbot (it decides where "
+            "proofbot connects and which host keys it trusts: make it owned by root or this user, chmod go-w)")
 
 
 def _directories(path: str) -> list[str]:
