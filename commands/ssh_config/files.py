@@ -19,7 +19,6 @@ import stat
 from functools import lru_cache
 
 
-
 class UnsafeFile(ValueError):
     """A config file ssh refuses to read (another user could have written it)."""
 
