@@ -140,6 +140,12 @@ CASES = [
          refusal="KnownHostsCommand"),
     Case("stricthostkeychecking-no-not-taken", "Host web1\n    StrictHostKeyChecking no\n    User ops\n"),
     Case("unknown-option", "Host web1\n    FooBar yes\n", expect="both-refuse", refusal="Bad configuration option"),
+    Case("bad-flag-value", "Host other\n    Compression maybe\n" + BASIC, expect="both-refuse",
+         refusal="unsupported option"),
+    Case("extra-argument", "Host web1\n    ServerAliveInterval 30 40\n", expect="both-refuse",
+         refusal="extra arguments"),
+    Case("bad-time-value", "Host web1\n    ConnectTimeout soon\n", expect="both-refuse", refusal="invalid time"),
+    Case("flag-values-any-case", "Host web1\n    BatchMode YES\n    ConnectTimeout 1m30s\n    User ok\n"),
     Case("ignoreunknown", "IgnoreUnknown foo*\nHost web1\n    FooBar yes\n    User ok\n"),
     Case("user-not-a-name", "Host web1\n    User Root\n", expect="refuse", refusal="not a valid user name"),
     # canonicalization (a private /etc/hosts)

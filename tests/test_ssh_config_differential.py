@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from commands.errors import InventoryError
 from commands.inventory import parse_inventory
+from commands.ssh_config.keywords import CHOICES, INTEGER, ONE_WORD, TIME
 from commands.ssh_config.show import describe
 from commands.ssh_config.tokens import LocalUser, tilde
 from tests.ssh_config_cases import CASES, Case
@@ -192,3 +193,20 @@ def test_host_pattern_lists_match_as_ssh_matches_them(patterns: list[str], name:
 def test_there_are_at_least_forty_configs() -> None:
     assert len(CASES) >= 40
     assert {case.expect for case in CASES} == {"agree", "refuse", "both-refuse"}
+
+
+@pytest.mark.parametrize("keyword", sorted(ONE_WORD))
+def test_values_of_options_proofbot_does_not_take_are_rejected_as_ssh_rejects_them(keyword: str,
+                                                                                    tmp_path: Path) -> None:
+    """ssh refuses a whole config for one bad value, even in a block that does not apply: so does proofbot."""
+    valid = sorted(CHOICES.get(keyword, {"3"} if keyword in INTEGER else {"5m"} if keyword in TIME else {"x"}))
+    for value in [*valid, "bogus%", "a b"]:
+        case = Case("value", f"Host other\n    {keyword} {value}\n", name="web1")
+        config = _lay_out(case, tmp_path)
+        code, _, _ = ssh_g(case, tmp_path, config)
+        try:
+            parse_inventory(yaml.safe_dump(inventory(case, tmp_path, config)), "inv.yml")
+            refused = False
+        except InventoryError as exc:
+            refused = bool(LINE.search(exc.message))
+        assert refused == (code != 0), (keyword, value)

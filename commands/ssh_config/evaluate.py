@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass, field
 
 from commands.ssh_config.files import check_config_file
-from commands.ssh_config.keywords import KNOWN, NO_OP, TAKEN
+from commands.ssh_config.keywords import KNOWN, NO_OP, TAKEN, bad_value
 from commands.ssh_config.lexer import Line, LineError, read_lines, strdelim_all
 from commands.ssh_config.patterns import match_hostname, match_pattern, match_pattern_list
 from commands.ssh_config.tokens import ExpandError, LocalUser, expand
@@ -230,6 +230,8 @@ def _validate(lines: tuple[Line, ...], context: Context) -> None:
     for line in lines:
         if line.keyword in TAKEN and line.keyword not in ("host", "match", "include"):
             take(line, Options(), scratch, False)
+        elif (problem := bad_value(line.keyword, line.args)) is not None:
+            raise ConfigError(f"{line.where}: {problem}")
 
 
 def _line(line: Line, options: Options, context: Context, active: bool, nevermatch: bool, depth: int,

@@ -9,6 +9,7 @@ listed by ``ping -v`` / ``inventory show`` as not taken.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 TAKEN = frozenset({
@@ -77,3 +78,48 @@ REFUSED_WHEN: dict[str, tuple[Callable[[str], bool], str]] = {
     "pubkeyauthentication": (lambda value: value.lower() in ("no", "false"),
                              "PubkeyAuthentication no: ssh would offer no key, proofbot logs in only with keys"),
 }
+
+
+_FLAG = frozenset({"yes", "no", "true", "false"})
+# readconf.c's parse_flag / parse_multistate tables (matched case-insensitively), by keyword.
+CHOICES: dict[str, frozenset[str]] = {
+    **dict.fromkeys((
+        "forwardx11", "forwardx11trusted", "gatewayports", "exitonforwardfailure", "passwordauthentication",
+        "kbdinteractiveauthentication", "challengeresponseauthentication", "skeyauthentication", "tisauthentication",
+        "hostbasedauthentication", "gssapiauthentication", "gssapidelegatecredentials", "batchmode", "checkhostip",
+        "tcpkeepalive", "keepalive", "nohostauthenticationforlocalhost", "clearallforwardings", "enablesshkeysign",
+        "identitiesonly", "hashknownhosts", "permitlocalcommand", "visualhostkey", "forkafterauthentication",
+        "proxyusefdpass", "streamlocalbindunlink", "enableescapecommandline"), _FLAG),
+    "addressfamily": frozenset({"inet", "inet6", "any"}),
+    "compression": frozenset({"yes", "no"}),
+    "controlmaster": _FLAG | {"auto", "ask", "autoask"},
+    "pubkeyauthentication": _FLAG | {"unbound", "host-bound"},
+    "dsaauthentication": _FLAG | {"unbound", "host-bound"},
+    "requesttty": _FLAG | {"force", "auto"},
+    "sessiontype": frozenset({"none", "subsystem", "default"}),
+    "stricthostkeychecking": _FLAG | {"ask", "off", "accept-new"},
+    "tunnel": _FLAG | {"ethernet", "point-to-point"},
+    "verifyhostkeydns": _FLAG | {"ask"},
+    "updatehostkeys": _FLAG | {"ask"},
+}
+INTEGER = frozenset({"numberofpasswordprompts", "serveralivecountmax", "connectionattempts"})
+TIME = frozenset({"forwardx11timeout", "serveraliveinterval", "connecttimeout"})
+ONE_WORD = frozenset({"kbdinteractivedevices", "xauthlocation", "preferredauthentications", "bindaddress",
+                      "bindinterface", "pkcs11provider", "smartcarddevice", "securitykeyprovider", "controlpath",
+                      "revokedhostkeys"}) | CHOICES.keys() | INTEGER | TIME
+
+
+def bad_value(keyword: str, args: tuple[str, ...]) -> str | None:
+    """Why ssh rejects this line of an option proofbot does not take (None: ssh accepts it)."""
+    if keyword not in ONE_WORD:
+        return None
+    if len(args) > 1:
+        return f"keyword {keyword} extra arguments at end of line"
+    value = args[0] if args else ""
+    if keyword in CHOICES and value.lower() not in CHOICES[keyword]:
+        return f'unsupported option "{value}".'
+    if keyword in INTEGER and not re.fullmatch(r"\s*[+-]?\d+", value):
+        return "integer value invalid."
+    if keyword in TIME and value != "none" and not re.fullmatch(r"(\d+[sSmMhHdDwW]?)+", value):
+        return "invalid time value."
+    return None
