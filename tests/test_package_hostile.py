@@ -203,3 +203,19 @@ async def test_a_long_environment_path_gets_distlibs_sh_header_and_is_judged_the
     assert (await package_finding(host, tmp_path, python)).status == "warn"
     script.write_bytes(pristine.replace(b"import sys\n", b"import sys\nimport os\n"))
     assert (await package_finding(host, tmp_path, python)).status == "fail"
+
+
+async def test_a_site_packages_that_is_a_symlink_is_not_followed_and_is_named(host: DemoHost, tmp_path: Path) -> None:
+    assert host.python is not None
+    site = site_packages(host.python)
+    real = site.with_name("site-real")
+    site.rename(real)
+    site.symlink_to(real)
+    try:
+        finding = await package_finding(host, tmp_path)
+    finally:
+        site.unlink()
+        real.rename(site)
+    assert finding.status == "error"
+    assert finding.summary == (f"{DIST} is not installed in the environment of {host.python} (symlinks in its "
+                               f"layout, not followed: {site} -> '{real}')")

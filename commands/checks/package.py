@@ -113,7 +113,9 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     shown = "\n".join(head + tally.shown_lines + stray[:20] + note)
     evidence = Evidence.of(shown_command(python, dist), result.exit_status, shown, result.duration_s)
     if error is not None:  # the environment's own errors come before its env line
-        return Finding(check, "error", _error_summary(dist, python, error), evidence, {"error": error})
+        links = "; ".join(f"{link.get('at')} -> {link.get('target')!r}" for link in (env or {}).get("links") or [])
+        unfollowed = f" (symlinks in its layout, not followed: {links})" if links else ""
+        return Finding(check, "error", _error_summary(dist, python, error) + unfollowed, evidence, {"error": error})
     if env is None:
         return _no_probe(check, python, result, stray, evidence)
     if dist_line is None or end is None:

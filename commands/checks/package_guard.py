@@ -20,26 +20,23 @@ REFUSED = 5
 PREFIX = "proofbot-guard: "
 
 # $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist.
-SCRIPT = r"""pb_bad() {
-  find -P "$1" -maxdepth 0 \( -type l -printf '%p is a symlink\n' \) -o \
-    \( ! -user 0 -printf '%p is owned by %u (uid %U)\n' \) -o \
-    \( -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' \) 2>&1 | head -n 1
-}
+SCRIPT = r"""set -f
 pb_chain() {
-  q=$1
-  while :; do
-    why=$(pb_bad "$q"); [ -z "$why" ] || { printf '%s\n' "$why"; return 1; }
-    [ "$q" = / ] && return 0
-    q=$(dirname -- "$q")
-  done
+  q=$1; set --
+  case $q in /*) ;; *) echo "$q: not an absolute path"; return 1 ;; esac
+  while [ -n "$q" ]; do set -- "$@" "$q"; q=${q%/*}; done
+  why=$(find -P / "$@" -maxdepth 0 \( -type l -printf '%p is a symlink\n' -quit \) -o \
+    \( ! -user 0 -printf '%p is owned by %u (uid %U)\n' -quit \) -o \
+    \( -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' -quit \) 2>&1)
+  [ -z "$why" ] || { printf '%s\n' "$why"; return 1; }
 }
 pb_follow() {
   p=$1; n=0
   [ -e "$p" ] || [ -L "$p" ] || { echo "$1: not there"; return 1; }
   while [ -L "$p" ]; do
     [ $n -lt 8 ] || { echo "$1: more than 8 symlinks"; return 1; }; n=$((n + 1))
-    pb_chain "$(dirname -- "$p")" || return 1
-    t=$(readlink -- "$p"); case $t in /*) p=$t ;; *) p=$(dirname -- "$p")/$t ;; esac
+    d=${p%/*}; pb_chain "${d:-/}" || return 1
+    t=$(readlink -- "$p"); case $t in /*) p=$t ;; *) p=$d/$t ;; esac
   done
   pb_chain "$p"
 }
@@ -48,18 +45,26 @@ pb_try() {
   [ -f "$p" ] && [ -x "$p" ] || { echo "$p: not an executable file"; return 1; }
   exe=$p; v=${p##*/python}
   case $v in 3.[89]|3.[1-9][0-9]) ;; *) echo "$p: not python3.8 or later by its name"; return 1 ;; esac
-  prefix=$(dirname -- "$(dirname -- "$p")"); found=
+  prefix=${p%/*}; prefix=${prefix%/*}; found=
   for lib in "$prefix/lib/python$v" "$prefix/lib64/python$v"; do
     case $lib in "$prefix/lib64/"*) [ -L "$prefix/lib64" ] && continue ;; esac
     [ -e "$lib" ] || [ -L "$lib" ] || continue
     pb_chain "$lib" || return 1
-    why=$(find -P "$lib" \( ! -type l ! -user 0 -printf '%p is owned by %u (uid %U)\n' \) \
-      -o \( ! -type l -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' \) 2>&1 | head -n 3)
-    [ -z "$why" ] || { printf '%s\n' "$why"; return 1; }
-    # A link in the tree (Debian's sitecustomize.py -> /etc/...) is followed as the candidate's own links are.
-    for l in $(find -P "$lib" -type l \( -lname '/*' -o -lname '*..*' \) -print | head -n 50); do
-      pb_follow "$l" || return 1
+    # Every file of the standard library (site-packages never loads under -S); a link leaving the tree
+    # (Debian's sitecustomize.py -> /etc/...) is followed as the candidate's own links are.
+    out=$(find -P "$lib" \( -path "$lib/site-packages" -o -path "$lib/dist-packages" \) -prune \
+      -o \( ! -type l ! -user 0 -printf '%p is owned by %u (uid %U)\n' -quit \) \
+      -o \( ! -type l -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' -quit \) \
+      -o \( -type l \( -lname '/*' -o -lname '*..*' \) -printf 'link %p\n' \) 2>&1)
+    IFS='
+'
+    for line in $out; do
+      case $line in
+        "link "*) pb_follow "${line#link }" || { unset IFS; return 1; } ;;
+        *) unset IFS; echo "$line"; return 1 ;;
+      esac
     done
+    unset IFS
     [ -f "$lib/os.py" ] && found=1
   done
   [ -n "$found" ] || { echo "$exe: no standard library at $prefix/lib/python$v"; return 1; }

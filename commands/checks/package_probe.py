@@ -74,18 +74,19 @@ def site_dirs(tree: Tree, version: str, links: list[dict[str, str]]) -> list[tup
             names = sorted(os.listdir(tree.dir(tuple(libdir.split("/")))))
         except Link as link:
             if libdir != "lib64":  # a venv's lib64 -> lib is how venv makes it
-                links.append({"at": link.at, "target": link.target})
+                links.append({"at": os.path.join(tree.path, link.at), "target": link.target})
             continue
         except OSError:
             continue
         wanted = [n for n in names if re.fullmatch(r"python\d+\.\d+", n) and (not version or n == "python" + version)]
-        for name in wanted + (["python3"] if libdir == "lib" and "python3" in names else []):
+        # Debian's order: /usr/lib/python3/dist-packages comes before /usr/lib/python3.X/dist-packages.
+        for name in (["python3"] if libdir == "lib" and "python3" in names else []) + wanted:
             for leaf in ("dist-packages", "site-packages") if libdir != "lib64" else ("site-packages",):
                 rel = "/".join((libdir, name, leaf))
                 try:
                     tree.dir(tuple(rel.split("/")))
                 except Link as link:
-                    links.append({"at": link.at, "target": link.target})
+                    links.append({"at": os.path.join(tree.path, link.at), "target": link.target})
                     continue
                 except OSError:
                     continue
