@@ -191,3 +191,19 @@ def test_no_root_owned_interpreter_is_a_refusal_with_each_reason() -> None:
     assert "/tmp/pkgt2/opt/bin/python3.11 is owned by nobody (uid 65534)" in finding.summary
     assert "/usr/local/bin/python3: not there" in finding.summary
     assert finding.evidence is not None and "proofbot-guard:" in finding.evidence.output
+
+
+def test_a_group_or_everyone_able_to_rewrite_record_is_named_too() -> None:
+    """Debian's /usr/local/lib/python3.N/dist-packages is root:staff 2775 on older releases, for one."""
+    writers = [{"gid": 50, "name": "staff", "p": "/usr/local/lib/python3.11/dist-packages", "via": "group"},
+               {"p": "/srv/shared", "via": "anyone"}]
+    lines = []
+    for line in (RECORDED / "package_owned.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["t"] == "dist":
+            record["writers"] = writers
+        lines.append(json.dumps(record))
+    finding = parse_package(PYTHON, "sgl-kernel", CommandResult("probe", 0, "\n".join(lines).encode(), 0.01))
+    assert finding.status == "pass"
+    assert ("rewritten by members of group gid 50 (staff) (group-writable /usr/local/lib/python3.11/dist-packages), "
+            "anyone (world-writable /srv/shared), so this proves the files match RECORD") in finding.summary

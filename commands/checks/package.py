@@ -338,11 +338,12 @@ def _caveat(writers: list[dict[str, Any]]) -> str:
     for item in writers:
         if item.get("via") == "owner":
             who = f"uid {item.get('uid')}" + (f" ({item['name']})" if item.get("name") else "")
+            said.append(f"{who} (owner of {item.get('p')})")
         elif item.get("via") == "group":
-            who = f"group gid {item.get('gid')}" + (f" ({item['name']})" if item.get("name") else "")
+            who = f"members of group gid {item.get('gid')}" + (f" ({item['name']})" if item.get("name") else "")
+            said.append(f"{who} (group-writable {item.get('p')})")
         else:
-            who = "anyone"
-        said.append(f"{who} ({item.get('via')} of {item.get('p')})")
+            said.append(f"anyone (world-writable {item.get('p')})")
     unique = list(dict.fromkeys(said))
     return (f". Only as good as RECORD: it and the files can both be rewritten by {', '.join(unique[:4])}"
             + (f" and {len(unique) - 4} more" if len(unique) > 4 else "")

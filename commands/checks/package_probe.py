@@ -47,9 +47,9 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def config(tree: Tree) -> tuple[str, dict[str, str]]:
+def config(tree: Tree, bin_dir: str) -> tuple[str, dict[str, str]]:
     """``pyvenv.cfg`` next to the interpreter or one up, as ``site.venv()`` looks for it, read as text."""
-    for rel in ("bin/pyvenv.cfg", "pyvenv.cfg"):
+    for rel in (bin_dir + "/pyvenv.cfg", "pyvenv.cfg"):
         text = read_small(tree, rel)
         if text is not None:
             values: dict[str, str] = {}
@@ -202,17 +202,17 @@ def find_dist(tree: Tree, sites: list[tuple[str, str]], dist: str) -> list[tuple
 def environment(python: str) -> tuple[Tree, list[tuple[Tree, list[tuple[str, str]]]]] | None:
     """The prefix of python and every (prefix, site dirs) to search, in ``site`` order; None once said why not."""
     prefix = os.path.dirname(os.path.dirname(python))
+    bin_dir = os.path.basename(os.path.dirname(python))  # "bin" but for an odd layout
     try:
         tree = Tree(prefix)
-        tree.dir(("bin",))
-        os.lstat(os.path.basename(python), dir_fd=tree.dir(("bin",)))
+        os.lstat(os.path.basename(python), dir_fd=tree.dir((bin_dir,)))
     except Link as link:
         emit("error", reason="path-link", at=link.at, target=link.target, prefix=prefix)
         return None
     except OSError as exc:
         emit("error", reason="no-interpreter", detail=exc.strerror or str(exc), prefix=prefix)
         return None
-    cfg_at, values = config(tree)
+    cfg_at, values = config(tree, bin_dir)
     version = cfg_version(values)
     links: list[dict[str, str]] = []
     searched = [(tree, site_dirs(tree, version, links))]

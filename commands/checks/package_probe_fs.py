@@ -87,7 +87,9 @@ class Tree:
         return self._dirs[parts]
 
     def open(self, rel: str) -> int:
-        parts = tuple(p for p in rel.split("/") if p)
+        parts = tuple(p for p in rel.split("/") if p and p != ".")
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "the environment's own directory", rel)
         return open_at(self.dir(parts[:-1]), parts[-1], FILE, rel)
 
     def sub(self, rel: str) -> Tree:
@@ -145,6 +147,8 @@ def file_facts(tree: Tree, rel: str, algorithm: str) -> tuple[dict[str, object],
         if exc.errno == errno.ENOTDIR:
             return {"st": "other"}, b"", b""
         return {"st": "unreadable", "err": exc.strerror or str(exc)}, b"", b""
+    except ValueError:  # a NUL in the name: no file can have it
+        return {"st": "unreadable", "err": "not a valid file name"}, b"", b""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
