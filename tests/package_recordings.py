@@ -60,7 +60,7 @@ def main() -> None:
     ROOT.mkdir(mode=0o755)
     secret = ROOT / "root-only" / "secret"
     secret.parent.mkdir(mode=0o700)
-    secret.write_bytes(b"root-only\n")
+    secret.write_bytes(b"TOP-SECRET-LINE\n")
     secret.chmod(0o600)
 
     # Odd RECORD rows, and the console script's #! rewritten to another installer form.
@@ -101,7 +101,7 @@ def main() -> None:
     python = install("ml-links")
     (site_packages(python) / INFO / "cache").symlink_to(secret.parent)
     (site_packages(python) / "sgl_kernel" / "vendor").symlink_to(secret.parent)
-    guess = f"sha256={b64(secret.read_bytes())},10"
+    guess = f"sha256={b64(secret.read_bytes())},{len(secret.read_bytes())}"
     append_rows(python, f"{INFO}/cache/secret,{guess}", f"sgl_kernel/vendor/secret,{guess}")
     record("package_links.jsonl", python)
 
@@ -112,6 +112,8 @@ def main() -> None:
     # ... and a root-only file hard-linked into it (a root could; protected_hardlinks stops others).
     os.link(secret, site_packages(python) / "sgl_kernel" / "cache.py")
     append_rows(python, f"sgl_kernel/cache.py,{guess}")
+    (site_packages(python) / INFO / "INSTALLER").unlink()  # a file the probe prints the text of
+    os.link(secret, site_packages(python) / INFO / "INSTALLER")
     record("package_hardlink.jsonl", python)
 
     # The environment named through a symlink.

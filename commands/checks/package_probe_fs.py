@@ -107,9 +107,15 @@ def read_small(tree: Tree, rel: str, limit: int = 65536) -> str | None:
     except (OSError, Link):
         return None
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or kept_from_others(tree, info):
             return None
         return handle.read(limit).decode("utf-8", "replace")
+
+
+def kept_from_others(tree: Tree, info: os.stat_result) -> bool:
+    """A hard link to a file another owner keeps from others: what it holds (or its digest) is not said."""
+    return info.st_nlink > 1 and info.st_uid != tree.owner and not info.st_mode & stat.S_IROTH
 
 
 def digest(fd: int, algorithm: str) -> tuple[int, bytes, bytes]:
@@ -153,8 +159,7 @@ def file_facts(tree: Tree, rel: str, algorithm: str) -> tuple[dict[str, object],
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         return {"st": "other"}, b"", b""
-    if info.st_nlink > 1 and info.st_uid != tree.owner and not info.st_mode & stat.S_IROTH:
-        # A hard link to a file its owner keeps from others: its digest would tell what it holds.
+    if kept_from_others(tree, info):
         os.close(fd)
         return {"st": "hardlink", "uid": info.st_uid}, b"", b""
     try:
