@@ -5,10 +5,11 @@ The environment being checked usually belongs to a service account: its ``bin/py
 it as root runs their code. The guard never touches the environment: it tries fixed
 interpreters (``CANDIDATES``), follows each one's symlinks and requires every path on the way,
 every directory from it up to ``/``, and every file of its standard library
-(``<prefix>/lib/pythonX.Y``, ``lib64`` too) to be owned by root and not writable by group or
-others, with no symlink leaving that tree; then it execs that interpreter with ``-I -S`` on the
-probe. Nothing a user other than root can write runs or is imported. If no candidate passes,
-it prints why for each and exits ``REFUSED``: the check is an error naming the reasons.
+(``<prefix>/lib/pythonX.Y``, ``lib64`` too; its site-packages aside, ``-S`` never loads them) to
+be owned by root and not writable by group or others, a symlink leaving that tree followed and
+checked the same way; then it execs that interpreter with ``-I -S`` on the probe. Nothing a
+user other than root can write runs or is imported. If no candidate passes, it prints why
+for each and exits ``REFUSED``: the check is an error naming the reasons.
 """
 
 from __future__ import annotations
