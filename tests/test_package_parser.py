@@ -176,6 +176,9 @@ def test_a_hard_link_to_a_root_only_file_is_not_read() -> None:
     output = (RECORDED / "package_hardlink.jsonl").read_text()
     # Neither its text (INSTALLER is printed) nor its size nor its digest: only the owner's own guess in RECORD.
     assert "TOP-SECRET" not in output and '"size": 16' not in output and finding.details["installer"] == "unknown"
+    # The environment is nobody's: its pip is their code, so the fix says whom to run it as.
+    assert ("To make it pristine: as uid 65534 (nobody), the environment's owner, not as root: "
+            f"{PYTHON} -m pip install --force-reinstall") in finding.summary
 
 
 def test_an_environment_named_through_a_symlink_is_an_error_naming_the_link() -> None:

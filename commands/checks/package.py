@@ -289,6 +289,10 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
     version, installer = str(dist_line.get("version", "")), str(dist_line.get("installer", "")) or "unknown"
     ignored = tally.pyc_ignored + int(end.get("pyc_ignored", 0))
     fix = fix_command(python, dist, version)
+    owner = next((item for item in dist_line.get("writers") or [] if item.get("via") == "owner"), None)
+    if owner:  # its pip is the owner's code: run as root, it is what proofbot itself refuses to do
+        fix = (f"as uid {owner.get('uid')}" + (f" ({owner['name']})" if owner.get("name") else "")
+               + f", the environment's owner, not as root: {fix}")
     details: dict[str, Any] = {
         "version": version, "installer": installer, "proven": tally.proven, "pyc_ignored": ignored,
         "changed": tally.changed, "missing": tally.missing, "unlisted": tally.unlisted,
