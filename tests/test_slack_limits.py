@@ -1,0 +1,200 @@
+"""Tier 1: Slack-started work is bounded (``limits`` in the inventory), through the real bolt app and the
+strict fake Slack.
+
+Eight fleet verifies from one user at once over hosts that hang (a black-holed proxy to a loopback
+host): ``per_user`` start, the rest are refused ephemerally naming what runs, each refusal a
+``refused`` event; the same request from someone else is answered with the running one's thread;
+past ``total`` everyone is refused; host verifies across fleets never exceed ``hosts`` (counted from
+the audit log's own events); every slot is given back when the work ends, fails or raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from bot.demo.host import DemoHost
+from bot.slack.app import BotContext, build_app
+from commands.inflight import InFlight, OverLimit, Work
+from commands.inventory import Limits, parse_inventory
+from commands.store.events import AuditStore
+from tests.fleet_rig import fleet_entry, proxied_known_hosts
+from tests.lab.proxy import DelayProxy
+from tests.lab.waits import until
+from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.serving import serving
+from tests.slack_fake.signing import slash_command_body
+
+SECRET = "limits-secret"
+CHANNEL = "C0OPS"
+ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
+HOSTS = [f"h{n}" for n in range(1, 7)]
+# Eight different fleets (no two the same hosts): what one user clicked in a hurry.
+EIGHT = ["h1 h2", "h1 h3", "h1 h4", "h1 h5", "h1 h6", "h2 h3", "h2 h4", "h2 h5"]
+
+
+@dataclass
+class LimitsRig:
+    slack: FakeSlack
+    url: str
+    db: Path
+    context: BotContext
+    proxy: DelayProxy
+
+    async def verify(self, text: str, user: str) -> HttpAck:
+        return await self.slack.deliver(self.url, slash_command_body("/verify", text, user, CHANNEL,
+                                                                     self.slack.response_url(), "t1"))
+
+    def parents(self) -> list[Message]:
+        return [m for m in self.slack.messages_in(CHANNEL) if not m.is_reply]
+
+    def refused(self) -> list[tuple[str, dict[str, Any]]]:
+        rows = sqlite3.connect(self.db).execute("SELECT actor, details FROM events WHERE kind = 'refused' ORDER BY id")
+        return [(actor, json.loads(details)) for actor, details in rows]
+
+    def fleets_requested(self) -> int:
+        return int(sqlite3.connect(self.db).execute(
+            "SELECT COUNT(*) FROM events WHERE kind = 'requested' AND host IS NULL").fetchone()[0])
+
+    def most_host_verifies_at_once(self) -> int:
+        """From the audit log alone: host verifies of fleets requested and not yet finished, at their peak."""
+        rows = sqlite3.connect(self.db).execute(
+            "SELECT kind, operation_id, details FROM events WHERE host IS NOT NULL AND kind IN ('requested', "
+            "'finished') ORDER BY id").fetchall()
+        open_now: set[str] = set()
+        most = 0
+        for kind, operation_id, details in rows:
+            if kind == "requested" and json.loads(details).get("fleet_operation_id"):
+                open_now.add(operation_id)
+                most = max(most, len(open_now))
+            elif kind == "finished":
+                open_now.discard(operation_id)
+        return most
+
+
+def is_done(message: Message) -> bool:
+    return message.text.startswith("verify ")  # progress reads "1/2 hosts · …"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def limits_rig(clean_host: DemoHost, tmp_path: Path) -> AsyncIterator[LimitsRig]:
+    async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy:
+        known = proxied_known_hosts(clean_host, proxy.port, tmp_path / "known_hosts")
+        document = clean_host.inventory()
+        document["ssh"]["connect_timeout_s"] = 120  # a host hangs until the test restores the link
+        document["hosts"] = {name: fleet_entry(clean_host, proxy.port, known) for name in HOSTS}
+        document["fleet"] = {"max_parallel": 2, "host_deadline_s": 180}
+        document["limits"] = {"per_user": 2, "total": 3, "hosts": 2}
+        document["channels"] = [CHANNEL]
+        inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+        audit = AuditStore.open(tmp_path / "audit.db")
+        async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
+            context = BotContext(inventory, audit)
+            app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
+            try:
+                async with serving(app) as url:
+                    yield LimitsRig(slack, url, tmp_path / "audit.db", context, proxy)
+            finally:
+                proxy.restore()
+                audit.close()
+
+
+def ack_text(ack: HttpAck) -> str:
+    """The ephemeral reply carried by the ack, or "" for a plain ack (the work started)."""
+    assert ack.status_code == 200
+    return str(ack.json().get("text", "")) if ack.text else ""
+
+
+async def test_eight_fleet_verifies_from_one_user_start_per_user_and_the_rest_are_refused_naming_them(
+        limits_rig: LimitsRig) -> None:
+    rig = limits_rig
+    rig.proxy.blackhole()
+    acks = await asyncio.gather(*(rig.verify(text, ALICE) for text in EIGHT))
+    started = [text for text, ack in zip(EIGHT, acks, strict=True) if not ack_text(ack)]
+    refusals = [ack_text(ack) for ack in acks if ack_text(ack)]
+    assert len(started) == 2 and len(refusals) == 6, refusals
+    for refusal in refusals:
+        assert "you already have 2 operations in flight (limits.per_user is 2)" in refusal
+        assert all(f"• verify {text} by <@{ALICE}> since <!date^" in refusal for text in started), refusal
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 2, what="two fleet parents")
+    assert rig.fleets_requested() == 2
+    alice_refused = [details for actor, details in rig.refused() if actor == f"slack:{ALICE}"]
+    assert len(alice_refused) == 6
+    assert all(len(details["running"]) == 2 and "limits.per_user" in details["reason"] for details in alice_refused)
+
+    # The same request from someone else: the running one's thread, nothing new.
+    await until("both fleets' threads known", lambda: all(t.thread_ts for t in rig.context.inflight.running()))
+    same = ack_text(await rig.verify(started[0], BOB))
+    parent = next(p for p in rig.parents() if f"verifying {started[0]}" in p.text)
+    assert f"the same verify {started[0]} is already running, asked by slack:{ALICE}" in same
+    assert f"<{rig.slack.permalink(CHANNEL, parent.ts)}|its thread>" in same
+    assert rig.fleets_requested() == 2
+
+    # Past the total: Bob's own fleet is the third; Carol is refused, told all three with their threads.
+    assert ack_text(await rig.verify("h5 h6", BOB)) == ""
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 3, what="Bob's fleet")
+    await until("three threads known", lambda: all(t.thread_ts for t in rig.context.inflight.running()))
+    over = ack_text(await rig.verify("h3 h6", CAROL))
+    assert "proofbot already has 3 operations in flight (limits.total is 3)" in over
+    assert over.count("|its thread>") == 3 and f"by <@{BOB}>" in over
+    assert [actor for actor, _ in rig.refused()][-2:] == [f"slack:{BOB}", f"slack:{CAROL}"]
+
+    rig.proxy.restore()  # the hosts answer: every fleet finishes, each slot is given back
+    await rig.slack.wait_until(lambda: all(is_done(p) for p in rig.parents()), timeout=120, what="three verdicts")
+    await until("every slot given back", lambda: not rig.context.inflight.running())
+    assert rig.most_host_verifies_at_once() == 2  # 3 fleets of 2 hosts, limits.hosts 2
+    assert rig.context.inflight.most_hosts_in_flight == 2
+
+    # A failure (Slack refuses the verdict: the channel was archived meanwhile) gives its slot back too.
+    rig.proxy.blackhole()
+    failing = await asyncio.gather(rig.verify("h1 h2", ALICE), rig.verify("h3 h4", ALICE))
+    assert [ack_text(ack) for ack in failing] == ["", ""]
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 5, what="two more parents")
+    rig.slack.channels[CHANNEL].is_archived = True
+    rig.proxy.restore()
+    await until("slots given back after a failure", lambda: not rig.context.inflight.running(), 120)
+    assert [call.error for call in rig.slack.calls_to("chat.update")][-2:] == ["is_archived", "is_archived"]
+    rig.slack.channels[CHANNEL].is_archived = False
+    again = await asyncio.gather(rig.verify("h1 h2", ALICE), rig.verify("h3 h4", ALICE))
+    assert [ack_text(ack) for ack in again] == ["", ""]
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 7 and all(is_done(p) for p in rig.parents()[-2:]),
+                               timeout=120, what="both verdicts")
+    rig.slack.warnings.clear()  # the archived channel's refusals, expected
+
+
+def test_identical_work_is_the_same_whatever_the_order_of_its_hosts() -> None:
+    a = Work("slack:U1", "verify", ("h1", "h2"), ("b", None))
+    b = Work("slack:U2", "verify", ("h2", "h1"), (None, "b"))
+    assert a.key == b.key
+    assert a.key != Work("slack:U1", "verify", ("h1", "h2"), ("b", "b")).key  # another backup: other work
+    assert a.key != Work("slack:U1", "verify", ("h1", "h2"), ("b", None), plan_id="p").key
+
+
+async def test_a_slot_is_given_back_when_its_work_is_cancelled_or_raises() -> None:
+    inflight = InFlight(Limits(per_user=1, total=1))
+    entered = asyncio.Event()
+
+    async def work() -> None:
+        with inflight.start(Work("slack:U1", "verify", ("h1",))):
+            entered.set()
+            await asyncio.sleep(3600)
+
+    task = asyncio.create_task(work())
+    await entered.wait()
+    with pytest.raises(OverLimit):
+        inflight.start(Work("slack:U1", "verify", ("h2",)))
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert inflight.running() == []
+    with pytest.raises(RuntimeError), inflight.start(Work("slack:U1", "verify", ("h2",))):
+        raise RuntimeError("a bug in the work")
+    assert inflight.running() == []
