@@ -112,7 +112,8 @@ class InFlight:
 
     def start(self, work: Work) -> Ticket:
         """Take a slot for ``work`` or raise: ``AlreadyRunning`` for the same work, else ``OverLimit``."""
-        same = [ticket for ticket in self._running if ticket.work.key == work.key]
+        # A second click on one plan is judged by the plan's decision (already approved by …), not here.
+        same = [ticket for ticket in self._running if ticket.work.key == work.key and work.plan_id is None]
         if same:
             first = same[0]
             raise AlreadyRunning(f"the same {first.work.describe()} is already running, asked by "
