@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from bot.demo.host import DemoHost
+from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inflight import InFlight, OverLimit, Work
 from commands.inventory import Limits, parse_inventory
@@ -33,6 +33,8 @@ from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
+from tests.test_slack_restore import APPROVER, Rig, is_final
+from tests.test_slack_restore import SECRET as RESTORE_SECRET
 
 SECRET = "limits-secret"
 CHANNEL = "C0OPS"
@@ -198,3 +200,49 @@ async def test_a_slot_is_given_back_when_its_work_is_cancelled_or_raises() -> No
     with pytest.raises(RuntimeError), inflight.start(Work("slack:U1", "verify", ("h2",))):
         raise RuntimeError("a bug in the work")
     assert inflight.running() == []
+
+
+async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(tmp_path: Path) -> None:
+    async with demo_host("ct129") as host, DelayProxy("127.0.0.1", host.ssh_port) as proxy:
+        document = host.inventory()
+        document["ssh"]["connect_timeout_s"] = 120
+        document["hosts"]["slow"] = fleet_entry(host, proxy.port,
+                                                proxied_known_hosts(host, proxy.port, tmp_path / "known_hosts"))
+        document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 900}
+        document["limits"] = {"per_user": 1, "total": 4}
+        inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+        audit = AuditStore.open(tmp_path / "audit.db")
+        async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=RESTORE_SECRET) as slack:
+            context = BotContext(inventory, audit)
+            app = build_app(context, bot_token=slack.bot_token, signing_secret=RESTORE_SECRET,
+                            api_url=slack.api_url)
+            try:
+                async with serving(app) as url:
+                    rig = Rig(slack, url, tmp_path / "audit.db", host)
+                    proxy.blackhole()
+                    assert (await rig.restore()).status_code == 200
+                    plan = await rig.restore_plan_message()
+                    assert (await rig.command("/verify", "slow", APPROVER)).text == ""  # the approver's one slot
+                    await until("the approver's verify in flight", lambda: len(context.inflight.running()) == 1)
+
+                    _, said = await rig.click(plan, "restore_approve", APPROVER)
+                    await slack.wait_until(lambda: bool(slack.responses_to(said)), what="the refusal")
+                    refusal = slack.responses_to(said)[0].body["text"]
+                    assert "you already have 1 operations in flight (limits.per_user is 1)" in refusal
+                    assert f"• verify slow by <@{APPROVER}>" in refusal
+                    assert rig.events("approved") == [] and rig.events("refused")[-1]["running"][0]["what"] == \
+                        "verify slow"
+                    state = sqlite3.connect(rig.db).execute("SELECT state FROM plans").fetchone()[0]
+                    assert state == "pending"  # nothing decided: it may be approved once the slot is free
+
+                    proxy.restore()
+                    await until("the verify's slot given back", lambda: not context.inflight.running(), 60)
+                    await rig.click(plan, "restore_approve", APPROVER)
+                    await slack.wait_until(lambda: is_final(slack.message(CHANNEL, plan.ts)), timeout=60,
+                                           what="the restore's verdict")
+                    assert len(rig.events("approved")) == 1
+                    await until("the apply's slot given back", lambda: not context.inflight.running())
+            finally:
+                for timer in list(context.timers):
+                    timer.cancel()
+                audit.close()
