@@ -27,12 +27,15 @@ from bot.slack.app import BotContext, build_app
 from commands.inflight import InFlight, OverLimit, Work
 from commands.inventory import Limits, parse_inventory
 from commands.store.events import AuditStore
+from tests.conftest import write_inventory
 from tests.fleet_rig import fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
+from tests.test_serve_live_holders import SECRET as SERVE_SECRET
+from tests.test_serve_live_holders import free_port, kinds, start_serve
 from tests.test_slack_restore import APPROVER, Rig, is_final
 from tests.test_slack_restore import SECRET as RESTORE_SECRET
 
@@ -246,3 +249,46 @@ async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(
                 for timer in list(context.timers):
                     timer.cancel()
                 audit.close()
+
+
+async def test_a_real_serve_takes_its_limits_from_the_inventory(clean_host: DemoHost, tmp_path: Path) -> None:
+    """``proofbot serve --http`` as deployed: the inventory's limits hold for signed commands from Slack."""
+    async with DelayProxy("127.0.0.1", clean_host.ssh_port) as proxy, \
+            FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SERVE_SECRET) as slack:
+        known = proxied_known_hosts(clean_host, proxy.port, tmp_path / "known_hosts")
+        document = clean_host.inventory()
+        document["ssh"]["connect_timeout_s"] = 120
+        document["hosts"] = {name: fleet_entry(clean_host, proxy.port, known) for name in ("h1", "h2")}
+        document["limits"] = {"per_user": 1}
+        inventory = write_inventory(tmp_path / "inventory.yml", document)
+        db = tmp_path / "audit.db"
+        proxy.blackhole()
+        bot = await start_serve(slack, inventory, db, port := await free_port())
+        try:
+            await until("the bot to start", lambda: db.exists() and "bot-started" in kinds(db), 30)
+            url = f"http://127.0.0.1:{port}/slack/events"
+            first = await slack.deliver(url, slash_command_body("/verify", "h1", ALICE, CHANNEL, slack.response_url(),
+                                                                "t1"))
+            assert first.text == ""
+            await slack.wait_until(lambda: len(slack.messages_in(CHANNEL)) == 1, what="the first verify's parent")
+            second = ack_text(await slack.deliver(url, slash_command_body("/verify", "h2", ALICE, CHANNEL,
+                                                                          slack.response_url(), "t1")))
+            assert "(limits.per_user is 1)" in second and "|its thread>" in second
+            assert kinds(db).count("refused") == 1
+            proxy.restore()
+            await slack.wait_until(lambda: any(m.text.startswith("Summary of operation") for m in
+                                               slack.messages_in(CHANNEL)), timeout=60,
+                                   what="the first verify's thread to end")
+            accepted: list[bool] = []
+
+            async def ask_again() -> None:  # the slot is given back just after the thread's last post
+                while not accepted:
+                    ack = await slack.deliver(url, slash_command_body("/verify", "h2", ALICE, CHANNEL,
+                                                                      slack.response_url(), "t1"))
+                    accepted.extend([True] if ack.text == "" else [])
+                    await asyncio.sleep(0.1)
+            await asyncio.wait_for(ask_again(), 30)  # the slot was given back
+            await until("the second verify to finish", lambda: kinds(db).count("finished") == 2, 60)
+        finally:
+            bot.terminate()
+            await bot.wait()
