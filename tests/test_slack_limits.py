@@ -24,6 +24,7 @@ import yaml
 
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
+from commands.errors import InventoryError
 from commands.inflight import InFlight, OverLimit, Work
 from commands.inventory import Limits, parse_inventory
 from commands.store.events import AuditStore
@@ -292,3 +293,44 @@ async def test_a_real_serve_takes_its_limits_from_the_inventory(clean_host: Demo
         finally:
             bot.terminate()
             await bot.wait()
+
+
+async def test_re_verify_clicked_twice_starts_once_and_links_the_second(limits_rig: LimitsRig,
+                                                                        clean_host: DemoHost) -> None:
+    rig = limits_rig
+    rig.proxy.blackhole()
+    assert ack_text(await rig.verify("h1 h2", ALICE)) == ""
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 1, what="the fleet's parent")
+
+
+    def dropped_until_done() -> bool:  # the link drops, again for each connection: neither host can be checked
+        rig.proxy.reset()
+        return is_done(rig.parents()[0])
+    await until("the fleet's verdict", dropped_until_done, 60, interval_s=0.2)
+    [parent] = rig.parents()
+    assert "Re-verify the 2 that failed" in json.dumps(parent.blocks)
+    await until("its slot given back", lambda: not rig.context.inflight.running())
+
+    clicker = Rig(rig.slack, rig.url, rig.db, clean_host)
+    (first, first_url), (second, second_url) = await asyncio.gather(
+        clicker.click(parent, "fleet_reverify", ALICE), clicker.click(parent, "fleet_reverify", BOB))
+    assert first.status_code == second.status_code == 200
+    await rig.slack.wait_until(lambda: len(rig.parents()) == 2, what="one new parent")
+    await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(first_url) or rig.slack.responses_to(second_url)),
+                               what="the second click's answer")
+    [linked] = [post.body["text"] for url in (first_url, second_url) for post in rig.slack.responses_to(url)]
+    assert "is already running, asked by slack:U0" in linked and "nothing new was started" in linked
+    assert rig.fleets_requested() == 2 and len(rig.refused()) == 1
+    rig.proxy.restore()
+    await rig.slack.wait_until(lambda: is_done(rig.parents()[1]), timeout=60, what="the re-verify's verdict")
+
+
+def test_bad_limits_are_refused_with_their_line() -> None:
+    text = yaml.safe_dump({"limits": {"per_user": 0, "total": "many"}, "hosts": {"ct1": {"address": "127.0.0.1"}}},
+                          sort_keys=False)
+    with pytest.raises(InventoryError) as refused:
+        parse_inventory(text, "inv.yml")
+    assert "inv.yml:2: limits.per_user: Input should be greater than or equal to 1" in refused.value.message
+    assert "inv.yml:3: limits.total: Input should be a valid integer" in refused.value.message
+    assert parse_inventory("hosts: {ct1: {address: 127.0.0.1}}", "inv.yml").limits == Limits(per_user=4, total=16,
+                                                                                                hosts=32)
