@@ -81,20 +81,24 @@ class Ticket:
                 "operation_id": self.operation_id}
 
 
-class AlreadyRunning(Refused):
+class InFlightRefusal(Refused):
+    """Refused because of what runs: ``running`` names each (who, what, since, where); ``headline`` is the
+    message without them, for a front-end that lists them itself."""
+
+    def __init__(self, headline: str, *, hint: str = "", running: list[Ticket]) -> None:
+        listed = "; ".join(f"{t.work.describe()} by {t.work.user} since {t.since}" for t in running[:SHOWN_MAX])
+        more = f"; and {len(running) - SHOWN_MAX} more" if len(running) > SHOWN_MAX else ""
+        super().__init__(f"{headline} (running: {listed}{more})", hint=hint)
+        self.headline = headline
+        self.running = [ticket.to_json() for ticket in running]
+
+
+class AlreadyRunning(InFlightRefusal):
     """The same work is running: the request is answered with it instead of starting another."""
 
-    def __init__(self, message: str, *, hint: str = "", running: list[dict[str, Any]]) -> None:
-        super().__init__(message, hint=hint)
-        self.running = running
 
-
-class OverLimit(Refused):
-    """Past ``limits.per_user`` or ``limits.total``: ``running`` names what runs (who, what, since, where)."""
-
-    def __init__(self, message: str, *, hint: str = "", running: list[dict[str, Any]]) -> None:
-        super().__init__(message, hint=hint)
-        self.running = running
+class OverLimit(InFlightRefusal):
+    """Past ``limits.per_user`` or ``limits.total``."""
 
 
 class InFlight:
@@ -115,19 +119,17 @@ class InFlight:
         # A second click on one plan is judged by the plan's decision (already approved by …), not here.
         same = [ticket for ticket in self._running if ticket.work.key == work.key and work.plan_id is None]
         if same:
-            first = same[0]
-            raise AlreadyRunning(f"the same {first.work.describe()} is already running, asked by "
-                                 f"{first.work.user} at {first.since}: nothing new was started",
-                                 hint="follow it in its thread", running=[first.to_json()])
+            raise AlreadyRunning(f"the same {work.describe()} is already running: nothing new was started",
+                                 hint="follow it in its thread", running=same[:1])
         mine = [ticket for ticket in self._running if ticket.work.user == work.user]
         if len(mine) >= self.limits.per_user:
-            raise OverLimit(f"you already have {len(mine)} operations in flight (limits.per_user is "
-                            f"{self.limits.per_user}): {_listed(mine)}; {work.describe()} was not started",
-                            hint="ask again when one has finished", running=[t.to_json() for t in mine])
+            raise OverLimit(f"you already have {_operations(len(mine))} in flight (limits.per_user is "
+                            f"{self.limits.per_user}): {work.describe()} was not started",
+                            hint="ask again when one has finished", running=mine)
         if len(self._running) >= self.limits.total:
-            raise OverLimit(f"proofbot already has {len(self._running)} operations in flight (limits.total is "
-                            f"{self.limits.total}): {_listed(self._running)}; {work.describe()} was not started",
-                            hint="ask again when one has finished", running=[t.to_json() for t in self._running])
+            raise OverLimit(f"proofbot already has {_operations(len(self._running))} in flight (limits.total is "
+                            f"{self.limits.total}): {work.describe()} was not started",
+                            hint="ask again when one has finished", running=self.running())
         ticket = Ticket(work, utc_now(), self)
         self._running.append(ticket)
         return ticket
@@ -156,6 +158,5 @@ class HostSlots:
         self.semaphore.release()
 
 
-def _listed(tickets: list[Ticket]) -> str:
-    shown = "; ".join(f"{t.work.describe()} by {t.work.user} since {t.since}" for t in tickets[:SHOWN_MAX])
-    return shown + (f"; and {len(tickets) - SHOWN_MAX} more" if len(tickets) > SHOWN_MAX else "")
+def _operations(count: int) -> str:
+    return f"{count} operation{'s' if count != 1 else ''}"

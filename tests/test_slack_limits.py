@@ -141,7 +141,8 @@ async def test_eight_fleet_verifies_from_one_user_start_per_user_and_the_rest_ar
     await until("both fleets' threads known", lambda: all(t.thread_ts for t in rig.context.inflight.running()))
     same = ack_text(await rig.verify(started[0], BOB))
     parent = next(p for p in rig.parents() if f"verifying {started[0]}" in p.text)
-    assert f"the same verify {started[0]} is already running, asked by slack:{ALICE}" in same
+    assert f"the same verify {started[0]} is already running: nothing new was started" in same
+    assert f"• verify {started[0]} by <@{ALICE}> since <!date^" in same
     assert f"<{rig.slack.permalink(CHANNEL, parent.ts)}|its thread>" in same
     assert rig.fleets_requested() == 2
 
@@ -232,7 +233,7 @@ async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(
                     _, said = await rig.click(plan, "restore_approve", APPROVER)
                     await slack.wait_until(lambda: bool(slack.responses_to(said)), what="the refusal")
                     refusal = slack.responses_to(said)[0].body["text"]
-                    assert "you already have 1 operations in flight (limits.per_user is 1)" in refusal
+                    assert "you already have 1 operation in flight (limits.per_user is 1)" in refusal
                     assert f"• verify slow by <@{APPROVER}>" in refusal
                     assert rig.events("approved") == [] and rig.events("refused")[-1]["running"][0]["what"] == \
                         "verify slow"
@@ -319,7 +320,7 @@ async def test_re_verify_clicked_twice_starts_once_and_links_the_second(limits_r
     await rig.slack.wait_until(lambda: bool(rig.slack.responses_to(first_url) or rig.slack.responses_to(second_url)),
                                what="the second click's answer")
     [linked] = [post.body["text"] for url in (first_url, second_url) for post in rig.slack.responses_to(url)]
-    assert "is already running, asked by slack:U0" in linked and "nothing new was started" in linked
+    assert "is already running: nothing new was started" in linked and "by <@U0" in linked
     assert rig.fleets_requested() == 2 and len(rig.refused()) == 1
     rig.proxy.restore()
     await rig.slack.wait_until(lambda: is_done(rig.parents()[1]), timeout=60, what="the re-verify's verdict")

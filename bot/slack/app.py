@@ -94,7 +94,8 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
                          or submitted.get("channel")},
             )
             said = f"{error.message}. {error.hint}"
-            text = error_message(error.message, error.hint + await _link_to_holder(client, error))
+            text = error_message(getattr(error, "headline", error.message),  # `running` is listed below it
+                                 error.hint + await _link_to_holder(client, error))
         else:
             log.exception("listener failed", exc_info=error)
             said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
