@@ -215,6 +215,7 @@ async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(
                                                 proxied_known_hosts(host, proxy.port, tmp_path / "known_hosts"))
         document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 900}
         document["limits"] = {"per_user": 1, "total": 4}
+        document["groups"] = {"gpu": ["ct129"]}
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
         async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=RESTORE_SECRET) as slack:
@@ -225,10 +226,15 @@ async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(
                 async with serving(app) as url:
                     rig = Rig(slack, url, tmp_path / "audit.db", host)
                     proxy.blackhole()
-                    assert (await rig.restore()).status_code == 200
-                    plan = await rig.restore_plan_message()
                     assert (await rig.command("/verify", "slow", APPROVER)).text == ""  # the approver's one slot
                     await until("the approver's verify in flight", lambda: len(context.inflight.running()) == 1)
+                    for command, text in (("/restore", "ct129"), ("/restart", "ct129"), ("/restart", "gpu")):
+                        said = ack_text(await rig.command(command, text, APPROVER))  # plans are work too
+                        assert "(limits.per_user is 1)" in said and "• verify slow by" in said, (command, text)
+                    assert len(rig.events("refused")) == 3 and len(rig.events("requested")) == 1  # the verify only
+
+                    assert (await rig.restore()).status_code == 200
+                    plan = await rig.restore_plan_message()
 
                     _, said = await rig.click(plan, "restore_approve", APPROVER)
                     await slack.wait_until(lambda: bool(slack.responses_to(said)), what="the refusal")
