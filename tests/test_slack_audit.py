@@ -165,3 +165,19 @@ async def test_audit_help_is_the_ack(rig: AuditRig) -> None:
     reply = (await rig.command("help")).json()
     assert "/audit [HOST] [N]" in reply["text"]
     assert rig.slack.calls_to("chat.postMessage") == []
+
+
+async def test_a_hand_edited_blob_is_an_ephemeral_error_naming_the_row(rig: AuditRig) -> None:
+    """A BLOB `actor` (what no append writes) makes `/audit` say which event cannot be read, nothing else."""
+    conn = sqlite3.connect(rig.db, isolation_level=None)
+    event_id = conn.execute("SELECT min(id) FROM events WHERE kind = 'requested' AND operation_id = 'op-5'"
+                            ).fetchone()[0]
+    guard = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_are_append_only_update'").fetchone()[0]
+    conn.executescript(f"DROP TRIGGER events_are_append_only_update; UPDATE events SET actor = X'00ff' "
+                       f"WHERE id = {event_id}; {guard};")
+    conn.close()
+    reply = (await rig.command("ct129")).json()
+    assert reply["response_type"] == "ephemeral"
+    assert f"event #{event_id} cannot be read: actor is a BLOB, not text" in reply["text"]
+    assert "audit verify" in reply["text"]
+    assert rig.slack.calls_to("chat.postMessage") == []

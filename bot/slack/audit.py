@@ -56,8 +56,7 @@ def _count(word: str) -> bool:
 
 
 async def audit_in_thread(client: AsyncWebClient, store: AuditStore, command: dict[str, Any],
-                          request: AuditRequest) -> None:
-    records = await recent_operations(store, request.host, request.limit)
+                          request: AuditRequest, records: list[OperationRecord]) -> None:
     links = await asyncio.gather(*(_permalink(client, record) for record in records))
     text, blocks = audit_parent_message(request.host, records, command["user_id"])
     parent = await client.chat_postMessage(channel=command["channel_id"], text=text, blocks=blocks)
@@ -82,8 +81,11 @@ async def _permalink(client: AsyncWebClient, record: OperationRecord) -> tuple[s
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     request = audit_request(context.inventory, command.get("text", ""))
+    # Read before the ack (two indexed queries): a log that cannot be read (a hand-edited BLOB) is then
+    # the ack's own ephemeral error; raised after it, bolt would drop the ack and Slack show a timeout.
+    records = await recent_operations(context.audit, request.host, request.limit)
     await ack()
-    await audit_in_thread(client, context.audit, command, request)
+    await audit_in_thread(client, context.audit, command, request, records)
 
 
 COMMAND = SlackCommand("audit", on_command, empty_text_is_help=False)
