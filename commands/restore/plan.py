@@ -8,7 +8,9 @@ type and, for a symlink, its resolved target; each backup entry resolved on the 
 owner and mode of every dir (and parent) a restore would write into, one ``stat`` each. A
 plan that would read outside its backup dir (an entry that is a symlink to a root-only
 file) or write into a dir another user can write is refused there, before the second
-round trip reads hashes and diffs that are posted to Slack and kept in the audit log.
+round trip reads hashes and diffs that are posted to Slack and kept in the audit log
+(the first round trip's script and judgement: ``commands.restore.where``). Each file's three reads
+are kept together, so its state and its evidence come from its own commands, never a neighbour's.
 """
 
 from __future__ import annotations
