@@ -175,7 +175,7 @@ EMOJI_GLYPHS = {
     ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
     ":receipt:": "≡", ":white_circle:": "○", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
-    ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤",
+    ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤", ":lock:": "🔒",
 }
 
 
