@@ -570,7 +570,9 @@ def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
     if isinstance(exc, HostKeyRefused):
         # proofbot's own decision (commands.known_hosts): the reason names the file:line and what was wrong
-        return HostKeyNotVerified(f"{where}: host key refused: {exc.decision.reason}", hint=exc.decision.hint)
+        return HostKeyNotVerified(
+            f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.decision.reason}",
+            hint=exc.decision.hint)
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         # asyncssh's check after proofbot accepted: never expected (its sets are a superset of the decision's)
         return HostKeyNotVerified(

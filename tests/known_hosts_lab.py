@@ -51,6 +51,7 @@ class Case:
     name: str = "web1.test"
     alias: str | None = None
     stricter: bool = False  # proofbot refuses on purpose where OpenSSH connects (said in the reason)
+    says: str = ""  # what proofbot's refusal must name (issue 19 item 7: what the failure is)
 
 
 def sh(argv: list[str]) -> str:
@@ -216,7 +217,7 @@ async def _main(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for case in cases:
         ssh = await asyncio.to_thread(_ssh, case)
-        results[case["id"]] = {"ssh": ssh, "proofbot": await _proofbot(case)}
+        results[case["id"]] = {"ssh": ssh, "proofbot": await _proofbot(case), "port": case["port"]}
     return results
 
 
