@@ -190,8 +190,9 @@ def _revoked_without_port(trust: Trust, presented: Presented, via: str) -> Decis
                             f"{what} is marked @revoked for {trust.lookup.host} in {entry.where()}; OpenSSH 9.2 "
                             f"would connect (it reads that line only when no key is listed under "
                             f"{trust.lookup.name}), proofbot refuses a key revoked for the host on any port",
-                            hint="a revoked key may be a stolen one: do not add or replace this key in known_hosts; "
-                                 "remove the @revoked line only once the key is known to be safe")
+                            hint="known_hosts marks it @revoked, and a revoked key may be a stolen one: do not add or "
+                                 "replace this key in known_hosts; remove the @revoked line only once the key is "
+                                 "known to be safe")
     return None
 
 
@@ -267,8 +268,8 @@ def _refusal(trust: Trust, presented: Presented, events: list[tuple[str, str]]) 
             what = (f"the CA that signed its certificate ({presented.signer_fingerprint()})" if kind == "revoked-ca"
                     else f"its host key {fp}")
             return Decision(False, kind, f"{what} is marked @revoked in {where}",
-                            hint=f"a revoked key may be a stolen one: {never}; the host must be re-keyed "
-                                 "and its new key checked out of band", events=events)
+                            hint=f"known_hosts marks it @revoked, and a revoked key may be a stolen one: {never}; "
+                                 "the host must be re-keyed and its new key checked out of band", events=events)
     cert_kinds = [k for k in kinds if k in ("principal", "expired", "not-yet-valid", "bad-certificate")]
     if presented.cert is not None and (cert_kinds or "untrusted-ca" in kinds):
         if cert_kinds:
@@ -286,7 +287,7 @@ def _refusal(trust: Trust, presented: Presented, events: list[tuple[str, str]]) 
                 "not-yet-valid": "check this machine's clock and the certificate's -V dates; "
                                  f"{never} to get past it",
                 "untrusted-ca": f"another CA's certificate may be an impersonation: {never}; check which CA "
-                                "signs this fleet's host keys",
+                                "signs this fleet's host keys and that an @cert-authority line names it",
                 "bad-certificate": f"{never}; have the CA sign the host key again with a supported algorithm"}[kind]
         return Decision(False, kind, f"{what}; and {plain}{skipped}", hint=hint, events=events)
     if "changed" in kinds:

@@ -34,7 +34,7 @@ from commands.errors import (
     ProofbotError,
 )
 from commands.inventory import Hop, Host, SshSettings
-from commands.ssh_options import HostKeyRefused, client_options
+from commands.ssh_options import HostKeyRefused, client_options, host_trust
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -517,7 +517,9 @@ async def _open(registry: _Registry, host: Host | Hop,
     settings = host.ssh
     sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
     try:
-        async with _startup_slot(registry, sshd, settings), client_options(host, time.time()) as options:
+        # known_hosts is read before a handshake slot is taken: a slot is only held while sshd counts it
+        trust = await asyncio.to_thread(host_trust, host)
+        async with _startup_slot(registry, sshd, settings), client_options(host, time.time(), trust) as options:
             options |= {"connect_timeout": settings.connect_timeout_s,
                         "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
             return await asyncio.wait_for(

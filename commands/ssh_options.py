@@ -158,11 +158,13 @@ async def _agent(host: Host | Hop) -> AsyncIterator[list[asyncssh.SSHKeyPair]]:
 
 
 @asynccontextmanager
-async def client_options(host: Host | Hop, now: float) -> AsyncIterator[dict[str, Any]]:
+async def client_options(host: Host | Hop, now: float, trust: Trust | None = None) -> AsyncIterator[dict[str, Any]]:
     """asyncssh keyword arguments for host (host keys always checked, the agent never forwarded),
-    valid while the context lasts (agent keys sign through the open agent connection)."""
+    valid while the context lasts (agent keys sign through the open agent connection). ``trust`` is
+    ``host_trust(host)`` when the caller read known_hosts already (off the event loop)."""
     settings = host.ssh
-    trust = await asyncio.to_thread(host_trust, host)
+    if trust is None:
+        trust = await asyncio.to_thread(host_trust, host)
     keys = _key_files(host)
     certs = _cert_files(host, keys)
     for path in certs:
