@@ -198,9 +198,10 @@ def _marker(text: bytes) -> tuple[str | None, bytes]:
     while text.startswith(b"@"):
         if found:
             return None, text
-        end = text.find(b" ")
+        c_string = text.split(b"\0", 1)[0]  # strchr stops at a NUL
+        end = c_string.find(b" ")
         if end < 0:
-            end = text.find(b"\t")
+            end = c_string.find(b"\t")
         if end < 0 or end <= 1 or end >= 32:
             return None, text
         name = MARKERS.get(text[:end])
@@ -232,12 +233,14 @@ def parse_text(path: str, data: bytes) -> ParsedFile:
     literal: dict[bytes, list[int]] = {}
     scan: list[int] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        raw = raw.split(b"\0", 1)[0]  # C strings end at NUL
         text = raw.lstrip(WHITESPACE)
-        if not text or text.startswith(b"#"):
+        if not text or text[0] in b"#\0":
             continue
         marker, text = _marker(text)
-        names, _, rest = _split_field(text)
+        # hostfile.c ends the names at a space, a tab or a NUL and goes on one byte past it: a NUL there
+        # separates like a space; everything after is read as a C string (to the next NUL).
+        end = next((index for index, byte in enumerate(text) if byte in b" \t\0"), len(text))
+        names, rest = text[:end], text[end + 1:].split(b"\0", 1)[0]
         position = len(lines)
         lines.append(Line(number, marker, names, rest.lstrip(WHITESPACE)))
         if marker is None:
