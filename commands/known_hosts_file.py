@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncssh
 from asyncssh.public_key import decode_ssh_certificate, decode_ssh_public_key
 
+MATCHES_KEPT = 4096  # host names whose matching lines a parsed file remembers
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real known_hosts; a bigger one is refused, not read
 HASH_MAGIC = b"|1|"
 SUBPATTERN_MAX = 1023  # match.c: a subpattern of 1023 characters or more makes the whole list "no match"
@@ -95,24 +98,9 @@ def match_hostname(host: bytes, patterns: bytes) -> int:
     return positive
 
 
-def hashed_name(host: bytes, names: bytes) -> bytes | None:
-    """hostfile.c host_hash with the salt of ``names`` (``|1|salt|hash``): what that field would be for
-    host, or None when the salt cannot be read (OpenSSH: "bad host hash", the line is skipped)."""
-    if not names.startswith(HASH_MAGIC):
-        return None
-    salt_b64, sep, _ = names[len(HASH_MAGIC):].partition(b"|")
-    if not sep or not salt_b64 or len(salt_b64) > 1024:
-        return None
-    salt = _b64_strict(salt_b64)
-    if salt is None or len(salt) != 20:
-        return None
-    digest = hmac.digest(salt, host, "sha1")
-    return HASH_MAGIC + base64.b64encode(salt) + b"|" + base64.b64encode(digest)
-
-
 def _b64_strict(text: bytes) -> bytes | None:
     """b64_pton: whitespace skipped, padding required, unused bits zero (anything else is an error)."""
-    text = bytes(byte for byte in text if byte not in B64_SPACE) if any(b in B64_SPACE for b in text) else text
+    text = text.translate(None, B64_SPACE)
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
@@ -140,6 +128,22 @@ class KeyEntry:
         return f"{self.path}:{self.line}"
 
 
+def hash_parts(names: bytes) -> tuple[bytes, bytes] | None:
+    """(salt, digest) of a hashed field ``|1|salt|hash``. hostfile.c host_hash rebuilds the field from the
+    salt and HMAC-SHA1(salt, host) and compares it whole, so a host matches exactly when its HMAC is digest
+    and both parts are canonical base64 of 20 bytes. None: no host can match (a bad salt is OpenSSH's
+    "bad host hash": the line is skipped)."""
+    if not names.startswith(HASH_MAGIC):
+        return None
+    salt_b64, sep, digest_b64 = names[len(HASH_MAGIC):].partition(b"|")
+    if not sep or not salt_b64 or len(salt_b64) > 1024:
+        return None
+    salt, digest = _b64_strict(salt_b64), _b64_strict(digest_b64)
+    if salt is None or digest is None or len(salt) != 20 or len(digest) != 20:
+        return None
+    return salt, digest
+
+
 @dataclass
 class Line:
     """One line that is not a comment: its marker, its names field and the rest (key, comment)."""
@@ -149,11 +153,16 @@ class Line:
     names: bytes
     rest: bytes
     _entry: KeyEntry | bool | None = field(default=False, repr=False)  # False: not decoded yet
+    _hash: tuple[bytes, bytes] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.names.startswith(b"|"):
+            self._hash = hash_parts(self.names)
 
     def matches(self, host: bytes) -> bool:
         """hostfile.c match_maybe_hashed: a hashed field equals host's hash, or the patterns give 1."""
         if self.names.startswith(b"|"):
-            return hashed_name(host, self.names) == self.names
+            return self._hash is not None and hmac.digest(self._hash[0], host, "sha1") == self._hash[1]
         return match_hostname(host, self.names) == 1
 
     def entry(self, path: str) -> KeyEntry | None:
@@ -219,19 +228,41 @@ class ParsedFile:
     path: str
     lines: list[Line]
     literal: dict[bytes, list[int]]  # lower-cased literal name -> lines (positions in ``lines``)
-    scan: list[int]  # lines that must be tried against every host: hashed or with wildcards
+    scan: list[int]  # lines with wildcards: tried against every host
+    hashed: list[tuple[int, bytes, bytes]]  # (position, salt, HMAC-SHA1) of each hashed line that can match
+
+    found: OrderedDict[bytes, list[Line]] = field(default_factory=OrderedDict, repr=False)
+    _states: list[tuple[int, Any, Any, bytes]] | None = field(default=None, repr=False)
+
+    def _hmac_states(self) -> list[tuple[int, Any, Any, bytes]]:
+        """Each hashed line's HMAC-SHA1 key schedule, made once: a host then costs two SHA-1 updates a line."""
+        if self._states is None:
+            self._states = [(index, hashlib.sha1(salt.ljust(64, b"\0").translate(_IPAD)),
+                             hashlib.sha1(salt.ljust(64, b"\0").translate(_OPAD)), mac)
+                            for index, salt, mac in self.hashed]
+        return self._states
 
     def matching(self, host: bytes) -> list[Line]:
-        """The lines that name host, in file order."""
-        picked = set(self.literal.get(host, ()))
-        picked.update(index for index in self.scan if self.lines[index].matches(host))
-        return [self.lines[index] for index in sorted(picked) if self.lines[index].matches(host)]
+        """The lines that name host, in file order (remembered for the last MATCHES_KEPT names)."""
+        with _LOCK:
+            if host in self.found:
+                return self.found[host]
+        literal = [index for index in self.literal.get(host, ()) if self.lines[index].matches(host)]
+        scanned = [index for index in self.scan if self.lines[index].matches(host)]
+        scanned += [index for index, inner, outer, mac in self._hmac_states() if _hmac(inner, outer, host) == mac]
+        lines = [self.lines[index] for index in sorted({*literal, *scanned})]
+        with _LOCK:
+            self.found[host] = lines
+            while len(self.found) > MATCHES_KEPT:
+                self.found.popitem(last=False)
+        return lines
 
 
 def parse_text(path: str, data: bytes) -> ParsedFile:
     lines: list[Line] = []
     literal: dict[bytes, list[int]] = {}
     scan: list[int] = []
+    hashed: list[tuple[int, bytes, bytes]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         text = raw.lstrip(WHITESPACE)
         if not text or text[0] in b"#\0":
@@ -246,13 +277,30 @@ def parse_text(path: str, data: bytes) -> ParsedFile:
         if marker is None:
             continue  # never matches anything usable: skipped as OpenSSH does
         subs = names.split(b",")
-        if names.startswith(b"|") or any(b"*" in sub or b"?" in sub or len(sub) >= SUBPATTERN_MAX for sub in subs):
+        if names.startswith(b"|"):
+            parts = lines[-1]._hash
+            if parts is not None:
+                hashed.append((position, *parts))
+        elif any(b"*" in sub or b"?" in sub or len(sub) >= SUBPATTERN_MAX for sub in subs):
             scan.append(position)
         else:
             for sub in subs:
                 if not sub.startswith(b"!"):
                     literal.setdefault(ascii_lower(sub), []).append(position)
-    return ParsedFile(path, lines, literal, scan)
+    return ParsedFile(path, lines, literal, scan, hashed)
+
+
+_IPAD = bytes(byte ^ 0x36 for byte in range(256))
+_OPAD = bytes(byte ^ 0x5C for byte in range(256))
+
+
+def _hmac(inner: Any, outer: Any, message: bytes) -> bytes:
+    """HMAC-SHA1 (RFC 2104) from the precomputed inner and outer states of its key."""
+    first = inner.copy()
+    first.update(message)
+    second = outer.copy()
+    second.update(first.digest())
+    return bytes(second.digest())
 
 
 class FileTooBig(Exception):
