@@ -72,9 +72,10 @@ def decision_figures(path: Path, lines: int, hosts: int, keys: list[asyncssh.SSH
             blob = bytes(keys[2 + index % (len(keys) - 2)].public_data)
             assert decide(trust, blob, time.time()).accepted
 
-    def peer(indexes: list[int]) -> None:
+    def peer(indexes: list[int], imported: bool = False) -> None:
+        known: object = asyncssh.import_known_hosts(path.read_text()) if imported else str(path)
         for index in indexes:
-            trusted, *_ = asyncssh.match_known_hosts(str(path), name(index), "10.0.0.1", PORT)
+            trusted, *_ = asyncssh.match_known_hosts(known, name(index), "10.0.0.1", PORT)  # type: ignore[arg-type]
             assert trusted
 
     one = picked[len(picked) // 2:len(picked) // 2 + 1]
@@ -84,6 +85,7 @@ def decision_figures(path: Path, lines: int, hosts: int, keys: list[asyncssh.SSH
         "proofbot_many": median_s(lambda: proofbot(picked, True), max(1, repeats // 2)),
         "asyncssh_one": median_s(lambda: peer(one), repeats),
         "asyncssh_many": median_s(lambda: peer(picked), 1),
+        "asyncssh_many_imported": median_s(lambda: peer(picked, imported=True), 1),
     }
 
 
@@ -126,8 +128,9 @@ def main() -> None:
         print(f"host-key decision, {args.lines:,}-line known_hosts, median of {args.repeats} "
               f"(500 hosts: of {max(1, args.repeats // 2)})")
         print(f"| file | proofbot 1 host (parse + decide) | 1 host (cached) | {args.hosts} hosts "
-              f"| asyncssh match_known_hosts 1 host | {args.hosts} hosts | ratio, {args.hosts} hosts |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+              f"| asyncssh match_known_hosts 1 host | {args.hosts} hosts | {args.hosts} hosts, file imported once "
+              f"| ratio, {args.hosts} hosts |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for kind in ("plain", "hashed"):
             path = work / f"known_hosts_{kind}"
             write_file(path, args.lines, lines_of, hashed_names=kind == "hashed")
@@ -136,7 +139,7 @@ def main() -> None:
             print(f"| {kind} | {figures['proofbot_one_cold'] * 1000:.1f} ms "
                   f"| {figures['proofbot_one_warm'] * 1000:.2f} ms | {figures['proofbot_many']:.2f} s "
                   f"| {figures['asyncssh_one'] * 1000:.1f} ms | {figures['asyncssh_many']:.2f} s "
-                  f"| {ratio:.1f}x faster |")
+                  f"| {figures['asyncssh_many_imported']:.2f} s | {ratio:.1f}x faster |")
         big = work / "known_hosts_hashed"
         small_s = asyncio.run(verify_s(None, args.repeats, work))
         big_s = asyncio.run(verify_s(big, args.repeats, work))

@@ -138,10 +138,21 @@ def hash_parts(names: bytes) -> tuple[bytes, bytes] | None:
     salt_b64, sep, digest_b64 = names[len(HASH_MAGIC):].partition(b"|")
     if not sep or not salt_b64 or len(salt_b64) > 1024:
         return None
-    salt, digest = _b64_strict(salt_b64), _b64_strict(digest_b64)
-    if salt is None or digest is None or len(salt) != 20 or len(digest) != 20:
+    try:  # lenient here (fast for 10,000 lines); canonical_hash() checks a line that matched
+        salt, digest = binascii.a2b_base64(salt_b64), binascii.a2b_base64(digest_b64)
+    except binascii.Error:
+        return None
+    if len(salt) != 20 or len(digest) != 20:
         return None
     return salt, digest
+
+
+def canonical_hash(names: bytes) -> bool:
+    """Both parts of a hashed field are the canonical base64 OpenSSH would write (what host_hash rebuilds)."""
+    salt_b64, _, digest_b64 = names[len(HASH_MAGIC):].partition(b"|")
+    salt, digest = _b64_strict(salt_b64), _b64_strict(digest_b64)
+    return salt is not None and digest is not None and salt_b64.translate(None, B64_SPACE) == salt_b64 \
+        and digest_b64.translate(None, B64_SPACE) == digest_b64
 
 
 @dataclass
@@ -162,7 +173,8 @@ class Line:
     def matches(self, host: bytes) -> bool:
         """hostfile.c match_maybe_hashed: a hashed field equals host's hash, or the patterns give 1."""
         if self.names.startswith(b"|"):
-            return self._hash is not None and hmac.digest(self._hash[0], host, "sha1") == self._hash[1]
+            return self._hash is not None and hmac.digest(self._hash[0], host, "sha1") == self._hash[1] \
+                and canonical_hash(self.names)
         return match_hostname(host, self.names) == 1
 
     def entry(self, path: str) -> KeyEntry | None:
@@ -249,7 +261,8 @@ class ParsedFile:
                 return self.found[host]
         literal = [index for index in self.literal.get(host, ()) if self.lines[index].matches(host)]
         scanned = [index for index in self.scan if self.lines[index].matches(host)]
-        scanned += [index for index, inner, outer, mac in self._hmac_states() if _hmac(inner, outer, host) == mac]
+        scanned += [index for index, inner, outer, mac in self._hmac_states()
+                    if _hmac(inner, outer, host) == mac and canonical_hash(self.lines[index].names)]
         lines = [self.lines[index] for index in sorted({*literal, *scanned})]
         with _LOCK:
             self.found[host] = lines

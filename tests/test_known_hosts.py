@@ -66,6 +66,15 @@ def test_which_lines_name_a_host_agrees_with_ssh_keygen(patterns: list[str], mar
     assert proofbot_matches(path, name) == openssh_matches(path, name), path.read_text()
 
 
+def unused_bits_set(field: str) -> str:
+    """A hashed name whose salt decodes to the same bytes with its two unused bits set: not what OpenSSH's
+    b64_pton accepts ("bad host hash"), though a lenient decoder reads the same salt."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    salt = field.split("|")[2]
+    last = alphabet.index(salt[26])
+    return field.replace(salt, salt[:26] + alphabet[last | 3] + salt[27:], 1)
+
+
 def recorded_lines(blob: str) -> str:
     long = "x" * 1023
     salt = base64.b64encode(os.urandom(20)).decode()
@@ -90,6 +99,7 @@ def recorded_lines(blob: str) -> str:
         f"{hashed('web1.test')},web2.test {LINE_KEY}",  # hashed with a comma
         f"{hashed('web1.test')} {LINE_KEY}",
         f"{hashed('[web1.test]:2222')} {LINE_KEY}",
+        f"{unused_bits_set(hashed('web1.test'))} {LINE_KEY}",
         f"   \t web1.test {LINE_KEY}",
         "web1.test",
         f"web1.test {KEY[0]}",
