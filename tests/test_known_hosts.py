@@ -18,11 +18,16 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from commands.findings import Finding
+from commands.inventory import parse_inventory
 from commands.known_hosts import Trust, decide, lookup_for, trust_for
 from commands.known_hosts_file import load, parse_text
+from commands.verify.next_steps import next_step
+from commands.verify.plan import VerifyPlan
 from tests.known_hosts_lab import hashed
 
 KEYGEN = shutil.which("ssh-keygen")
@@ -191,3 +196,26 @@ def test_host_key_algorithms_are_ordered_as_openssh_orders_them(tmp_path: Path) 
 def test_the_name_looked_up_is_openssh_s(address: str, expected: str) -> None:
     assert lookup_for(address, 22, None).name == expected
     assert lookup_for(address, 2222, "Alias").name == "alias"
+
+
+@pytest.mark.parametrize(("text", "presented", "refused_as"), ids=["revoked", "principal", "changed"], argvalues=[
+    (f"@revoked * {LINE_KEY}\nweb1.test {LINE_KEY}\n", "plain", "revoked"),
+    (ca_line(), "wrong-principal", "principal"),
+    (f"[web1.test]:2222 {OTHER_KEY.export_public_key().decode().strip()}\n", "plain", "changed"),
+])
+def test_no_next_step_advises_trusting_a_refused_key(text: str, presented: str, refused_as: str,
+                                                     tmp_path: Path) -> None:
+    """Issue 19 item 7: the verify's next step for a revoked or mismatched key never says "put it in known_hosts"."""
+    key = bytes(HOST_KEY.public_data) if presented == "plain" else certificate(["other.test"])
+    decision = decide(trust(tmp_path, text), key, time.time())
+    assert (decision.accepted, decision.kind) == (False, refused_as)
+    host = parse_inventory(yaml.safe_dump({"hosts": {"h": {"address": "web1.test", "port": 2222}}}), "i.yml").host("h")
+    summary = ("could not check: h (web1.test:2222): host key not verified against ~/.ssh/known_hosts: "
+               + decision.reason)
+    step = next_step(Finding("file:a", "error", summary), VerifyPlan.for_host(host, None))
+    assert step is not None and "known_hosts" in step.advice and "host key is in" not in step.advice
+    assert "do not add or replace its key" in step.advice
+    unknown = next_step(Finding("file:a", "error", "could not check: h (web1.test:2222): host key not verified "
+                                "against ~/.ssh/known_hosts: no key for [web1.test]:2222 in …"),
+                        VerifyPlan.for_host(host, None))
+    assert unknown is not None and "host key is in ~/.ssh/known_hosts" in unknown.advice
