@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from asyncssh.public_key import decode_ssh_certificate, decode_ssh_public_key
 MATCHES_KEPT = 4096  # host names whose matching lines a parsed file remembers
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real known_hosts; a bigger one is refused, not read
 HASH_MAGIC = b"|1|"
+_NAMES_END = re.compile(rb"[ \t\0]")
 SUBPATTERN_MAX = 1023  # match.c: a subpattern of 1023 characters or more makes the whole list "no match"
 MARKERS = {b"@cert-authority": "cert-authority", b"@revoked": "revoked"}
 WHITESPACE = b" \t"
@@ -283,7 +285,8 @@ def parse_text(path: str, data: bytes) -> ParsedFile:
         marker, text = _marker(text)
         # hostfile.c ends the names at a space, a tab or a NUL and goes on one byte past it: a NUL there
         # separates like a space; everything after is read as a C string (to the next NUL).
-        end = next((index for index, byte in enumerate(text) if byte in b" \t\0"), len(text))
+        found = _NAMES_END.search(text)
+        end = found.start() if found else len(text)
         names, rest = text[:end], text[end + 1:].split(b"\0", 1)[0]
         position = len(lines)
         lines.append(Line(number, marker, names, rest.lstrip(WHITESPACE)))
