@@ -221,6 +221,12 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
                              "beside the identity file" if beside else ""])) or "none"},
         "known_hosts": {"value": [path + ("" if os.path.isfile(os.path.expanduser(path)) else " (missing)")
                                   for path in settings.known_hosts_list()], "origin": origin("known_hosts")},
+        "global_known_hosts": {"value": [path + ("" if os.path.isfile(os.path.expanduser(path)) else " (missing)")
+                                         for path in settings.global_known_hosts],
+                               "origin": origin("global_known_hosts")},
+        # the name known_hosts is searched for, as OpenSSH's: [address]:port, address, or HostKeyAlias
+        "host_key_name": {"value": lookup_for(host.address, host.port, settings.host_key_alias).name,
+                          "origin": origin("host_key_alias") if settings.host_key_alias else "address and port"},
         "jump": {"value": [f"{hop.ssh.user}@{hop.address}:{hop.port}" for hop in settings.jump] or None,
                  "origin": origin("jump") if settings.jump else "none"},
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,

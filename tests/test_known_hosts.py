@@ -26,6 +26,7 @@ from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.known_hosts import Trust, decide, lookup_for, trust_for
 from commands.known_hosts_file import load, parse_text
+from commands.ssh_options import effective
 from commands.verify.next_steps import next_step
 from commands.verify.plan import VerifyPlan
 from tests.known_hosts_lab import hashed
@@ -219,3 +220,12 @@ def test_no_next_step_advises_trusting_a_refused_key(text: str, presented: str, 
                                 "against ~/.ssh/known_hosts: no key for [web1.test]:2222 in …"),
                         VerifyPlan.for_host(host, None))
     assert unknown is not None and "host key is in ~/.ssh/known_hosts" in unknown.advice
+
+
+def test_ping_v_shows_the_name_known_hosts_is_searched_for() -> None:
+    def shown(**ssh: object) -> dict[str, object]:
+        document = {"ssh": ssh, "hosts": {"h": {"address": "WEB1.test", "port": 2222}}}
+        return effective(parse_inventory(yaml.safe_dump(document), "i.yml").host("h"))["host_key_name"]
+
+    assert shown() == {"value": "[web1.test]:2222", "origin": "address and port"}
+    assert shown(host_key_alias="Gpu-A")["value"] == "gpu-a"
