@@ -15,7 +15,7 @@ makes asyncssh apply it.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import asyncssh
 from asyncssh.public_key import get_certificate_algs, get_public_key_algs
@@ -32,7 +32,7 @@ DEFAULT_HOST_KEY_ALGS = (
     "ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
     "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com", "rsa-sha2-512", "rsa-sha2-256",
 )
-__all__ = ["Decision", "Lookup", "Trust", "decide", "lookup_for", "trust_for"]
+__all__ = ["Decision", "Lookup", "Trust", "decide", "lookup_for", "note_address_entry", "trust_for"]
 
 
 def canonical_host(address: str) -> str:
@@ -194,6 +194,22 @@ def _revoked_without_port(trust: Trust, presented: Presented, via: str) -> Decis
                                  "replace this key in known_hosts; remove the @revoked line only once the key is "
                                  "known to be safe")
     return None
+
+
+def note_address_entry(trust: Trust, decision: Decision, address: str, key_data: bytes) -> Decision:
+    """An unknown key that a line lists under the peer's address: said, since asyncssh (and so proofbot
+    before) took such a line for the name; OpenSSH does not look up the address (CheckHostIP is off)."""
+    lookup = lookup_for(address, trust.lookup.port, None)
+    if decision.kind != "unknown" or lookup.host == trust.lookup.host:
+        return decision
+    plain = Presented.parse(key_data).plain_blob
+    other = trust_for(lookup, list(trust.files), [])
+    for entry in other.at_name + other.at_host:
+        if entry.marker == "" and not entry.is_cert and entry.blob == plain:
+            return replace(decision, reason=f"{decision.reason}; {entry.where()} lists this key under {address}, "
+                                            f"which OpenSSH does not look up for {trust.lookup.name} (CheckHostIP "
+                                            "is off)")
+    return decision
 
 
 def _status(entries: tuple[KeyEntry, ...], key: Presented) -> tuple[str, KeyEntry | None]:

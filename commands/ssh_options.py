@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
-from commands.known_hosts import Decision, Trust, decide, lookup_for, trust_for
+from commands.known_hosts import Decision, Trust, decide, lookup_for, note_address_entry, trust_for
 from commands.known_hosts_file import FileTooBig
 
 if TYPE_CHECKING:
@@ -82,10 +82,13 @@ class TrustingClient(asyncssh.SSHClient):
 
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
         original = conn.validate_server_host_key
+        peer = conn.get_extra_info("peername")
 
         def validate(key_data: bytes) -> asyncssh.SSHKey:
             self.decision = decide(self.trust, key_data, time.time())
             if not self.decision.accepted:
+                if peer and self.decision.kind == "unknown":
+                    self.decision = note_address_entry(self.trust, self.decision, str(peer[0]), key_data)
                 raise HostKeyRefused(self.decision)
             return original(self.decision.key_data)
 

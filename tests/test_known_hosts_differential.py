@@ -21,6 +21,7 @@ import pytest
 from tests.known_hosts_lab import Case, Lab, run_in_namespace, start_lab
 from tests.lab import skip_or_fail
 
+BY_IP = "lists this key under 127.0.0.1, which OpenSSH does not look up"
 P = "{PORT:plain}"
 K = "{KEY:plain}"
 
@@ -45,8 +46,10 @@ CASES = [
     # the peer's IP is never looked up (CheckHostIP off), and there is no CIDR
     Case("ip-only-with-port", f"[127.0.0.1]:{P} {K}\n", "plain", False,
          says='no key for [web1.test]:{port}'),
-    Case("ip-only-without-port", f"127.0.0.1 {K}\n", "plain", False),
-    Case("ip-only-hashed", f"{{HASH:[127.0.0.1]:{P}}} {K}\n", "plain", False),
+    Case("ip-only-without-port", f"127.0.0.1 {K}\n", "plain", False,
+         says=BY_IP),
+    Case("ip-only-hashed", f"{{HASH:[127.0.0.1]:{P}}} {K}\n", "plain", False,
+         says=BY_IP),
     Case("name-and-ip-line", f"web1.test,127.0.0.1 {K}\n", "plain", True),
     Case("cidr-looking", f"127.0.0.0/8 {K}\n", "plain", False),
     Case("ip-wildcard", f"127.0.0.* {K}\n", "plain", False),
