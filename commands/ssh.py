@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import re
 import secrets
 import shlex
@@ -35,7 +34,7 @@ from commands.errors import (
     ProofbotError,
 )
 from commands.inventory import Hop, Host, SshSettings
-from commands.ssh_options import client_options
+from commands.ssh_options import HostKeyRefused, client_options, host_trust
 
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT_MAX = 3
@@ -518,7 +517,9 @@ async def _open(registry: _Registry, host: Host | Hop,
     settings = host.ssh
     sshd = " ".join(f"{hop.address}:{hop.port}" for hop in (*via, host))
     try:
-        async with _startup_slot(registry, sshd, settings), client_options(host, time.time()) as options:
+        # known_hosts is read before a handshake slot is taken: a slot is only held while sshd counts it
+        trust = await asyncio.to_thread(host_trust, host)
+        async with _startup_slot(registry, sshd, settings), client_options(host, time.time(), trust) as options:
             options |= {"connect_timeout": settings.connect_timeout_s,
                         "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
             return await asyncio.wait_for(
@@ -540,30 +541,7 @@ async def _open(registry: _Registry, host: Host | Hop,
             hint="check the address as the bastion sees it, and that sshd runs",
         ) from exc
     except (OSError, asyncssh.Error, ValueError) as exc:
-        if isinstance(exc, ConnectionResetError | asyncssh.ConnectionLost | asyncssh.DisconnectError) \
-                and _trusted_only_through_a_ca(host):
-            raise HostKeyNotVerified(
-                f"{host.name} ({host.address}:{host.port}): the host ended the SSH handshake "
-                f"({getattr(exc, 'reason', None) or exc}); known_hosts trusts it only through a host CA "
-                "(@cert-authority), so only a host certificate is accepted, and an sshd that presents none "
-                "ends the handshake like this",
-                hint="sign its host key with that CA (HostCertificate in its sshd_config), or add its own key "
-                     "to known_hosts after checking it out of band",
-            ) from exc
         raise _map_error(host, exc) from exc
-
-
-def _trusted_only_through_a_ca(host: Host | Hop) -> bool:
-    """Whether host's known_hosts files name CA keys for it and no key of its own (read again on a failure only)."""
-    own = cas = 0
-    for path in host.ssh.known_hosts_list():
-        try:
-            keys, ca_keys, *_ = asyncssh.match_known_hosts(os.path.expanduser(path), host.address, host.address,
-                                                           host.port)
-        except (OSError, ValueError, asyncssh.KeyImportError):
-            continue
-        own, cas = own + len(keys), cas + len(ca_keys)
-    return cas > 0 and own == 0
 
 
 async def _open_hop(registry: _Registry, hops: tuple[Hop, ...],
@@ -592,10 +570,16 @@ async def _close(conn: asyncssh.SSHClientConnection) -> None:
 
 def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
     where = f"{host.name} ({host.address}:{host.port})"
+    if isinstance(exc, HostKeyRefused):
+        # proofbot's own decision (commands.known_hosts): the reason names the file:line and what was wrong
+        return HostKeyNotVerified(
+            f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.decision.reason}",
+            hint=exc.decision.hint)
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        # asyncssh's check after proofbot accepted: never expected (its sets are a superset of the decision's)
         return HostKeyNotVerified(
             f"{where}: host key not verified against {', '.join(host.ssh.known_hosts_list())}: {exc.reason}",
-            hint=_host_key_hint(exc.reason),
+            hint="nothing was trusted; verify the host's key out of band",
         )
     if isinstance(exc, asyncssh.PermissionDenied):
         return AuthenticationFailed(
@@ -613,14 +597,6 @@ def _map_error(host: Host | Hop, exc: BaseException) -> ProofbotError:
         return HostUnreachable(f"{where}: cannot connect: {detail}",
                                hint="check the address, the network path and that sshd runs")
     return ConnectionLost(f"{where}: SSH error: {exc}")
-
-
-def _host_key_hint(reason: str) -> str:
-    if "revoked" in reason:
-        return "known_hosts marks this key (or its CA) @revoked: do not trust the host until it is re-keyed"
-    if "CA key is not trusted" in reason or "certificate" in reason.lower() or "principal" in reason:
-        return "the host's certificate is not from a CA that known_hosts trusts (@cert-authority) for this name"
-    return "the key is unknown or changed; verify it out of band before trusting it"
 
 
 def _batch_script(nonce: str, commands: Sequence[BatchStep], stop_on_failure: bool = False,

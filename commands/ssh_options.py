@@ -1,16 +1,20 @@
 """The options proofbot hands asyncssh for one host, and what ``proofbot ping -v`` shows of them.
 
-At connect time, ``client_options`` checks the known_hosts and key files exist, refuses an
-expired (or not yet valid) user certificate with its dates, loads agent keys only with
-``ssh.agent: true``, and returns asyncssh keyword arguments that check host keys always and
-never forward the agent. Where each value came from was decided at load
-(``commands/ssh_config.py``).
+At connect time, ``client_options`` reads known_hosts as OpenSSH would (``commands.known_hosts``),
+checks the key files exist, refuses an expired (or not yet valid) user certificate with its
+dates, loads agent keys only with ``ssh.agent: true``, and returns asyncssh keyword arguments
+that check host keys always and never forward the agent. The host key is judged by proofbot's
+own decision (``TrustingClient``), not asyncssh's matching: asyncssh also matches the peer's IP
+and CIDR patterns and has no fallback from a failed certificate to its key, where OpenSSH does
+neither and does. Where each value came from was decided at load (``commands/ssh_config.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,23 +22,77 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
+from commands.known_hosts import Decision, Trust, decide, lookup_for, note_address_entry, trust_for
+from commands.known_hosts_file import FileTooBig
 
 if TYPE_CHECKING:
     from commands.inventory import Hop, Host
 
 
 def known_hosts_files(host: Host | Hop) -> list[str]:
-    """The known_hosts files that exist, in order; none existing is an error naming them all."""
+    """The known_hosts files that exist, user files then global ones (OpenSSH's UserKnownHostsFile, then
+    GlobalKnownHostsFile); none existing is an error naming them all."""
     paths = [os.path.expanduser(path) for path in host.ssh.known_hosts_list()]
-    present = [path for path in paths if os.path.isfile(path)]
+    global_paths = [os.path.expanduser(path) for path in host.ssh.global_known_hosts]
+    present = [path for path in paths + global_paths if os.path.isfile(path)]
     if not present:
         shown = ", ".join(paths)
         raise HostKeyNotVerified(
             f"{host.name}: known_hosts file{'s' if len(paths) > 1 else ''} {shown} "
-            f"do{'' if len(paths) > 1 else 'es'} not exist",
+            f"do{'' if len(paths) > 1 else 'es'} not exist"
+            + (f" (nor the global {', '.join(global_paths)})" if global_paths else ""),
             hint="create one with the host's verified key or its CA's @cert-authority line "
                  "(ssh-keyscan, checked out of band)")
     return present
+
+
+def host_trust(host: Host | Hop) -> Trust:
+    """What known_hosts says about host, as OpenSSH 9.2 reads it (the files are read; run it off the loop)."""
+    known_hosts_files(host)
+    lookup = lookup_for(host.address, host.port, host.ssh.host_key_alias)
+    try:
+        return trust_for(lookup, [os.path.expanduser(path) for path in host.ssh.known_hosts_list()],
+                         [os.path.expanduser(path) for path in host.ssh.global_known_hosts])
+    except FileTooBig as exc:
+        raise HostKeyNotVerified(f"{host.name}: {exc}", hint="a known_hosts file this big is not one OpenSSH "
+                                 "tools write: check what wrote it") from None
+
+
+class HostKeyRefused(asyncssh.HostKeyNotVerifiable):
+    """proofbot's decision refused the presented host key; ``decision`` says why."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+class TrustingClient(asyncssh.SSHClient):
+    """Makes asyncssh judge the host key by ``commands.known_hosts.decide``.
+
+    asyncssh has no public hook that sees a host certificate, so for this one connection its
+    ``validate_server_host_key`` is wrapped: proofbot decides on the key as sent; a refused key
+    ends the handshake with proofbot's reason, an accepted one goes on to asyncssh's own check
+    (with the certificate, or with its plain key where OpenSSH falls back to it), so the key
+    exchange's signature is still verified by asyncssh against the key proofbot accepted.
+    """
+
+    def __init__(self, trust: Trust) -> None:
+        self.trust = trust
+        self.decision: Decision | None = None
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        original = conn.validate_server_host_key
+        peer = conn.get_extra_info("peername")
+
+        def validate(key_data: bytes) -> asyncssh.SSHKey:
+            self.decision = decide(self.trust, key_data, time.time())
+            if not self.decision.accepted:
+                if peer and self.decision.kind == "unknown":
+                    self.decision = note_address_entry(self.trust, self.decision, str(peer[0]), key_data)
+                raise HostKeyRefused(self.decision)
+            return original(self.decision.key_data)
+
+        conn.validate_server_host_key = validate  # type: ignore[method-assign]
 
 
 def _key_files(host: Host | Hop) -> list[str]:
@@ -103,11 +161,13 @@ async def _agent(host: Host | Hop) -> AsyncIterator[list[asyncssh.SSHKeyPair]]:
 
 
 @asynccontextmanager
-async def client_options(host: Host | Hop, now: float) -> AsyncIterator[dict[str, Any]]:
+async def client_options(host: Host | Hop, now: float, trust: Trust | None = None) -> AsyncIterator[dict[str, Any]]:
     """asyncssh keyword arguments for host (host keys always checked, the agent never forwarded),
-    valid while the context lasts (agent keys sign through the open agent connection)."""
+    valid while the context lasts (agent keys sign through the open agent connection). ``trust`` is
+    ``host_trust(host)`` when the caller read known_hosts already (off the event loop)."""
     settings = host.ssh
-    known_hosts = known_hosts_files(host)
+    if trust is None:
+        trust = await asyncio.to_thread(host_trust, host)
     keys = _key_files(host)
     certs = _cert_files(host, keys)
     for path in certs:
@@ -123,7 +183,11 @@ async def client_options(host: Host | Hop, now: float) -> AsyncIterator[dict[str
                 hint="set ssh.client_keys in the inventory (or ssh.agent: true at a terminal)")
         yield {
             "username": settings.user,
-            "known_hosts": known_hosts,
+            # asyncssh's own check after proofbot's decision: a superset of what the decision accepts
+            "known_hosts": trust.asyncssh_known_hosts(),
+            "server_host_key_algs": trust.algorithms(),  # OpenSSH's order, so the host presents the same key
+            "host_key_alias": trust.lookup.cert_name,  # the name a host certificate is checked for
+            "client_factory": lambda: TrustingClient(trust),
             "client_keys": client_keys,
             "client_certs": certs,
             "config": None,  # the operator's config was read at load, only for the values in TAKEN
@@ -162,6 +226,9 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
                                   for path in settings.known_hosts_list()], "origin": origin("known_hosts")},
         "global_known_hosts": {"value": list(settings.global_known_hosts), "origin": origin("global_known_hosts")},
         "host_key_alias": {"value": settings.host_key_alias, "origin": origins.get("host_key_alias", "none")},
+        # the name known_hosts is searched for, as OpenSSH's: [address]:port, address, or HostKeyAlias
+        "host_key_name": {"value": lookup_for(host.address, host.port, settings.host_key_alias).name,
+                          "origin": origin("host_key_alias") if settings.host_key_alias else "address and port"},
         "jump": {"value": [f"{hop.ssh.user}@{hop.address}:{hop.port}" for hop in settings.jump] or None,
                  "origin": origin("jump") if settings.jump else "none"},
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,

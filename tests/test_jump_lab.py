@@ -91,8 +91,8 @@ async def test_a_bastion_whose_key_changed_is_refused_naming_the_bastion(lab: Ba
 
 async def test_a_bastion_trusted_only_through_a_ca_but_presenting_no_certificate_is_said_so(
         lab: BastionLab, tmp_path: Path) -> None:
-    """OpenSSH ends the handshake when the client accepts only certificates and it has none: proofbot says
-    why (known_hosts trusts the bastion only through @cert-authority), not "check the network"."""
+    """The bastion presents its plain key where known_hosts trusts it only through @cert-authority: proofbot
+    says so (and which key it presented), not "check the network"."""
     ca = make_keypair(tmp_path / "host_ca", "a host CA the bastion's key is not signed by")
     known = tmp_path / "known_hosts"
     known.write_text("".join(line + "\n" for line in lab.known_hosts.read_text().splitlines()
@@ -103,8 +103,9 @@ async def test_a_bastion_trusted_only_through_a_ca_but_presenting_no_certificate
     (result,) = await verify_each(parsed(document), lab.behind[:1], tmp_path)
     said = result.checks[0].summary
     assert said.startswith(f"could not check: could not reach the bastion {BASTION} ({lab.bastion.address}:22): "
-                           "the host ended the SSH handshake ("), said
-    assert "known_hosts trusts it only through a host CA (@cert-authority)" in said
+                           f"host key not verified against {known}: known_hosts trusts {lab.bastion.address} only "
+                           f"through a host CA ({known}:"), said
+    assert "presented a plain ED25519 key SHA256:" in said and "no certificate" in said, said
     assert lab.accepted_logins() == before
 
 

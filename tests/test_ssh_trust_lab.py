@@ -189,7 +189,8 @@ async def test_a_host_ca_that_is_not_trusted_is_refused(fleet: Fleet) -> None:
     known = fleet.dir / "other_ca_known_hosts"
     known.write_text(f"@cert-authority *.{CA_DOMAIN} {other_ca}\n")
     host = parse_inventory(yaml.safe_dump(alias_inventory(fleet, operator_config(fleet, known))), "i.yml").host("ct190")
-    not_trusted = rf"Host CA key is not trusted for host ct190\.{re.escape(fleet.domain)}"
+    not_trusted = (rf"its host certificate is signed by CA SHA256:\S+, which no @cert-authority line for "
+                   rf"ct190\.{re.escape(fleet.domain)} names in {re.escape(str(known))}")
     with pytest.raises(HostKeyNotVerified, match=not_trusted) as refused:
         await runs(host)
     assert "@cert-authority" in (refused.value.hint or "")
@@ -370,7 +371,8 @@ async def test_the_configs_proxyjump_through_a_real_sshd_reaches_what_only_the_h
     hop_revoked = with_hop_ssh(host, known_hosts=[str(revoked)])
     bastion = re.escape(f"ct190 (ct190.{fleet.domain}:22)")
     with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion {bastion}: host key not verified "
-                                                 rf"against {revoked}: Host key is revoked"):
+                                                 rf"against {revoked}: its host key SHA256:\S+ is marked @revoked "
+                                                 rf"in {revoked}:\d+ "):
         await runs(hop_revoked)
 
 

@@ -11,6 +11,9 @@ import dataclasses
 from commands.findings import Finding, NextStep
 from commands.verify.plan import VerifyPlan
 
+# What commands.known_hosts says of a key it refused as revoked or as not the host's.
+REFUSED_KEY_SIGNS = ("@revoked", "host certificate", "the host key changed")
+
 
 def with_next_step(finding: Finding, plan: VerifyPlan) -> Finding:
     step = next_step(finding, plan)
@@ -23,6 +26,11 @@ def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     name, status = finding.name, finding.status
     if status == "error" and finding.evidence is None and finding.summary.startswith("could not check"):
         ssh = plan.host.ssh
+        if "host key not verified against" in finding.summary and any(
+                sign in finding.summary for sign in REFUSED_KEY_SIGNS):
+            # a revoked or mismatched key is never answered with advice to trust it (issue 19 item 7)
+            return NextStep("the key it presented was refused for the reason above: check the host out of band "
+                            "(do not add or replace its key in known_hosts), then", "verify", (host,))
         if ssh.jump and finding.summary.startswith("could not check: could not reach the bastion"):
             way = " → ".join(f"{hop.name} ({hop.address}:{hop.port})" for hop in ssh.jump)
             return NextStep(f"check that the bastion answers SSH ({way}) and that its host key is known, then",
