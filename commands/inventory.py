@@ -720,6 +720,8 @@ def _resolve_jumps(source: str, hosts: dict[str, Host], jumps: dict[str, tuple[s
             known = hosts.get(spec.host)
             settings = known.ssh if known is not None else host.ssh
             update: dict[str, Any] = {"jump": ()}
+            if known is None:  # ssh -J never passes -o HostKeyAlias on to a hop: it is looked up by its address
+                update["host_key_alias"] = None
             if spec.user:
                 update["user"] = spec.user
             hops.append(Hop(

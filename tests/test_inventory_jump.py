@@ -88,3 +88,11 @@ def test_limits_default_to_stock_sshd_and_are_validated() -> None:
         inventory({"max_startups": 0}, {"gpu1": {"address": "10.1.0.1"}})
     with pytest.raises(InventoryError, match=r"inv\.yml:\d+: hosts\.gpu1\.ssh\.max_sessions: Input should be"):
         inventory({}, {"gpu1": {"address": "10.1.0.1", "ssh": {"max_sessions": "many"}}})
+
+
+def test_an_address_hop_is_looked_up_by_its_own_address_not_the_hosts_host_key_alias() -> None:
+    """`ssh -o HostKeyAlias=gpu -J j.example gpu` starts the hop as `ssh j.example`: no alias passed on."""
+    inv = inventory({}, {"gpu1": {"address": "10.1.0.1",
+                                  "ssh": {"jump": "j.example", "host_key_alias": "gpu-alias"}}})
+    assert inv.host("gpu1").ssh.host_key_alias == "gpu-alias"
+    assert inv.host("gpu1").ssh.jump[0].ssh.host_key_alias is None

@@ -68,15 +68,16 @@ async def test_inventory_show_prints_every_value_and_the_line_it_came_from(tmp_p
     assert ssh["jump"]["origin"] == f"{config} line 9 (Host gpu-*): ops@bastion"
     assert hop["trust"]["looked_up_as"] == "10.0.0.2"
     assert ssh["not_taken"]["value"] == [f"ServerAliveInterval ({config} line 10)"]
-    # The trust rules: HostKeyAlias is what known_hosts is searched for, with the port as OpenSSH writes it.
-    assert report["trust"]["looked_up_as"] == "[gpu-alias]:2222"
+    # The trust rules: HostKeyAlias alone is what known_hosts is searched for, port or not (sshconnect.c
+    # get_hostfile_hostname_ipaddr), exactly the name the connection's decision looks up.
+    assert report["trust"]["looked_up_as"] == "gpu-alias"
     assert report["trust"]["files"] == [str(tmp_path / "fleet_known_hosts"), f"{tmp_path}/global_known_hosts"]
     text = await run_cli("inventory", "show", "gpu-1", "--inventory", str(inventory))
     assert text.code == 0, text.stderr
     lines = {line.split()[0]: line for line in text.stdout.splitlines()[1:] if line.strip()}
     assert lines["address"].endswith(f"gpu-1.fleet.test  ← {config} line 5 (Host gpu-*)")
     assert lines["host_key_alias"].endswith(f"gpu-alias  ← {config} line 6 (Host gpu-*)")
-    assert "looked up as [gpu-alias]:2222" in lines["trust:"]
+    assert "looked up as gpu-alias in" in lines["trust:"]
 
 
 async def test_inventory_show_of_an_unknown_host_is_a_usage_error(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ def _value(value: Any, origin: str) -> dict[str, Any]:
 
 
 def known_hosts_name(address: str, port: int, alias: str | None) -> str:
-    """The name OpenSSH looks up in known_hosts: HostKeyAlias, else the host name; ``[name]:port`` off port 22."""
-    name = (alias or address).lower()
-    return name if port == 22 else f"[{name}]:{port}"
+    """The name OpenSSH looks up in known_hosts: HostKeyAlias alone, else the host name (canonical, ASCII
+    lower-cased); ``[name]:port`` off port 22. The decision's own rule, so the two never disagree."""
+    from commands.known_hosts import lookup_for  # asyncssh with it: loaded only when a host is shown
+
+    return lookup_for(address, port, alias).name
 
 
 def trust(settings: SshSettings, address: str, port: int) -> dict[str, Any]:
