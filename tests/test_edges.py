@@ -1,0 +1,195 @@
+"""Edges that no other tier-1 test held: each test here fails on one small slip of the code it names
+(a dropped letter in a pattern, ``and`` for ``or``, an off-by-one bound), found by breaking it on purpose."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from commands.checks.cmdline import cmdline_finding
+from commands.checks.package import parse_package
+from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate
+from commands.command_result import CommandResult
+from commands.errors import Refused
+from commands.findings import Finding, could_not_check, verdict_of
+from commands.holder import Holder, pid_alive
+from commands.inventory import Approvals, Service
+from commands.redact import redact
+from commands.store import approvals
+from commands.store.chain import ChainReport, verify_chain
+from commands.store.events import AuditStore, event_hash
+from tests.audit_events import cli_origin, record_operation
+
+RECORDED = Path(__file__).parent / "recorded"
+NOBODY = 65534
+
+
+# ---------------------------------------------------------------- redaction: every Slack token type
+@pytest.mark.parametrize("token", ["xoxa-2-abcdefghij", "xoxb-abcdefghijkl", "xoxp-1234567890", "xoxo-abcdefgh",
+                                   "xoxs-abcdefgh", "xoxr-abcdefgh", "xapp-1-abcdefgh"])
+def test_short_slack_tokens_of_every_kind_are_masked(token: str) -> None:
+    """Slack's token prefixes (bot, user, app, workspace, refresh, legacy), short and under a key that
+    names no secret: only the token's own shape can catch them."""
+    for text in (f"SLACK={token}", f"posted with {token} at 10:00", f"url?t={token}&x=1"):
+        shown = redact(text)
+        assert token not in shown and token[5:] not in shown, shown
+        assert "[REDACTED]" in shown
+
+
+# ---------------------------------------------------------------- RECORD: a same-size edit
+def test_a_same_size_edit_of_a_module_fails_against_record() -> None:
+    """The real probe output of a pristine install, with one module edited in place to the same length
+    (``"NEXTN"`` → ``"NEXTX"``): its size still matches RECORD, only its hash tells."""
+    rows = [json.loads(line) for line in (RECORDED / "package_pristine.jsonl").read_text().splitlines()]
+    [module] = [row for row in rows if row.get("p") == "sgl_kernel/speculative.py"]
+    assert module["st"] == "ok" and module["d"] == module["h"].partition("=")[2]
+    module["d"] = "q" * 43  # another sha256 (43 urlsafe base64 characters), same size
+    output = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    finding = parse_package("/root/ml-env/bin/python", "sgl-kernel", CommandResult("probe", 0, output, 0.05))
+    assert finding.status == "fail", finding.summary
+    size = module["size"]
+    assert f"sgl_kernel/speculative.py differs from RECORD: size {size} B (recorded {size} B)" in finding.summary
+
+
+# ---------------------------------------------------------------- holder: one we may not signal
+def test_a_holder_this_user_may_not_signal_is_presumed_alive() -> None:
+    """kill(pid, 0) answers EPERM for another user's live process: it is alive, never 'gone'. Asked by an
+    unprivileged user about a root process: as root, a forked child that drops to nobody asks about this
+    (root) process; otherwise this user asks about PID 1, root's init."""
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError):
+            os.kill(1, 0)
+        assert pid_alive(1) and not Holder(socket.gethostname(), 1, None).is_gone()
+        return
+    target = os.getpid()
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child only calls os.*
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child's answer is checked below
+        answer = "child failed"
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                os.kill(target, 0)
+                refused = "signalled"
+            except PermissionError:
+                refused = "EPERM"
+            answer = f"{refused} {pid_alive(target)} {Holder(socket.gethostname(), target, None).is_gone()}"
+        finally:
+            os.write(write_end, answer.encode())
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        answer = pipe.read()
+    os.waitpid(child, 0)
+    assert answer == "EPERM True False"
+
+
+# ---------------------------------------------------------------- probe: the low-variety bound
+def test_low_variety_bound_is_three_distinct_characters_at_twelve() -> None:
+    assert (LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH) == (3, 12)
+    assert degenerate("ab.ab.ab.ab.") == "very low character variety: 3 distinct characters in 12"
+    assert degenerate("ab.ab.ab.ab") is None  # 11 characters: too short to judge
+    assert degenerate("ab.!ab.!ab.!") is None  # 4 distinct characters: could be a real answer
+    assert degenerate("OK") is None
+
+
+# ---------------------------------------------------------------- audit chain: one row off
+@pytest_asyncio.fixture
+async def db(tmp_path: Path) -> Path:
+    path = tmp_path / "audit.db"
+    store = AuditStore.open(path)
+    await record_operation(store, "op-1", origin=cli_origin())
+    store.close()
+    return path
+
+
+async def check(db: Path) -> ChainReport:
+    store = AuditStore.open(db)
+    try:
+        return await verify_chain(store)
+    finally:
+        store.close()
+
+
+async def test_one_deleted_last_row_is_caught_after_the_bot_appends_again(db: Path) -> None:
+    """The last event deleted (guards dropped), then the bot appends as usual: every link holds, the
+    head moved on, and only the count (one short) tells."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    (last,) = conn.execute("SELECT MAX(id) FROM events").fetchone()
+    conn.execute("DROP TRIGGER events_are_append_only_delete")
+    conn.execute("DELETE FROM events WHERE id = ?", (last,))
+    conn.close()
+    store = AuditStore.open(db)
+    await store.append("bot-started")
+    store.close()
+    report = await check(db)
+    assert report.broken is not None and report.broken.problem == "deleted", report
+    assert f"{last} events but {last + 1} were appended: 1 rows were deleted" in report.broken.detail
+
+
+async def test_one_row_added_with_the_head_moved_but_not_counted_is_caught(db: Path) -> None:
+    """A well-linked event appended by hand, the head pointed at it by hand (its count left alone)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    for trigger in ("events_move_chain_head", "chain_head_follows_appends"):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    last_id, head = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+    fields = {"at": "2026-05-22T10:00:00.000Z", "operation_id": None, "operation": None, "host": None,
+              "kind": "bot-started", "actor": None, "details": {}, "prev_hash": head}
+    conn.execute("INSERT INTO events (at, kind, details, prev_hash, hash) VALUES (?, 'bot-started', '{}', ?, ?)",
+                 (fields["at"], head, event_hash(fields)))
+    conn.execute("UPDATE chain_head SET event_id = ?, hash = ?", (last_id + 1, event_hash(fields)))
+    conn.close()
+    report = await check(db)
+    assert report.broken is not None, report
+    assert f"{last_id + 1} events but {last_id} were appended" in report.broken.detail
+
+
+# ---------------------------------------------------------------- single-purpose fixtures
+def test_a_failure_outranks_a_could_not_check_in_either_order() -> None:
+    failed = Finding("cmdline", "fail", "forbidden --enable-ddtree present")
+    unknown = could_not_check("health", "no SSH answer within 5 s")
+    assert verdict_of([failed, unknown]) == "fail"
+    assert verdict_of([unknown, failed]) == "fail"
+    assert verdict_of([unknown]) == "error"
+
+
+async def test_a_plan_past_its_expiry_is_refused_and_one_before_it_is_approved(tmp_path: Path) -> None:
+    """Two plans alike but for their expiry time, set on the clock the check reads (time.time())."""
+    store = AuditStore.open(tmp_path / "a.db")
+    rules = Approvals(approvers=["U2"])
+    for plan_id in ("op-past", "op-future"):
+        await approvals.create(store, plan_id=plan_id, operation="restore", host="ct129", requested_by="slack:U1",
+                               plan_hash="h1", details={}, approvals=rules)
+    now = time.time()
+    for plan_id, expires_at in (("op-past", now - 1), ("op-future", now + 600)):
+        await store.write(lambda db, plan_id=plan_id, expires_at=expires_at: db.execute(
+            "UPDATE plans SET expires_at = ? WHERE id = ?", [expires_at, plan_id]))
+    with pytest.raises(Refused, match="this plan expired at"):
+        await approvals.decide(store, "op-past", "slack:U2", "approved", rules, user_id="U2")
+    approved = await approvals.decide(store, "op-future", "slack:U2", "approved", rules, user_id="U2")
+    assert approved.state == "approved"
+    store.close()
+
+
+def test_a_forbidden_flag_alone_fails_cmdline() -> None:
+    """Every expected flag present, one forbidden flag present too: that alone fails."""
+    service = Service.model_validate({"manager": "systemd", "unit": "sglang",
+                                      "health_url": "http://127.0.0.1:30000/health",
+                                      "expect_flags": ["--speculative-algorithm NEXTN"], "forbid_flags": ["--port"]})
+    result = CommandResult("cat /proc/42/cmdline", 0, (RECORDED / "cmdline_nextn.bin").read_bytes(), 0.01)
+    finding = cmdline_finding(service, 42, result)
+    assert finding.status == "fail"
+    assert finding.summary == "PID 42: forbidden --port present"
+    assert finding.details == {"missing": [], "forbidden": ["--port"]}
