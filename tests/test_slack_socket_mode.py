@@ -51,15 +51,15 @@ async def test_a_restore_approved_by_a_click_over_socket_mode(tmp_path: Path) ->
             handler = AsyncSocketModeHandler(app, slack.app_token, web_client=app.client)
             await handler.connect_async()  # type: ignore[no-untyped-call]
             try:
-                command = await (await slack.socket_send_slash_command("/restore", "ct129", channel_id=CHANNEL,
-                                                                      user_id=REQUESTER)).wait()
-                assert command.elapsed < slack.ack_deadline
+                # Each envelope's ack is judged by the fake as Slack would (in time, a body it can show).
+                await (await slack.socket_send_slash_command("/restore", "ct129", channel_id=CHANNEL,
+                                                             user_id=REQUESTER)).wait()
                 await slack.wait_until(lambda: plan_message(slack) is not None, timeout=20, what="the plan")
                 plan = plan_message(slack)
                 assert plan is not None
                 ack = await (await slack.socket_send_interaction(click(slack, plan, "restore_approve",
                                                                        APPROVER))).wait()
-                assert ack.payload is None and ack.elapsed < slack.ack_deadline  # acked at once, no body
+                assert ack.payload is None  # a click's ack carries nothing
                 await slack.wait_until(lambda: any("restore: PASS" in e.text
                                                    for e in slack.message(CHANNEL, plan.ts).edits),
                                        timeout=30, what="the restore's verdict")
