@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sqlite3
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -15,13 +16,15 @@ import pytest
 import pytest_asyncio
 
 from commands.checks.cmdline import cmdline_finding
+from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.checks.package import parse_package
 from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate
 from commands.command_result import CommandResult
 from commands.errors import Refused
-from commands.findings import Finding, could_not_check, verdict_of
+from commands.findings import Finding, could_not_check, short_path, verdict_of
 from commands.holder import Holder, pid_alive
-from commands.inventory import Approvals, Service
+from commands.inventory import Approvals, Backup, Service
 from commands.redact import redact
 from commands.store import approvals
 from commands.store.chain import ChainReport, verify_chain
@@ -193,3 +196,38 @@ def test_a_forbidden_flag_alone_fails_cmdline() -> None:
     assert finding.status == "fail"
     assert finding.summary == "PID 42: forbidden --port present"
     assert finding.details == {"missing": [], "forbidden": ["--port"]}
+
+
+# ---------------------------------------------------------------- found by bench/mutate.py
+def real(argv: list[str]) -> CommandResult:
+    """The real tool's output (stderr merged, as the host batch returns it)."""
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
+    return CommandResult(" ".join(argv), done.returncode, done.stdout, 0.01)
+
+
+def test_a_missing_live_file_is_told_apart_when_the_backup_path_contains_the_live_one(tmp_path: Path) -> None:
+    """A backup dir that mirrors the live tree (``/root/bk/srv/app/x.py`` for ``/srv/app/x.py``): the hash
+    line of the backup names the live path too, and must not be read as the live file's problem."""
+    live = tmp_path / "srv" / "x.py"
+    backup = tmp_path / "bk" / str(live).lstrip("/")
+    backup.parent.mkdir(parents=True)
+    backup.write_text("SPECULATIVE = 'NEXTN'\n")
+    finding = parse_file_hash("x.py", "pre", str(backup), str(live), real(file_hash_argv(str(backup), str(live))))
+    assert finding.status == "fail", finding.summary
+    assert finding.summary == f"live file {live} is missing"
+
+
+def test_eleven_extra_files_show_ten_and_count_the_rest(tmp_path: Path) -> None:
+    watch, backup_dir = tmp_path / "live", tmp_path / "backup"
+    watch.mkdir()
+    backup_dir.mkdir()
+    names = [f"extra_{n:02d}.py" for n in range(11)]
+    for name in ["spec_info.py", *names]:
+        (watch / name).write_text("x\n")
+    (backup_dir / "spec_info.py").write_text("x\n")
+    backup = Backup(dir=str(backup_dir), files={"spec_info.py": str(watch / "spec_info.py")}, watch=[str(watch)])
+    finding = extra_files_finding("pre", backup, parse_listing(real(listing_argv(listing_paths(backup)))))
+    assert finding.status == "fail"
+    shown = ", ".join(short_path(str(watch / name)) for name in names[:10])
+    assert finding.summary == f"11 file(s) not in backup pre: {shown} and 1 more"
+    assert finding.details["extra_files"] == [str(watch / name) for name in names]

@@ -1,13 +1,26 @@
 """Strict in-process fake of Slack's Web API, Socket Mode link and response_url endpoints.
 
-It serves only what proofbot uses, and rejects what real Slack rejects: auth and token
-type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
-Block Kit and lengths, rate limits (429 + Retry-After). It also delivers slash commands
-and clicks to the app (HTTP or Socket Mode) and judges the ack like Slack: deadline and
-body. What Slack would not show as an API error is recorded in `warnings`, and leaving
-the `async with` block with warnings unexamined (not cleared) fails the test.
-"""
+It serves only what proofbot uses, and rejects what real Slack rejects, by default: auth and
+token type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
+Block Kit and lengths, Slack's documented rate limits (`limits`: 429 + Retry-After),
+chat.postEphemeral to someone not in the channel (`user_not_in_channel`), a response_url past
+5 uses or 30 minutes. It also delivers slash commands and clicks to the app (HTTP or Socket
+Mode) and judges each ack like Slack: deadline (3 s) and body; an envelope never acked counts
+as a late one. What Slack would not show as an API error is recorded in `warnings`, and
+leaving the `async with` block with warnings unexamined (not cleared) fails the test.
 
+Where it differs from Slack on purpose:
+- Rate limits use each tier's documented floor and, where Slack names no number (the burst of
+  chat.postMessage, its workspace-wide cap), a choice of its own: see `limits`.
+- Channel membership of people is what the test says (`add_channel(members=)`, `join`), plus
+  whoever sends a slash command there (Slack lets one type only where one is a member); a click
+  adds no one, since a public channel's messages can be clicked by people who did not join.
+- A late or missing ack is a test failure (a warning), where Slack shows the user an error and
+  retries Events API deliveries; the fake never retries.
+- An envelope never acked is judged when the `async with` block ends (waiting out what is left
+  of its 3 s), not at its deadline.
+- Message `ts` values count up from a fixed epoch; permalinks use a fake domain.
+"""
 from __future__ import annotations
 
 import asyncio
