@@ -19,12 +19,13 @@ from commands.checks.cmdline import cmdline_finding
 from commands.checks.files import file_hash_argv, parse_file_hash
 from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.checks.package import parse_package
-from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate
+from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate, request_text
+from commands.checks.service import main_pid_finding, service_state_argv
 from commands.command_result import CommandResult
 from commands.errors import Refused
 from commands.findings import Finding, could_not_check, short_path, verdict_of
 from commands.holder import Holder, pid_alive
-from commands.inventory import Approvals, Backup, Service
+from commands.inventory import Approvals, Backup, Probe, Service
 from commands.redact import redact
 from commands.store import approvals
 from commands.store.chain import ChainReport, verify_chain
@@ -106,6 +107,23 @@ def test_low_variety_bound_is_three_distinct_characters_at_twelve() -> None:
     assert degenerate("ab.ab.ab.ab") is None  # 11 characters: too short to judge
     assert degenerate("ab.!ab.!ab.!") is None  # 4 distinct characters: could be a real answer
     assert degenerate("OK") is None
+
+
+def test_one_character_twice_is_degenerate_once_is_an_answer() -> None:
+    assert degenerate("!!") == "one character repeated: '!' 2 times"
+    assert degenerate("4") is None
+
+
+def test_one_word_six_times_is_degenerate_five_times_is_not() -> None:
+    assert degenerate("hello hello hello hello hello hello") == "one word repeated: 'hello' 6 times"
+    assert degenerate("hello hello hello hello hello") is None
+
+
+def test_the_probe_request_is_shown_as_sent_with_its_own_characters() -> None:
+    probe = Probe.model_validate({"url": "http://127.0.0.1:30000/v1/chat/completions",
+                                  "json": {"messages": [{"role": "user", "content": "Réponds « OK »"}]}})
+    shown = request_text(probe, "POST /v1/chat/completions")
+    assert shown.startswith("POST /v1/chat/completions\n") and "Réponds « OK »" in shown
 
 
 # ---------------------------------------------------------------- audit chain: one row off
@@ -231,3 +249,19 @@ def test_eleven_extra_files_show_ten_and_count_the_rest(tmp_path: Path) -> None:
     shown = ", ".join(short_path(str(watch / name)) for name in names[:10])
     assert finding.summary == f"11 file(s) not in backup pre: {shown} and 1 more"
     assert finding.details["extra_files"] == [str(watch / name) for name in names]
+
+
+def manager(kind: str) -> Service:
+    return Service.model_validate({"manager": kind, "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"})
+
+
+def test_each_manager_is_asked_with_its_own_tool() -> None:
+    systemd = service_state_argv(manager("systemd"))
+    assert systemd[:3] == ["systemctl", "show", "sglang"] and systemd[3].startswith("--property=MainPID")
+    assert service_state_argv(manager("supervisord")) == ["supervisorctl", "status", "sglang"]
+
+
+def test_systemd_output_without_its_active_state_is_could_not_check() -> None:
+    for output in (b"MainPID=4242\n", b"ActiveState=active\n"):
+        finding, state = main_pid_finding(manager("systemd"), CommandResult("systemctl show", 0, output, 0.01))
+        assert (finding.status, finding.summary, state) == ("error", "could not read the state of sglang", None)
