@@ -26,7 +26,7 @@ from commands.errors import Refused
 from commands.findings import Finding, could_not_check, short_path, verdict_of
 from commands.holder import Holder, pid_alive
 from commands.inventory import Approvals, Backup, Probe, Service
-from commands.redact import redact
+from commands.redact import redact, redact_data
 from commands.store import approvals
 from commands.store.chain import ChainReport, verify_chain
 from commands.store.events import AuditStore, event_hash
@@ -46,6 +46,17 @@ def test_short_slack_tokens_of_every_kind_are_masked(token: str) -> None:
         shown = redact(text)
         assert token not in shown and token[5:] not in shown, shown
         assert "[REDACTED]" in shown
+
+
+def test_a_secret_two_detectors_see_is_masked_once() -> None:
+    line = "//registry.npmjs.org/:_authToken=npm_TkNpmToken0123456789abcdefABCDEF1234"
+    assert redact(line) == "//registry.npmjs.org/:_authToken=[REDACTED]"
+
+
+def test_structured_values_are_masked_only_under_secret_names() -> None:
+    data = {"summary": "3 checks passed", "_": "ok, nothing secret", "password": "hunter2x", "db": {"token": "t0k3n-x"}}
+    assert redact_data(data) == {"summary": "3 checks passed", "_": "ok, nothing secret", "password": "[REDACTED]",
+                                 "db": {"token": "[REDACTED]"}}
 
 
 # ---------------------------------------------------------------- RECORD: a same-size edit
@@ -265,3 +276,10 @@ def test_systemd_output_without_its_active_state_is_could_not_check() -> None:
     for output in (b"MainPID=4242\n", b"ActiveState=active\n"):
         finding, state = main_pid_finding(manager("systemd"), CommandResult("systemctl show", 0, output, 0.01))
         assert (finding.status, finding.summary, state) == ("error", "could not read the state of sglang", None)
+
+
+def test_a_manager_that_printed_nothing_is_told_from_one_that_printed_nonsense() -> None:
+    empty, _ = main_pid_finding(manager("systemd"), CommandResult("systemctl show", 0, b" \n", 0.01))
+    assert empty.summary == "systemd printed nothing for sglang"
+    odd, _ = main_pid_finding(manager("supervisord"), CommandResult("supervisorctl", 0, b"unix:///x refused\n", 0.01))
+    assert odd.summary == "could not read the state of sglang"
