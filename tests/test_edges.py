@@ -21,14 +21,16 @@ from commands.checks.listing import extra_files_finding, listing_argv, listing_p
 from commands.checks.package import parse_package
 from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate, request_text
 from commands.checks.service import main_pid_finding, service_state_argv
+from commands.checks.stale import ProcessStart, stale_finding
 from commands.command_result import CommandResult
-from commands.errors import Refused
-from commands.findings import Finding, could_not_check, short_path, verdict_of
+from commands.errors import Locked, Refused, UsageError
+from commands.findings import Finding, age_words, could_not_check, short_path, trim, verdict_of
 from commands.holder import Holder, pid_alive
 from commands.inventory import Approvals, Backup, Probe, Service
 from commands.redact import redact, redact_data
-from commands.store import approvals
-from commands.store.chain import ChainReport, verify_chain
+from commands.store import approvals, locks
+from commands.store.approvals import ClickedOn
+from commands.store.chain import Anchor, ChainReport, parse_anchor, verify_chain
 from commands.store.events import AuditStore, event_hash
 from tests.audit_events import cli_origin, record_operation
 
@@ -197,6 +199,14 @@ def test_a_failure_outranks_a_could_not_check_in_either_order() -> None:
     assert verdict_of([unknown]) == "error"
 
 
+def test_a_check_event_flattens_details_and_prefixes_only_names_it_already_uses() -> None:
+    finding = Finding("file:x.py", "fail", "differs", None, {"live_sha256": "ab12", "summary": "s", "next_step": "n"})
+    event = finding.to_event()
+    assert event["live_sha256"] == "ab12" and "details" not in event
+    assert (event["summary"], event["detail_summary"], event["detail_next_step"]) == ("differs", "s", "n")
+    assert "next_step" not in event  # the finding has none: the detail does not pose as one
+
+
 async def test_a_plan_past_its_expiry_is_refused_and_one_before_it_is_approved(tmp_path: Path) -> None:
     """Two plans alike but for their expiry time, set on the clock the check reads (time.time())."""
     store = AuditStore.open(tmp_path / "a.db")
@@ -283,3 +293,70 @@ def test_a_manager_that_printed_nothing_is_told_from_one_that_printed_nonsense()
     assert empty.summary == "systemd printed nothing for sglang"
     odd, _ = main_pid_finding(manager("supervisord"), CommandResult("supervisorctl", 0, b"unix:///x refused\n", 0.01))
     assert odd.summary == "could not read the state of sglang"
+
+
+def test_trim_keeps_three_quarters_head_one_quarter_tail_and_cuts_near_line_ends() -> None:
+    assert trim("a" * 4000) == "a" * 4000
+    assert trim("a" * 4001) == "a" * 3000 + "\n… [1 characters trimmed] …\n" + "a" * 1000
+    assert trim("a" * 5000) == "a" * 3000 + "\n… [1000 characters trimmed] …\n" + "a" * 1000
+    # a line end exactly half-way into the head is not "near": the head is cut at 3000, not 1501
+    halfway = "a" * 1500 + "\n" + "b" * 3499
+    assert trim(halfway).startswith("a" * 1500 + "\n" + "b" * 1499 + "\n… [1000 characters trimmed]")
+    # a line end 400 characters into the 1000-character tail is near its start: the tail starts after it
+    near = "c" * 4400 + "\n" + "d" * 599
+    assert trim(near).endswith("characters trimmed] …\n" + "d" * 599)
+
+
+def test_short_paths_keep_two_parts_once_there_are_more() -> None:
+    assert short_path("/srv/app/x.py") == "/srv/app/x.py"
+    assert short_path("/srv/app/lib/x.py") == "…/lib/x.py"
+
+
+def test_ages_change_unit_at_a_minute_an_hour_and_a_day() -> None:
+    assert [age_words(s) for s in (59, 60, 3599, 3600, 86399, 86400)] == [
+        "59 s", "1 min", "59 min", "1 h 0 min", "23 h 59 min", "1 d 0 h"]
+
+
+def test_six_files_newer_than_the_process_show_five_and_count_the_rest(tmp_path: Path) -> None:
+    files = [tmp_path / f"mod_{n}.py" for n in range(6)]
+    for n, path in enumerate(files):
+        path.write_text("x\n")
+        os.utime(path, (2_000_000_000 + n, 2_000_000_000 + n))
+    listing = parse_listing(real(listing_argv([str(tmp_path)])))
+    finding = stale_finding(ProcessStart(99, 1_900_000_000.0), [str(p) for p in files], listing,
+                            [CommandResult("cat /proc/99/stat", 0, b"x", 0.01)])
+    assert finding.status == "warn"
+    assert f"6 file(s) changed after it: {', '.join(short_path(str(p)) for p in files[:5])} and 1 more;" \
+        in finding.summary
+
+
+def test_an_anchor_needs_an_id_and_twelve_hex_digits() -> None:
+    assert parse_anchor("24:abcdef012345") == Anchor(24, "abcdef012345")
+    for bad in ("24:abcdef01234", "x4:abcdef012345", "24:abcdef01234g", "24"):
+        with pytest.raises(UsageError, match="bad anchor"):
+            parse_anchor(bad)
+
+
+async def test_a_click_on_the_plans_own_message_decides_and_one_elsewhere_is_refused(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    rules = Approvals(approvers=["U2"])
+    for plan_id in ("op-1", "op-2"):
+        await approvals.create(store, plan_id=plan_id, operation="restore", host="ct129", requested_by="slack:U1",
+                               plan_hash="h1", details={}, approvals=rules, channel="C0OPS", message_ts="100.1")
+    with pytest.raises(Refused, match="not decided: this plan was posted in another channel"):
+        await approvals.decide(store, "op-1", "slack:U2", "approved", rules, user_id="U2",
+                               clicked_on=ClickedOn("restore", "C0OTHER", "100.1"))
+    decided = await approvals.decide(store, "op-2", "slack:U2", "approved", rules, user_id="U2",
+                                     clicked_on=ClickedOn("restore", "C0OPS", "100.1"))
+    assert decided.state == "approved"
+    store.close()
+
+
+async def test_hold_for_reuses_only_its_own_lock(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    mine = await locks.hold_for(store, "ct129", "op-1", "restore", "slack:U1")  # free: taken
+    assert (mine.operation_id, (await locks.holder_of(store, "ct129"))) == ("op-1", mine)
+    assert await locks.hold_for(store, "ct129", "op-1", "restore", "slack:U1") == mine
+    with pytest.raises(Locked, match="op-1"):
+        await locks.hold_for(store, "ct129", "op-2", "restart", "slack:U9")
+    store.close()
