@@ -116,6 +116,15 @@ class FleetSettings(_Strict):
     restart_batch: int = Field(default=1, ge=1, le=4096)
 
 
+class Limits(_Strict):
+    """Operations in flight started from Slack (README "Slack"): a fleet is one operation; its hosts'
+    verifies draw from ``hosts``, shared by every fleet in flight."""
+
+    per_user: int = Field(default=4, ge=1, le=1024)
+    total: int = Field(default=16, ge=1, le=4096)
+    hosts: int = Field(default=32, ge=1, le=4096)
+
+
 class Approvals(_Strict):
     approvers: list[str] = Field(default_factory=list)
     allow_self_approval: bool = False
@@ -296,6 +305,7 @@ class Inventory(_Strict):
     approvals: Approvals
     channels: list[str] | None = None
     fleet: FleetSettings = Field(default_factory=FleetSettings)
+    limits: Limits = Field(default_factory=Limits)
     hosts: dict[str, Host]
     # Each group expanded to its host names, in the order written, each host once; `all` included.
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
@@ -339,6 +349,7 @@ class _InventoryFile(_Strict):
     approvals: Approvals = Field(default_factory=Approvals)
     channels: list[str] | None = None
     fleet: FleetSettings = Field(default_factory=FleetSettings)
+    limits: Limits = Field(default_factory=Limits)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     packages: dict[str, Any] = Field(default_factory=dict)
     hosts: dict[str, dict[str, Any]]
@@ -502,7 +513,7 @@ def parse_inventory(text: str, source: str) -> Inventory:
     groups = _expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
     problems.raise_if_any()
     return Inventory(path=source, approvals=document.approvals, channels=document.channels,
-                     fleet=document.fleet, hosts=hosts, groups=groups)
+                     fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups)
 
 
 def _document(raw: dict[str, Any], problems: _Problems) -> _InventoryFile:
@@ -528,6 +539,7 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
     """Each host validated with the top-level defaults merged in; its ``jump`` hops (as written) go to
     ``jumps`` for ``_resolve_jumps``."""
     hosts: dict[str, Host] = {}
+    hop_cache: dict[tuple[Any, ...], Any] = {}  # a config bastion shared by many hosts is resolved once per load
     for name, entry in document.hosts.items():
         where: Path_ = ("hosts", str(name))
         if not NAME_PATTERN.fullmatch(str(name)):
@@ -555,7 +567,8 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
             own_ssh = dict(own_ssh)
             jumps[str(name)] = (f"hosts.{name}.ssh.jump", problems.hops((*where, "ssh", "jump"), own_ssh.pop("jump")))
         try:
-            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written)
+            merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written,
+                                                hop_cache)
         except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
             problems.add_raised(exc)
             continue

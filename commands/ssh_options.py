@@ -160,6 +160,8 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
                              "beside the identity file" if beside else ""])) or "none"},
         "known_hosts": {"value": [path + ("" if os.path.isfile(os.path.expanduser(path)) else " (missing)")
                                   for path in settings.known_hosts_list()], "origin": origin("known_hosts")},
+        "global_known_hosts": {"value": list(settings.global_known_hosts), "origin": origin("global_known_hosts")},
+        "host_key_alias": {"value": settings.host_key_alias, "origin": origins.get("host_key_alias", "none")},
         "jump": {"value": [f"{hop.ssh.user}@{hop.address}:{hop.port}" for hop in settings.jump] or None,
                  "origin": origin("jump") if settings.jump else "none"},
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,
@@ -170,6 +172,6 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
         shown["ssh_config"] = {"value": settings.config, "origin": origin("config")}
     if "ignored" in origins:
         shown["ignored_from_config"] = {"value": origins["ignored"],
-                                        "origin": "not taken: proofbot uses only HostName, Port, User, IdentityFile, "
-                                                  "CertificateFile, UserKnownHostsFile, ProxyJump"}
+                                        "origin": "not taken: they change nothing proofbot does (README: "
+                                                  "what proofbot takes from ssh_config)"}
     return shown

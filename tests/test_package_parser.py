@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 from commands.checks.package import PROBE_ID, PROBE_SOURCE, package_argv, parse_package, shown_command
+from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT
 from commands.command_result import CommandResult
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -55,12 +57,14 @@ def test_odd_record_rows_are_judged_one_by_one_and_never_pass() -> None:
     assert "not valid urlsafe base64" in why["sgl_kernel/bad.py"]
     assert "listed without a hash" in why["sgl_kernel/nohash.py"]
     assert "'md5' is not one the wheel spec accepts" in why["sgl_kernel/old.py"]
-    assert "#! line the installer" in why["../../../bin/sgl-tool"]
+    assert ("a script whose #! header is now '#!/usr/bin/env python3' where RECORD's was "
+            "'#!/tmp/pkgt2/ml-odd/bin/python' (both as an installer writes them), the rest byte for byte"
+            in why["../../../bin/sgl-tool"])
     assert "outside the environment" in why["/etc/hostname"]
     assert "2 field(s)" in why["sgl_kernel/two-fields.py"]
-    assert "'../../../bin/sgl-tool,sha256=ANSkBzj42p7ErfcKLTx8KrdcHfEjkSsGDLkjCQMTQqU,40'" in finding.summary
+    assert "'../../../bin/sgl-tool,sha256=86KY47owFETOJLj4OHZa4RO4QDfXw8OFLb7OMU8414g,221'" in finding.summary
     # A quoted path with a comma, a path with a newline and a sha512 row are proven like any other.
-    assert finding.details["proven"] == 10 and not finding.details["changed"]
+    assert finding.details["proven"] == 11 and not finding.details["changed"]
 
 
 def test_editable_install_warns_that_record_cannot_prove_it() -> None:
@@ -76,9 +80,12 @@ def test_dist_not_installed_is_an_error() -> None:
 
 
 def test_missing_interpreter_is_an_error() -> None:
-    result = CommandResult("probe", 127, b"sh: 1: /root/ml-env/bin/python: not found\n", 0.01)
+    result = CommandResult("probe", 3, b'{"detail": "No such file or directory", "prefix": "/root/ml-env", '
+                                       b'"reason": "no-interpreter", "t": "error"}\n', 0.01)
     finding = parse_package(PYTHON, "sglang", result)
-    assert finding.status == "error" and "interpreter /root/ml-env/bin/python is missing" in finding.summary
+    assert finding.status == "error"
+    assert finding.summary == ("interpreter /root/ml-env/bin/python is missing (No such file or directory): "
+                               "no environment there to check")
 
 
 def test_output_cut_before_the_end_line_proves_nothing() -> None:
@@ -96,10 +103,16 @@ def test_a_forged_row_cannot_break_framing_or_pass_a_changed_file() -> None:
     assert finding.status == "fail" and len(finding.details["unlisted"]) == 2
 
 
-def test_argv_carries_the_probe_as_one_element_and_evidence_names_it_by_hash() -> None:
+def test_argv_runs_the_guard_with_the_probe_as_one_element_and_evidence_names_both_by_hash() -> None:
+    """The environment's interpreter is only an argument (data): never argv[0], never run."""
     argv = package_argv(PYTHON, "sgl-kernel")
-    assert argv[:4] == [PYTHON, "-I", "-S", "-c"] and argv[4] == PROBE_SOURCE and argv[5] == "sgl-kernel"
-    assert shown_command(PYTHON, "sgl-kernel").startswith(f"{PYTHON} -I -S -c '<proofbot package probe sha256:")
+    assert argv == ["sh", "-c", SCRIPT_TEXT, "proofbot-package", PROBE_SOURCE, PYTHON, "sgl-kernel"]
+    assert shown_command(PYTHON, "sgl-kernel").startswith(
+        f"sh -c '<proofbot package guard sha256:{GUARD_ID}>' proofbot-package "
+        f"'<proofbot package probe sha256:{PROBE_ID}>' {PYTHON} sgl-kernel  # runs: <root-owned python3> -I -S")
+    # The probe is one text on the host: its fs part pasted in, compiled as Python 3.8 would need it.
+    assert "from commands" not in PROBE_SOURCE and PROBE_SOURCE.count("from __future__") == 1
+    ast.parse(PROBE_SOURCE, feature_version=(3, 8))
 
 
 def test_a_changed_module_starting_with_a_shebang_still_fails() -> None:
@@ -113,4 +126,90 @@ def test_a_changed_module_starting_with_a_shebang_still_fails() -> None:
 def test_readme_example_names_the_current_probe() -> None:
     """README's example is copied from a demo run: a changed probe must be copied again."""
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"-I -S -c '<proofbot package probe sha256:{PROBE_ID}>' sgl-kernel" in readme
+    assert f"'<proofbot package probe sha256:{PROBE_ID}>' " in readme
+    assert f"'<proofbot package guard sha256:{GUARD_ID}>' " in readme
+
+
+# The recordings below are real runs of the guard and probe (tests/package_recordings.py: real pip installs
+# into real venvs, edited as a hostile owner would).
+
+
+def test_a_line_inserted_in_a_console_script_fails_though_its_first_line_is_untouched() -> None:
+    finding = parse_package(PYTHON, "sgl-kernel", probe("package_script_changed.jsonl"))
+    assert finding.status == "fail", finding.summary
+    assert "../../../bin/sgl-tool differs from RECORD: size 234 B (recorded 224 B)" in finding.summary
+    assert "is not one an installer writes" not in finding.summary  # its header is pip's own
+
+
+def test_links_in_the_dist_info_and_a_package_dir_fail_and_nothing_behind_them_is_read() -> None:
+    output = (RECORDED / "package_links.jsonl").read_text()
+    finding = parse_package(PYTHON, "sgl-kernel", probe("package_links.jsonl"))
+    assert finding.status == "fail"
+    site = "/tmp/pkgt2/ml-links/lib/python3.11/site-packages"
+    assert (f"sgl_kernel-0.1.4.dist-info/cache/secret is reached through the symlink "
+            f"{site}/sgl_kernel-0.1.4.dist-info/cache -> '/tmp/pkgt2/root-only': not followed") in finding.summary
+    assert f"sgl_kernel/vendor/secret is reached through the symlink {site}/sgl_kernel/vendor" in finding.summary
+    assert "sgl_kernel/vendor is a symlink to '/tmp/pkgt2/root-only' that RECORD does not list" in finding.summary
+    # The probe printed no digest and no size for either row: only the owner's own RECORD text.
+    rows = [json.loads(line) for line in output.splitlines() if "/secret" in line]
+    assert len(rows) == 2 and all("d" not in row and "size" not in row for row in rows)
+
+
+def test_a_pass_on_an_environment_its_owner_can_rewrite_says_what_it_proves_and_who() -> None:
+    finding = parse_package(PYTHON, "sgl-kernel", probe("package_owned.jsonl"))
+    assert finding.status == "pass"
+    assert finding.summary.endswith(
+        "Only as good as RECORD: it and the files can both be rewritten by uid 65534 (nobody) "
+        "(owner of /tmp/pkgt2/ml-owned), so this proves the files match RECORD, not that nobody changed both")
+    assert finding.details["record_writers"] == [{"name": "nobody", "p": "/tmp/pkgt2/ml-owned", "uid": 65534,
+                                                  "via": "owner"}]
+    # A root-owned environment (the other recordings) says nothing of the kind.
+    assert "Only as good as RECORD" not in parse_package(PYTHON, "sgl-kernel", probe("package_pristine.jsonl")).summary
+
+
+def test_a_hard_link_to_a_root_only_file_is_not_read() -> None:
+    finding = parse_package(PYTHON, "sgl-kernel", probe("package_hardlink.jsonl"))
+    assert finding.status == "fail"
+    assert ("sgl_kernel/cache.py is a hard link to a file of uid 0 that others cannot read: not read"
+            in finding.summary)
+    assert "sgl_kernel-0.1.4.dist-info/INSTALLER is a hard link to a file of uid 0" in finding.summary
+    output = (RECORDED / "package_hardlink.jsonl").read_text()
+    # Neither its text (INSTALLER is printed) nor its size nor its digest: only the owner's own guess in RECORD.
+    assert "TOP-SECRET" not in output and '"size": 16' not in output and finding.details["installer"] == "unknown"
+    # The environment is nobody's: its pip is their code, so the fix says whom to run it as.
+    assert ("To make it pristine: as uid 65534 (nobody), the environment's owner, not as root: "
+            f"{PYTHON} -m pip install --force-reinstall") in finding.summary
+
+
+def test_an_environment_named_through_a_symlink_is_an_error_naming_the_link() -> None:
+    finding = parse_package("/tmp/pkgt2/alias/bin/python", "sgl-kernel", probe("package_path_link.jsonl", 3))
+    assert finding.status == "error"
+    assert finding.summary == ("the environment of /tmp/pkgt2/alias/bin/python is reached through the symlink "
+                               "/tmp/pkgt2/alias -> '/tmp/pkgt2/ml-script': not followed, nothing read; "
+                               "name its real path in the inventory")
+
+
+def test_no_root_owned_interpreter_is_a_refusal_with_each_reason() -> None:
+    finding = parse_package(PYTHON, "sgl-kernel", probe("package_guard_refused.txt", 5))
+    assert finding.status == "error"
+    assert finding.summary.startswith("refused: no root-owned interpreter outside the environment to read it with, "
+                                      "so nothing was run")
+    assert "/tmp/pkgt2/opt/bin/python3.11 is owned by nobody (uid 65534)" in finding.summary
+    assert "/usr/local/bin/python3: not there" in finding.summary
+    assert finding.evidence is not None and "proofbot-guard:" in finding.evidence.output
+
+
+def test_a_group_or_everyone_able_to_rewrite_record_is_named_too() -> None:
+    """Debian's /usr/local/lib/python3.N/dist-packages is root:staff 2775 on older releases, for one."""
+    writers = [{"gid": 50, "name": "staff", "p": "/usr/local/lib/python3.11/dist-packages", "via": "group"},
+               {"p": "/srv/shared", "via": "anyone"}]
+    lines = []
+    for line in (RECORDED / "package_owned.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["t"] == "dist":
+            record["writers"] = writers
+        lines.append(json.dumps(record))
+    finding = parse_package(PYTHON, "sgl-kernel", CommandResult("probe", 0, "\n".join(lines).encode(), 0.01))
+    assert finding.status == "pass"
+    assert ("rewritten by members of group gid 50 (staff) (group-writable /usr/local/lib/python3.11/dist-packages), "
+            "anyone (world-writable /srv/shared), so this proves the files match RECORD") in finding.summary

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from tests.slack_fake.signing import slash_command_body
 
 SECRET = "home-secret"
 CHANNEL, OTHER_CHANNEL = "C0OPS", "C0RANDOM"
-ALICE, APPROVER = "U0ALICE", "U0APPROVER"
+ALICE, APPROVER, BOB, CAROL = "U0ALICE", "U0APPROVER", "U0BOB", "U0CAROL"
+SECRET_CHANNEL = "C0INCIDENT"
 
 
 @dataclass
@@ -53,13 +55,19 @@ class HomeRig:
 
 
 @asynccontextmanager
-async def home_rig(tmp_path: Path, document: dict[str, Any]) -> AsyncIterator[HomeRig]:
+async def home_rig(tmp_path: Path, document: dict[str, Any],
+                   more_channels: tuple[tuple[str, str, tuple[str, ...]], ...] = ()) -> AsyncIterator[HomeRig]:
+    """``more_channels``: (id, name, members) of channels proofbot also works in."""
     document["approvals"] = {"approvers": [APPROVER]}
-    document["channels"] = [CHANNEL]
+    document["channels"] = [CHANNEL, *(channel for channel, _, _ in more_channels)]
     inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
     audit = AuditStore.open(tmp_path / "audit.db")
     async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
         slack.add_channel(OTHER_CHANNEL, "random")
+        slack.channels[CHANNEL].members = {ALICE, APPROVER}
+        for channel, name, members in more_channels:
+            slack.add_channel(channel, name)
+            slack.channels[channel].members = set(members)
         context = BotContext(inventory, audit)
         app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
         try:
@@ -149,3 +157,53 @@ async def test_invited_to_a_channel_it_posts_one_short_help(tmp_path: Path) -> N
         assert f"does not take commands in this channel; use <#{CHANNEL}>" in (elsewhere.blocks or [{}])[0]["text"][
             "text"]
         assert posted.ok
+
+
+async def test_the_home_shows_each_viewer_only_the_channels_they_are_in(tmp_path: Path) -> None:
+    document: dict[str, Any] = {"hosts": {name: {"address": "127.0.0.1", "port": 9} for name in ("ct1", "ct2")}}
+    async with home_rig(tmp_path, document, more_channels=((SECRET_CHANNEL, "incident", (BOB,)),)) as rig:
+        for host, user, channel in (("ct1", ALICE, CHANNEL), ("ct2", BOB, SECRET_CHANNEL)):
+            ack = await rig.slack.deliver(rig.url, slash_command_body("/verify", host, user, channel,
+                                                                      rig.slack.response_url(), "t"))
+            assert ack.status_code == 200
+        await rig.slack.wait_until(lambda: all(m.edits and "COULD NOT CHECK" in m.text for m in (
+            *rig.slack.messages_in(CHANNEL), *rig.slack.messages_in(SECRET_CHANNEL)) if not m.is_reply)
+            and len(rig.slack.calls_to("chat.postMessage")) >= 2, timeout=30, what="both verdicts")
+        [ops] = [m for m in rig.slack.messages_in(CHANNEL) if not m.is_reply]
+        [incident] = [m for m in rig.slack.messages_in(SECRET_CHANNEL) if not m.is_reply]
+
+        await rig.open_home(ALICE)
+        alice = rig.home_text(ALICE)
+        assert "*ct1* — *COULD NOT CHECK*" in alice and rig.slack.permalink(CHANNEL, ops.ts) in alice
+        assert "*ct2* — last operation in a channel you are not in" in alice
+        assert SECRET_CHANNEL not in alice and BOB not in alice and incident.ts.replace(".", "") not in alice
+
+        await rig.open_home(BOB)
+        bob = rig.home_text(BOB)
+        assert "*ct2* — *COULD NOT CHECK*" in bob and rig.slack.permalink(SECRET_CHANNEL, incident.ts) in bob
+        assert "*ct1* — last operation in a channel you are not in" in bob and ALICE not in bob
+
+        await rig.open_home(CAROL)  # in no channel proofbot works in: no host at all
+        carol = rig.home_text(CAROL)
+        assert "ct1" not in carol and "ct2" not in carol and "You are in none of the channels" in carol
+
+        rig.slack.scopes.discard("channels:read")  # membership unreadable: fails closed, says why
+        rig.context.inventory.channels.append("C0NEW")  # not read before: asked now, and refused
+        rig.slack.add_channel("C0NEW", "new")
+        await rig.open_home(CAROL)
+        assert "ct1" not in rig.home_text(CAROL) and "(missing_scope) could not be read" in rig.home_text(CAROL)
+
+
+async def test_help_follows_the_channel_rule(tmp_path: Path) -> None:
+    document: dict[str, Any] = {"hosts": {"ct1": {"address": "127.0.0.1", "port": 9}}}
+    async with home_rig(tmp_path, document) as rig:
+        refused = await rig.slack.deliver(rig.url, slash_command_body("/verify", "help", ALICE, OTHER_CHANNEL,
+                                                                      rig.slack.response_url(), "t"))
+        assert "does not take commands in this channel" in refused.json()["text"]
+        assert "ct1" not in refused.json()["text"]
+        rows = sqlite3.connect(tmp_path / "audit.db").execute("SELECT kind, actor, details FROM events").fetchall()
+        assert [(kind, actor) for kind, actor, _ in rows] == [("refused", f"slack:{ALICE}")]
+        assert json.loads(rows[0][2])["text"] == "help"
+        helped = await rig.slack.deliver(rig.url, slash_command_body("/verify", "help", ALICE, CHANNEL,
+                                                                     rig.slack.response_url(), "t"))
+        assert "`ct1`" in helped.json()["text"]

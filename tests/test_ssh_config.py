@@ -128,7 +128,7 @@ def test_match_exec_is_refused_and_its_command_never_runs(clean_host: DemoHost, 
 def test_a_config_others_can_write_is_refused(clean_host: DemoHost, tmp_path: Path) -> None:
     config = operator_config(clean_host, tmp_path)
     config.chmod(0o622)
-    with pytest.raises(InventoryError, match="bad owner or permissions on ssh config"):
+    with pytest.raises(InventoryError, match=r"Bad owner or permissions on .*ssh_config"):
         host_of(alias_only(clean_host, config))
 
 
@@ -166,11 +166,15 @@ async def test_ping_v_shows_each_value_and_where_it_came_from(clean_host: DemoHo
     assert "ssh" not in json.loads(plain.stdout)["hosts"][0]
 
 
-def behind_config_bastion(host: DemoHost, tmp_path: Path, jump: str = "ops@bastion") -> Path:
-    """The operator config with `ProxyJump ops@bastion` (line 13) for gpu-*, the bastion resolved through it too."""
+def behind_config_bastion(host: DemoHost, tmp_path: Path, jump: str = "ops@bastion",
+                          bastion_known_hosts: Path | None = None) -> Path:
+    """The operator config with `ProxyJump ops@bastion` (line 15) for gpu-*, the bastion resolved through it too:
+    as ssh runs `ssh -l ops bastion` for the hop, only the bastion's own block gives its keys and known_hosts."""
     config = operator_config(host, tmp_path, extra=f"    ProxyJump {jump}\n")
+    known = bastion_known_hosts or tmp_path / "fleet_known_hosts"
     # First match wins, as in OpenSSH: the bastion's block goes before `Host *`.
-    config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {host.ssh_port}\n\n" + config.read_text())
+    config.write_text(f"Host bastion\n    HostName 127.0.0.1\n    Port {host.ssh_port}\n"
+                      f"    IdentityFile {host.client_key}\n    UserKnownHostsFile {known}\n\n" + config.read_text())
     return config
 
 
@@ -185,13 +189,15 @@ async def test_the_configs_proxyjump_is_a_shared_bastion_whose_key_is_checked_to
     host, other = fleet.host("gpu-1"), fleet.host("gpu-2")
     assert [(hop.name, hop.address, hop.port) for hop in host.ssh.jump] == [("ops@bastion", "127.0.0.1",
                                                                               clean_host.ssh_port)]
-    # The hop logs in as itself with the host's keys and known_hosts (its block has none of its own).
-    assert host.ssh.jump[0].ssh == host.ssh.model_copy(update={"user": "ops", "jump": ()})
-    assert host.origins["jump"] == f"{config} line 13 (Host gpu-*): ops@bastion"
+    # The hop logs in as ssh's `ssh -l ops bastion` would: its own block's key and known_hosts, not the host's.
+    hop = host.ssh.jump[0].ssh
+    assert (hop.user, hop.client_keys, hop.known_hosts) == ("ops", [str(clean_host.client_key)],
+                                                            [str(tmp_path / "fleet_known_hosts")])
+    assert host.origins["jump"] == f"{config} line 15 (Host gpu-*): ops@bastion"
     inventory = write_inventory(tmp_path / "i.yml", document)
     ping = await run_cli("ping", "gpu-1", "-v", "--inventory", str(inventory))
     jump_line = next(line for line in ping.stdout.splitlines() if line.split()[0] == "jump")
-    assert jump_line.endswith(f" ops@127.0.0.1:{clean_host.ssh_port}  ← {config} line 13 (Host gpu-*): ops@bastion"), \
+    assert jump_line.endswith(f" ops@127.0.0.1:{clean_host.ssh_port}  ← {config} line 15 (Host gpu-*): ops@bastion"), \
         jump_line
     run = await run_cli("verify", "gpu-1", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
     assert run.code == 0, run.stdout + run.stderr
@@ -205,7 +211,7 @@ async def test_the_configs_proxyjump_is_a_shared_bastion_whose_key_is_checked_to
     assert clean_host.logins.total == before + 3
     unknown = tmp_path / "empty_known_hosts"
     unknown.write_text("")
-    stranger = host_of(alias_only(clean_host, config, known_hosts=str(unknown)))
+    stranger = host_of(alias_only(clean_host, behind_config_bastion(clean_host, tmp_path, bastion_known_hosts=unknown)))
     with pytest.raises(BastionUnreachable, match=rf"^could not reach the bastion ops@bastion "
                                                  rf"\(127\.0\.0\.1:{clean_host.ssh_port}\): host key not verified "
                                                  rf"against {unknown}: "):
@@ -227,11 +233,17 @@ def test_a_jump_the_inventory_writes_wins_over_the_configs_proxyjump(clean_host:
     assert (opted_out.ssh.jump, opted_out.origins["jump"]) == ((), "inventory hosts.gpu-1.ssh.jump")
     del document["hosts"]["gpu-1"]["ssh"]
     assert [hop.name for hop in host_of(document).ssh.jump] == ["ops@bastion"]
+    # `Host *` / `ProxyJump bastion` makes ssh reach the bastion through itself, endlessly: refused, with the fix.
     loop = tmp_path / "loop_config"
     loop.write_text("Host bastion\n    HostName 10.0.0.5\n\nHost *\n    ProxyJump bastion\n")
     loop.chmod(0o600)
     document["hosts"]["bastion"] = copy.deepcopy(document["hosts"]["gpu-1"])
     document["ssh"]["config"] = str(loop)
+    with pytest.raises(InventoryError, match=r"hosts\.bastion: ProxyJump hop 'bastion' .*line 5 \(Host \*\)\).*"
+                                             r"its own ProxyJump") as refused:
+        parse_inventory(yaml.safe_dump(document), "inv.yml")
+    assert "(`Host * !bastion`)" in str(refused.value)
+    loop.write_text("Host bastion\n    HostName 10.0.0.5\n\nHost * !bastion\n    ProxyJump bastion\n")
     fleet = parse_inventory(yaml.safe_dump(document), "inv.yml")
     assert fleet.host("bastion").ssh.jump == ()
     assert [(hop.name, hop.address) for hop in fleet.host("gpu-1").ssh.jump] == [("bastion", "10.0.0.5")]
@@ -239,7 +251,7 @@ def test_a_jump_the_inventory_writes_wins_over_the_configs_proxyjump(clean_host:
 
 def test_a_proxyjump_that_reaches_one_hop_twice_is_refused_with_its_line(clean_host: DemoHost, tmp_path: Path) -> None:
     config = behind_config_bastion(clean_host, tmp_path, jump="ops@bastion,bastion")
-    with pytest.raises(InventoryError, match=rf"ProxyJump \({config} line 13 \(Host gpu-\*\)\) reaches "
+    with pytest.raises(InventoryError, match=rf"ProxyJump \({config} line 15 \(Host gpu-\*\)\) reaches "
                                              rf"127\.0\.0\.1:{clean_host.ssh_port} twice"):
         host_of(alias_only(clean_host, config))
 

@@ -73,7 +73,10 @@ def ping_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def inventory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["check"], help="check: validate the inventory, connect to nothing")
+    parser.add_argument("action", choices=["check", "show"],
+                        help="check: validate the inventory; show HOST: every SSH value resolved for HOST and the "
+                             "file:line it came from (as `ssh -G`); both connect to nothing")
+    parser.add_argument("host", nargs="?", metavar="HOST", help="show: the host")
     parser.add_argument("--json", action="store_true", help="print one JSON object (errors: every problem listed)")
 
 

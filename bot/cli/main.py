@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
     ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
     ping_arguments(ping)
-    inventory = sub.add_parser("inventory", parents=[shared], help="`inventory check`: validate, connect to nothing")
+    inventory = sub.add_parser("inventory", parents=[shared],
+                               help="`inventory check`: validate; `inventory show HOST`: its SSH values and their "
+                                    "origins; connect to nothing")
     inventory_arguments(inventory)
     demo = sub.add_parser("demo", help="the whole story against a local lab host, no Slack needed",
                           description="Play the seed's story end to end and print it as the Slack threads read.",
@@ -170,6 +172,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("ping", "inventory"):
         from bot.cli.tools import run_inventory, run_ping
 
+        if args.command == "inventory" and args.action == "show":
+            from bot.cli.inventory_show import run_show
+
+            return await run_show(args)
         return await (run_ping(args) if args.command == "ping" else run_inventory(args))
     return await cli_command(args.command).run(args)
 

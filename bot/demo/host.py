@@ -330,6 +330,7 @@ async def demo_host(name: str = "ct129", *, patched: bool = True, extra_file: bo
         host_key = asyncssh.generate_private_key("ssh-ed25519")
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         client_key.write_private_key(str(keys / "id_ed25519"))
+        (keys / "id_ed25519").chmod(0o600)  # as ssh-keygen writes it: ssh (and proofbot) ignore a key others can read
         client_key.write_public_key(str(keys / "authorized_keys"))
         _lay_out_files(root, patched=patched, extra_file=extra_file)
         python = await _install_dist(root, patched=patched) if packages else None

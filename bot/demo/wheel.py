@@ -15,7 +15,7 @@ from pathlib import Path
 BACKEND = '''"""Minimal PEP 517/660 backend: zips the package dir into a wheel (editable: a .pth)."""
 import base64, hashlib, os, zipfile
 
-NAME, VERSION, PACKAGE = {name!r}, {version!r}, {package!r}
+NAME, VERSION, PACKAGE, ENTRY_POINTS = {name!r}, {version!r}, {package!r}, {entry_points!r}
 TAG = NAME.replace("-", "_") + "-" + VERSION
 
 
@@ -30,6 +30,8 @@ def _wheel(directory, entries):
     entries[info + "/METADATA"] = f"Metadata-Version: 2.1\\nName: {{NAME}}\\nVersion: {{VERSION}}\\n".encode()
     entries[info + "/WHEEL"] = (b"Wheel-Version: 1.0\\nGenerator: proofbot-lab\\n"
                                 b"Root-Is-Purelib: true\\nTag: py3-none-any\\n")
+    if ENTRY_POINTS:
+        entries[info + "/entry_points.txt"] = ENTRY_POINTS.encode()
     lines = [_record_line(path, data) for path, data in entries.items()] + [info + "/RECORD,,"]
     entries[info + "/RECORD"] = ("\\n".join(lines) + "\\n").encode()
     name = TAG + "-py3-none-any.whl"
@@ -56,14 +58,19 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 '''
 
 
-def write_source(root: Path, name: str, version: str, modules: dict[str, str]) -> Path:
-    """A source tree for distribution ``name``: one package dir holding ``modules``."""
+def write_source(root: Path, name: str, version: str, modules: dict[str, str],
+                 scripts: dict[str, str] | None = None) -> Path:
+    """A source tree for distribution ``name``: one package dir holding ``modules``; ``scripts`` are console
+    scripts (name -> ``module:function``) that pip writes into the environment's ``bin/``."""
     package = name.replace("-", "_")
     source = root / f"{package}-src"
     (source / package).mkdir(parents=True)
     for module, text in modules.items():
         (source / package / module).write_text(text)
-    (source / "lab_backend.py").write_text(BACKEND.format(name=name, version=version, package=package))
+    entry_points = "".join(f"{script} = {target}\n" for script, target in (scripts or {}).items())
+    (source / "lab_backend.py").write_text(BACKEND.format(name=name, version=version, package=package,
+                                                          entry_points="[console_scripts]\n" + entry_points
+                                                          if entry_points else ""))
     (source / "pyproject.toml").write_text(
         '[build-system]\nrequires = []\nbuild-backend = "lab_backend"\nbackend-path = ["."]\n')
     return source

@@ -7,6 +7,7 @@ user ephemerally and audits refusals (README "Slack").
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -21,12 +23,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import audit, restart, restore, verify
-from bot.slack.blocks import REASON_BLOCK, REJECT_REASON_VIEW, error_message, help_message
+from bot.slack.blocks import REASON_BLOCK, REJECT_REASON_VIEW, error_message, escape, help_message, slack_date
 from bot.slack.context import Body, BotContext, Listener, SlackCommand
 from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError
+from commands.inflight import SHOWN_MAX
 from commands.redact import redact
 from commands.registry import OPERATIONS
 
@@ -86,11 +89,13 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
                 or body.get("view", {}).get("callback_id"),
                 operation_id=action.get("value") or submitted.get("plan"), actor=f"slack:{user}",
                 details={"reason": str(error), "text": body.get("text"),
+                         **({"running": running} if (running := getattr(error, "running", None)) else {}),
                          "channel": body.get("channel_id") or body.get("channel", {}).get("id")
                          or submitted.get("channel")},
             )
             said = f"{error.message}. {error.hint}"
-            text = error_message(error.message, error.hint + await _link_to_holder(client, error))
+            text = error_message(getattr(error, "headline", error.message),  # `running` is listed below it
+                                 error.hint + await _link_to_holder(client, error))
         else:
             log.exception("listener failed", exc_info=error)
             said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
@@ -115,11 +120,11 @@ def _command_listener(context: BotContext, command: SlackCommand) -> Any:
     # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
     # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        context.check_channel(body["channel_id"])  # help too: it lists the hosts
         text = body.get("text", "").strip()
         if text.lower() == "help" or (not text and command.empty_text_is_help):
             await ack(text=help_message(sorted(context.inventory.hosts)), response_type="ephemeral")
             return
-        context.check_channel(body["channel_id"])
         await command.on_command(context, ack, body, client)
     return listener
 
@@ -139,9 +144,29 @@ def _metadata(body: Body) -> dict[str, Any]:
 
 
 async def _link_to_holder(client: AsyncWebClient, error: Exception) -> str:
-    """For a busy host: a link to the thread of the operation that holds it."""
+    """For a busy host: a link to the thread of the operation that holds it. For a request refused by
+    ``commands.inflight`` (the same work running, or over a limit): each running one, who, since, its thread."""
+    running = getattr(error, "running", None) or []
+    if running:
+        lines = await asyncio.gather(*(_running_line(client, entry) for entry in running[:SHOWN_MAX]))
+        more = [f"… and {len(running) - SHOWN_MAX} more"] if len(running) > SHOWN_MAX else []
+        return "\n" + "\n".join([*lines, *more])
     holder = getattr(error, "holder", None) or {}
     if not holder.get("channel") or not holder.get("thread_ts"):
         return ""
     link = await client.chat_getPermalink(channel=holder["channel"], message_ts=holder["thread_ts"])
     return f"\n<{link['permalink']}|the running operation>"
+
+
+async def _running_line(client: AsyncWebClient, entry: dict[str, Any]) -> str:
+    actor = str(entry.get("user") or "?")
+    who = f"<@{actor.removeprefix('slack:')}>" if actor.startswith("slack:") else f"`{escape(actor)}`"
+    line = f"• {escape(str(entry.get('what')))} by {who} since {slack_date(str(entry.get('since')))}"
+    if not entry.get("channel") or not entry.get("thread_ts"):
+        return line + " (its thread is being posted)"
+    try:
+        link = await client.chat_getPermalink(channel=entry["channel"], message_ts=entry["thread_ts"])
+    except SlackApiError as exc:  # the refusal still names it; only the link is missing
+        log.warning("no permalink for a running operation: %s", exc.response.get("error"))
+        return line
+    return f"{line} — <{link['permalink']}|its thread>"

@@ -588,7 +588,13 @@ def join_help_message(approvers: Sequence[str], channels: Sequence[str] | None, 
 HOME_BLOCK_LIMIT = 100  # Slack's limit for a Home tab
 
 
-def _home_line(host: str, record: OperationRecord | None, workspace_url: str | None) -> str:
+NOT_YOURS = "in a channel you are not in"  # a host whose last operation the viewer may not see
+
+
+def _home_line(host: str, record: OperationRecord | None, workspace_url: str | None,
+               hidden: frozenset[str] = frozenset()) -> str:
+    if host in hidden:
+        return f":lock: *{escape(host)}* — last operation {NOT_YOURS}"
     if record is None:
         return f":white_circle: *{escape(host)}* — never checked"
     emoji = VERDICT_EMOJI.get(record.verdict, ":grey_question:")
@@ -617,29 +623,33 @@ def _hosts(count: int) -> str:
 
 
 def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: dict[str, OperationRecord],
-              workspace_url: str | None, updated_at: str) -> dict[str, Any]:
-    """The App Home: every host's last verdict by group, when, who asked, its thread. Past Slack's 100
-    blocks, each group is a count per verdict and only the hosts that did not pass are listed."""
+              workspace_url: str | None, updated_at: str, hidden: frozenset[str] = frozenset(),
+              scope: str = "") -> dict[str, Any]:
+    """The App Home: every host's last verdict by group, when, who asked, its thread; ``hidden``: hosts whose
+    last operation the viewer may not see, said as such. Past Slack's 100 blocks, each group is a count
+    per verdict and only the hosts that did not pass are listed."""
     sections = _home_groups(groups, hosts)
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": "Last verdict per host"}},
         context_block(f"{len(hosts)} hosts · updated {slack_date(updated_at)} · refreshed as operations finish "
-                      "· `/audit HOST` for more").to_dict()]
+                      "· `/audit HOST` for more").to_dict(), *([context_block(scope).to_dict()] if scope else [])]
     full: list[dict[str, Any]] = []
     for name, members in sections:
         full.append(section_block(f"*{escape(name)}* ({_hosts(len(members))})").to_dict())
-        full.extend(section_block(_home_line(host, last.get(host), workspace_url)).to_dict() for host in members)
+        full.extend(section_block(_home_line(host, last.get(host), workspace_url, hidden)).to_dict()
+                    for host in members)
     if len(head) + len(full) <= HOME_BLOCK_LIMIT:
         return {"type": "home", "blocks": head + full}
     summary: list[dict[str, Any]] = []
     for name, members in sections:
         counts: dict[str, int] = {}
         for host in members:
-            verdict = last[host].verdict if host in last else "never checked"
+            verdict = NOT_YOURS if host in hidden else last[host].verdict if host in last else "never checked"
             counts[verdict] = counts.get(verdict, 0) + 1
-        tally = ", ".join(f"{n} {verdict_word(v) if v != 'never checked' else v}" for v, n in counts.items())
+        tally = ", ".join(f"{n} {verdict_word(v) if v not in ('never checked', NOT_YOURS) else v}"
+                          for v, n in counts.items())
         summary.append(section_block(f"*{escape(name)}* ({_hosts(len(members))}): {tally}").to_dict())
-        lines = [_home_line(host, last.get(host), workspace_url) for host in members
+        lines = [_home_line(host, last.get(host), workspace_url, hidden) for host in members
                  if host not in last or last[host].verdict != "pass"]
         chunk: list[str] = []
         for line in lines:
@@ -656,3 +666,16 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
     head[1] = context_block(f"{len(hosts)} hosts: too many to list, so only those that did not pass are · updated "
                             f"{slack_date(updated_at)} · `/audit HOST` for more").to_dict()
     return {"type": "home", "blocks": head + summary}
+
+
+def home_outside_view(channels: Sequence[str], updated_at: str, unreadable: dict[str, str]) -> dict[str, Any]:
+    """The Home of a viewer in none of the channels proofbot works in (or whose membership could not be
+    read: ``unreadable``, channel -> Slack's error): nothing of any host, and why."""
+    allowed = ", ".join(f"<#{c}>" for c in channels) or "none"
+    why = (f"Who is in {', '.join(f'<#{c}> ({escape(e)})' for c, e in unreadable.items())} could not be read, so "
+           "nothing is shown." if unreadable else f"You are in none of the channels proofbot works in ({allowed}).")
+    return {"type": "home", "blocks": [
+        {"type": "header", "text": {"type": "plain_text", "text": "Last verdict per host"}},
+        section_block(f"{why} The Home shows each host's last operation only to members of the channel it ran "
+                      "in.").to_dict(),
+        context_block(f"updated {slack_date(updated_at)}").to_dict()]}

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message
 from commands.errors import Refused
+from commands.inflight import InFlight, Ticket, Work
 from commands.inventory import Inventory
 from commands.plans import Decidable
 from commands.store.approvals import PendingPlan
@@ -67,6 +68,16 @@ class BotContext:
     audit: AuditStore
     timers: set[asyncio.Task[None]] = field(default_factory=set)
     approvables: dict[str, Approvable[Any]] = field(default_factory=dict)
+    inflight: InFlight = field(init=False)  # Slack-started work in flight: limits.per_user, limits.total
+
+    def __post_init__(self) -> None:
+        self.inflight = InFlight(self.inventory.limits)
+
+    def start(self, user: str, operation: str, hosts: list[str], backups: list[str | None] | None = None,
+              target: str = "", plan_id: str | None = None) -> Ticket:
+        """A slot for this user's request, taken before the ack (instant); raises AlreadyRunning or OverLimit."""
+        return self.inflight.start(Work(f"slack:{user}", operation, tuple(hosts), tuple(backups or ()), target,
+                                        plan_id))
 
     def check_channel(self, channel: str) -> None:
         if self.inventory.channels is not None and channel not in self.inventory.channels:

@@ -33,6 +33,7 @@ from bot.slack.fleet_blocks import (
 )
 from commands.errors import Refused
 from commands.fleet.grouping import group_outcomes, outcome_of
+from commands.inflight import Ticket
 from commands.inventory import Inventory
 from commands.operation import OperationResult, Origin, new_operation_id
 from commands.verify.fleet import FleetResult, verify_fleet
@@ -137,7 +138,7 @@ def rerun_request(inventory: Inventory, failed: NotPassing) -> FleetRequest:
 
 
 async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, command: Body,
-                                 request: FleetRequest) -> FleetResult:
+                                 request: FleetRequest, ticket: Ticket) -> FleetResult:
     user = command["user_id"]
     paced = Paced()
     operation_id = new_operation_id()
@@ -146,6 +147,7 @@ async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, co
     text, blocks = fleet_progress_message(operation_id, request.target, user, total, counts)
     posted = await paced.run(lambda: client.chat_postMessage(channel=command["channel_id"], text=text, blocks=blocks))
     channel, ts = str(posted["channel"]), str(posted["ts"])
+    ticket.at(channel, ts, operation_id)
     progress = ParentProgress(client, paced, channel, ts)
 
     async def on_host_done(result: OperationResult) -> None:
@@ -156,7 +158,8 @@ async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, co
     try:
         fleet = await verify_fleet(request.plan.plans, target=request.target, origin=origin, audit=context.audit,
                                    fleet=context.inventory.fleet, on_host_done=on_host_done,
-                                   operation_id=operation_id, without_backup=request.plan.without_backup or None)
+                                   operation_id=operation_id, without_backup=request.plan.without_backup or None,
+                                   host_slots=context.inflight.host_slots())
     except BaseException:
         await progress.abandon()
         raise

@@ -1,10 +1,10 @@
 """What Slack users see without typing a command: the App Home and the welcome when invited to a channel.
 
 The Home tab shows every host's last verdict (``commands.store.trail.last_per_host``), rendered by
-``bot.slack.blocks.home_view``. Whoever opened it is remembered (a bounded set) and their Home is
-published again when an operation ends: one cheap index lookup a second notices the newest
-``finished`` event (from Slack or the CLI on the same database), and each user gets at most one
-publish per ``HOME_MIN_INTERVAL_S``.
+``bot.slack.blocks.home_view``, each to members of the channel it ran in (``conversations.members``).
+Whoever opened it is remembered (a bounded set) and their Home is published again when an operation
+ends: one cheap index lookup a second notices the newest ``finished`` event (from Slack or the CLI
+on the same database), and each user gets at most one publish per ``HOME_MIN_INTERVAL_S``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import home_view, join_help_message
+from bot.slack.blocks import NOT_YOURS, home_outside_view, home_view, join_help_message
 from bot.slack.context import Body, BotContext
 from commands.operation import utc_now
 from commands.store.trail import last_finished_id, last_per_host
@@ -28,6 +29,9 @@ log = logging.getLogger("proofbot.slack")
 HOME_VIEWERS_MAX = 500  # users whose Home is kept fresh; the least recently seen is dropped
 HOME_POLL_S = 1.0
 HOME_MIN_INTERVAL_S = 3.0
+MEMBERS_TTL_S = 30.0  # how long a channel's members are trusted: a user removed from it sees it this long at most
+MEMBERS_PAGES_MAX = 20  # of 1000 members each
+MEMBERS_CHANNELS_MAX = 1000
 
 
 @dataclass
@@ -37,10 +41,52 @@ class _Viewer:
 
 
 @dataclass
+class Members:
+    """Who is in a channel (``conversations.members``), cached ``MEMBERS_TTL_S``; a channel that could not be
+    read counts as having nobody in it (fail closed), until it is asked again."""
+
+    cached: OrderedDict[str, tuple[float, frozenset[str]]] = field(default_factory=OrderedDict)
+    unreadable: dict[str, str] = field(default_factory=dict)  # channel -> Slack's error, while it lasts
+
+    async def of(self, client: AsyncWebClient, channel: str) -> frozenset[str]:
+        hit = self.cached.get(channel)
+        if hit is not None and time.monotonic() - hit[0] < MEMBERS_TTL_S:
+            return hit[1]
+        members, error = await _read_members(client, channel)
+        if error is None:
+            self.unreadable.pop(channel, None)
+        else:
+            self.unreadable[channel] = error
+        self.cached[channel] = (time.monotonic(), members)
+        self.cached.move_to_end(channel)
+        while len(self.cached) > MEMBERS_CHANNELS_MAX:
+            self.cached.popitem(last=False)
+        return members
+
+
+async def _read_members(client: AsyncWebClient, channel: str) -> tuple[frozenset[str], str | None]:
+    members: set[str] = set()
+    cursor = ""
+    try:
+        for _ in range(MEMBERS_PAGES_MAX):  # past this, the members not read do not see it: closed, not open
+            page = await client.conversations_members(channel=channel, limit=1000, cursor=cursor or None)
+            members.update(str(member) for member in page.get("members") or [])
+            cursor = str((page.get("response_metadata") or {}).get("next_cursor") or "")
+            if not cursor:
+                break
+    except SlackApiError as exc:
+        error = str(exc.response.get("error"))
+        log.warning("members of %s could not be read (%s): its operations are shown to nobody", channel, error)
+        return frozenset(), error
+    return frozenset(members), None
+
+
+@dataclass
 class HomeState:
     viewers: OrderedDict[str, _Viewer] = field(default_factory=OrderedDict)
     workspace_url: str | None = None
     refresher: asyncio.Task[None] | None = None
+    members: Members = field(default_factory=Members)
 
 
 async def on_home_opened(context: BotContext, home: HomeState, event: Body, client: AsyncWebClient) -> None:
@@ -58,13 +104,34 @@ async def publish(context: BotContext, home: HomeState, client: AsyncWebClient, 
     seen = await last_finished_id(context.audit)
     if home.workspace_url is None:
         home.workspace_url = str((await client.auth_test()).get("url") or "") or None
-    view = home_view(sorted(context.inventory.hosts), context.inventory.groups, await last_per_host(context.audit),
-                     home.workspace_url, utc_now())
+    view = await _view_for(context, home, client, user)
     await client.views_publish(user_id=user, view=view)
     home.viewers[user] = _Viewer(time.monotonic(), seen)
     home.viewers.move_to_end(user)
     while len(home.viewers) > HOME_VIEWERS_MAX:
         home.viewers.popitem(last=False)
+
+
+async def _view_for(context: BotContext, home: HomeState, client: AsyncWebClient, user: str) -> dict[str, Any]:
+    """What this viewer may see: a host's last operation when it ran in a channel proofbot works in that
+    they are a member of (or came from the CLI, to a member of any such channel); other hosts' last
+    operations are said to be elsewhere, without verdict, requester or thread. Fails closed."""
+    allowed = context.inventory.channels
+    last = await last_per_host(context.audit)
+    channels = {record.channel for record in last.values() if record.channel} | set(allowed or ())
+    mine: set[str] = set()
+    for channel in sorted(channels):
+        if (allowed is None or channel in allowed) and user in await home.members.of(client, channel):
+            mine.add(channel)
+    if allowed is not None and not mine:
+        unreadable = {c: e for c, e in home.members.unreadable.items() if c in allowed}
+        return home_outside_view(allowed, utc_now(), unreadable)
+    visible = {host: record for host, record in last.items() if record.channel in mine or not record.channel}
+    hidden = frozenset(last) - frozenset(visible)
+    scope = "shown: the last operation of each host run in a channel you are in, or from the CLI" + (
+        f"; {len(hidden)} hosts' last operation ran {NOT_YOURS}" if hidden else "")
+    return home_view(sorted(context.inventory.hosts), context.inventory.groups, visible, home.workspace_url,
+                     utc_now(), hidden, scope)
 
 
 async def _refresh(context: BotContext, home: HomeState, client: AsyncWebClient) -> None:

@@ -36,12 +36,16 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
     if action["action_id"] == approvable.reject_action:
         await _ask_why(context, ack, body, client, clicked_on)
         return
-    decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", "approved",
-                                     context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
-    await ack()
-    click = Click.of(body, decided)
-    plan = await _load(context, approvable, client, click)
-    await approvable.apply_in_thread(context, client, click, plan)
+    pending = await approvals.get(context.audit, str(action["value"]))
+    # The apply is work in flight for the approver: refused over a limit before anything is decided.
+    with context.start(str(user), pending.operation, [pending.host], plan_id=pending.id) as ticket:
+        decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", "approved",
+                                         context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
+        ticket.at(decided.channel or str(channel), decided.message_ts or str(clicked_on.message_ts), decided.id)
+        await ack()
+        click = Click.of(body, decided)
+        plan = await _load(context, approvable, client, click)
+        await approvable.apply_in_thread(context, client, click, plan)
 
 
 async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:

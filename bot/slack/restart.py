@@ -23,6 +23,7 @@ from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import PlanVoid, UsageError
 from commands.findings import Finding
+from commands.inflight import Ticket
 from commands.inventory import Host
 from commands.operation import Origin
 from commands.restart import RestartPlan, RestartProgress, apply_restart, request_restart
@@ -34,21 +35,25 @@ USAGE = "usage: /restart HOST or /restart GROUP"
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     words = command.get("text", "").split()
     if len(words) == 1 and context.inventory.is_group(words[0]):
-        await rollout.check_group(context, words[0])
-        await ack()
-        await rollout.plan_in_thread(context, client, command, words[0])
+        hosts = await rollout.check_group(context, words[0])
+        with context.start(command["user_id"], "rollout", hosts, target=words[0]) as ticket:  # the planning
+            await ack()
+            await rollout.plan_in_thread(context, client, command, words[0], ticket)
         return
-    host = await _restartable(context, command)
-    await ack()
-    await plan_in_thread(context, client, command, host)
+    await _plan_one(context, ack, command, client)
 
 
 async def on_restart_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
     command = await context.command_for_click(body)
     context.check_channel(command["channel_id"])
+    await _plan_one(context, ack, command, client)
+
+
+async def _plan_one(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     host = await _restartable(context, command)
-    await ack()
-    await plan_in_thread(context, client, command, host)
+    with context.start(command["user_id"], "restart", [host.name]) as ticket:  # the planning counts
+        await ack()
+        await plan_in_thread(context, client, command, host, ticket)
 
 
 async def _restartable(context: BotContext, command: Body) -> Host:
@@ -63,11 +68,13 @@ async def _restartable(context: BotContext, command: Body) -> Host:
     return host
 
 
-async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, host: Host) -> None:
+async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, host: Host,
+                         ticket: Ticket) -> None:
     user = command["user_id"]
     posted = await client.chat_postMessage(channel=command["channel_id"],
                                            text=f"Planning a restart of {host.name} for <@{user}>…")
     channel, ts = str(posted["channel"]), str(posted["ts"])
+    ticket.at(channel, ts)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     plan = await request_restart(context.inventory, host, origin=origin, audit=context.audit)
     pending = await approvals.get(context.audit, plan.operation_id)

@@ -29,6 +29,8 @@ from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import PlanVoid, UsageError
 from commands.findings import Finding
+from commands.inflight import Ticket
+from commands.inventory import Host
 from commands.operation import Origin
 from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals, locks
@@ -45,11 +47,18 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
     host = context.inventory.host(words[0])
     backup, _ = host.backup(words[1] if len(words) > 1 else None)
     await locks.refuse_if_busy(context.audit, host.name)
-    await ack()
+    with context.start(command["user_id"], "restore", [host.name], [backup]) as ticket:  # the planning counts
+        await ack()
+        await _plan_in_thread(context, client, command, host, backup, ticket)
+
+
+async def _plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, host: Host, backup: str,
+                          ticket: Ticket) -> None:
     user, channel = command["user_id"], command["channel_id"]
     text, blocks = restore_planning_message(host.name, f"backup {backup}", user)
     posted = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
     channel, thread = str(posted["channel"]), str(posted["ts"])
+    ticket.at(channel, thread)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=thread)
     plan = await request_restore(context.inventory, host, backup_name=backup, origin=origin, audit=context.audit)
     if not plan.changes or plan.unreadable:

@@ -22,24 +22,29 @@ from bot.slack.context import Approvable, Body, BotContext, Click
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import ProofbotError, Refused
+from commands.inflight import Ticket
 from commands.operation import Origin
 from commands.restart.rollout import HostOutcome, RolloutPlan, apply_rollout, request_rollout, restartable_hosts
 from commands.store import approvals, locks
 
 
-async def check_group(context: BotContext, target: str) -> None:
+async def check_group(context: BotContext, target: str) -> list[str]:
     """Before the ack: every host of the group has a service and none is busy (who holds it is said)."""
-    for host in restartable_hosts(context.inventory, target):
+    hosts = restartable_hosts(context.inventory, target)
+    for host in hosts:
         await locks.refuse_if_busy(context.audit, host.name)
+    return [host.name for host in hosts]
 
 
-async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, target: str) -> None:
+async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, target: str,
+                         ticket: Ticket) -> None:
     user = command["user_id"]
     count = len(context.inventory.groups[target])
     posted = await client.chat_postMessage(channel=command["channel_id"],
                                            text=f"Planning a rolling restart of {target} ({count} hosts) for "
                                                 f"<@{user}>…")
     channel, ts = str(posted["channel"]), str(posted["ts"])
+    ticket.at(channel, ts)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     try:
         plan = await request_rollout(context.inventory, target, origin=origin, audit=context.audit)

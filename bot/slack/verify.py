@@ -25,6 +25,7 @@ from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
 from bot.slack.thread import OperationThread
 from commands.errors import UnknownHost, UsageError
 from commands.findings import Finding
+from commands.inflight import Ticket
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
@@ -59,13 +60,23 @@ def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetReq
     return FleetRequest(" ".join(targets), plan_fleet(hosts, backup))
 
 
+def verify_work(context: BotContext, user: str, request: VerifyPlan | FleetRequest) -> Ticket:
+    """The request's slot among the operations in flight (a fleet is one), or AlreadyRunning / OverLimit."""
+    if isinstance(request, FleetRequest):
+        plans = request.plan.plans
+        return context.start(user, "verify", [p.host.name for p in plans], [p.backup_name for p in plans],
+                             request.target)
+    return context.start(user, "verify", [request.host.name], [request.backup_name])
+
+
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     request = verify_request(context.inventory, command)
-    await ack()
-    if isinstance(request, FleetRequest):
-        await verify_fleet_in_thread(context, client, command, request)
-    else:
-        await verify_in_thread(context, client, command, request)
+    with verify_work(context, command["user_id"], request) as ticket:
+        await ack()
+        if isinstance(request, FleetRequest):
+            await verify_fleet_in_thread(context, client, command, request, ticket)
+        else:
+            await verify_in_thread(context, client, command, request, ticket)
 
 
 async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
@@ -73,24 +84,28 @@ async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: As
     button carries; a new fleet operation with its own parent message."""
     context.check_channel(body["channel"]["id"])
     request = rerun_request(context.inventory, await not_passing(context.audit, str(body["actions"][0]["value"])))
-    await ack()
     command = {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"]}
-    await verify_fleet_in_thread(context, client, command, request)
+    with verify_work(context, command["user_id"], request) as ticket:
+        await ack()
+        await verify_fleet_in_thread(context, client, command, request, ticket)
 
 
 async def on_verify_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
     command = await context.command_for_click(body)
     context.check_channel(command["channel_id"])
     plan = verify_plan(context.inventory, command)
-    await ack()
-    await verify_in_thread(context, client, command, plan)
+    with verify_work(context, command["user_id"], plan) as ticket:
+        await ack()
+        await verify_in_thread(context, client, command, plan, ticket)
 
 
-async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: Body, plan: VerifyPlan) -> None:
+async def verify_in_thread(context: BotContext, client: AsyncWebClient, command: Body, plan: VerifyPlan,
+                           ticket: Ticket) -> None:
     user = command["user_id"]
     planned = plan.check_names()
     thread = await OperationThread.open(client, command["channel_id"],
                                         progress_message("verify", plan.host.name, user, planned, []))
+    ticket.at(thread.channel, thread.ts)
     seen: list[Finding] = []
 
     async def on_finding(finding: Finding) -> None:

@@ -1,8 +1,9 @@
 """``package:<dist>``: an installed Python distribution is pristine, proven by its own RECORD, no backup needed.
 
-The argv runs ``commands/checks/package_probe.py`` under the host's interpreter; this
-module's parser reads the JSON lines it prints (names, sizes, digests) and gives the
-verdict, following the wheel spec's RECORD rules: ``algo=<urlsafe base64, no padding>``,
+The argv runs ``package_guard``'s script, which execs a root-owned interpreter outside the
+environment on ``commands/checks/package_probe.py`` (the environment is read as data, never
+run); this module's parser reads the JSON lines it prints (names, sizes, digests) and gives
+the verdict, following the wheel spec's RECORD rules: ``algo=<urlsafe base64, no padding>``,
 an empty hash only for RECORD itself (and its signatures) and for ``.pyc`` files, paths
 relative to the site dir (``../../../bin/x`` for scripts).
 """
@@ -13,15 +14,23 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT, refusals
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 
-PROBE_SOURCE = Path(__file__).with_name("package_probe.py").read_text(encoding="utf-8")
+_HERE = Path(__file__).parent
+# The probe is one text on the host: package_probe's import of package_probe_fs is replaced by that
+# module's own text (its __future__ line dropped: only the first statement may be one).
+_FS_IMPORT = re.compile(r"^from commands\.checks\.package_probe_fs import \([^)]*\)\n", re.M)
+_FS_SOURCE = (_HERE / "package_probe_fs.py").read_text(encoding="utf-8").replace(
+    "from __future__ import annotations\n", "")
+PROBE_SOURCE = _FS_IMPORT.sub(lambda _: _FS_SOURCE, (_HERE / "package_probe.py").read_text(encoding="utf-8"), 1)
 PROBE_ID = hashlib.sha256(PROBE_SOURCE.encode()).hexdigest()[:12]
 # The wheel spec forbids md5 and sha1 in RECORD; only these are proof.
 TRUSTED_ALGORITHMS = {"sha256": 32, "sha384": 48, "sha512": 64, "sha3_256": 32, "sha3_384": 48,
@@ -31,13 +40,16 @@ SHOWN = 8
 
 
 def package_argv(python: str, dist: str) -> list[str]:
-    """The probe runs isolated (-I: no PYTHON* variables, no user site) and without site (-S: no .pth runs)."""
-    return [python, "-I", "-S", "-c", PROBE_SOURCE, dist]
+    """The guard picks a root-owned interpreter outside the environment (or refuses) and runs the probe
+    under it isolated (-I: no PYTHON* variables, no user site) and without site (-S); ``python`` is data."""
+    return ["sh", "-c", SCRIPT_TEXT, "proofbot-package", PROBE_SOURCE, python, dist]
 
 
 def shown_command(python: str, dist: str) -> str:
-    """The command as evidence shows it: the probe's source is named by its hash, not pasted whole."""
-    return shlex.join([python, "-I", "-S", "-c", f"<proofbot package probe sha256:{PROBE_ID}>", dist])
+    """The command as evidence shows it: the guard and the probe named by their hashes, not pasted whole."""
+    return (shlex.join(["sh", "-c", f"<proofbot package guard sha256:{GUARD_ID}>", "proofbot-package",
+                        f"<proofbot package probe sha256:{PROBE_ID}>", python, dist])
+            + f"  # runs: <root-owned python3> -I -S -c <probe> reading the environment of {python} as data")
 
 
 def fix_command(python: str, dist: str, version: str) -> str:
@@ -61,7 +73,9 @@ class _Tally:
     shown_rows: int = 0
 
     def problems(self) -> list[str]:
-        said = [f"{item['path']} differs from RECORD: {item['why']}" for item in self.changed]
+        # "is a symlink …", "is reached through …": what is there instead of a file, said as such.
+        said = [f"{item['path']} {item['why']}" if item["why"].startswith("is ") else
+                f"{item['path']} differs from RECORD: {item['why']}" for item in self.changed]
         said += [f"{path} is listed in RECORD but missing" for path in self.missing]
         said += [f"{item['path']} {item['why']}" for item in self.unlisted]
         return said
@@ -98,10 +112,12 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     note = [f"({hidden} row(s) not shown: each matched RECORD or is never proof)"] if hidden else []
     shown = "\n".join(head + tally.shown_lines + stray[:20] + note)
     evidence = Evidence.of(shown_command(python, dist), result.exit_status, shown, result.duration_s)
+    if error is not None:  # the environment's own errors come before its env line
+        links = "; ".join(f"{link.get('at')} -> {link.get('target')!r}" for link in (env or {}).get("links") or [])
+        unfollowed = f" (symlinks in its layout, not followed: {links})" if links else ""
+        return Finding(check, "error", _error_summary(dist, python, error) + unfollowed, evidence, {"error": error})
     if env is None:
         return _no_probe(check, python, result, stray, evidence)
-    if error is not None:
-        return Finding(check, "error", _error_summary(dist, python, error), evidence, {"error": error})
     if dist_line is None or end is None:
         return Finding(check, "error", f"the probe's output ended early (exit {result.exit_status}): "
                        "nothing is proven", evidence)
@@ -134,6 +150,8 @@ def _judge_row(row: dict[str, Any], dist_line: dict[str, Any] | None, tally: _Ta
     state = row.get("st")
     name = path.rsplit("/", 1)[-1]
     dist_info = str((dist_line or {}).get("dist_info", ""))
+    if state in ("link", "hardlink", "other"):  # whatever the row says: a link is a finding, never followed
+        return _change(tally, row, _not_a_file(row, path, "where RECORD lists a file"))
     if not recorded:
         if path.endswith(".pyc"):
             tally.pyc_ignored += 1
@@ -157,8 +175,6 @@ def _judge_row(row: dict[str, Any], dist_line: dict[str, Any] | None, tally: _Ta
     if state == "unreadable":
         tally.unreadable.append(f"{path} ({row.get('err')})")
         return _show_row(tally, row)
-    if state == "link":
-        return _change(tally, row, f"is a symlink to {row.get('target')!r} where RECORD lists a file")
     if state != "ok":
         return _change(tally, row, "is not a regular file")
     actual = _decode(str(row.get("d", "")))
@@ -166,19 +182,42 @@ def _judge_row(row: dict[str, Any], dist_line: dict[str, Any] | None, tally: _Ta
     if actual == expected and not size_differs:
         tally.proven += 1
         return None
-    if row.get("sb") and "/bin/" in f"/{path}" and path.startswith("../"):
-        return _untrust(tally, row, "a script whose #! line the installer (or a move of the environment) "
-                                    "rewrote after RECORD was written: RECORD cannot prove it")
+    if row.get("sbi") and row.get("sbr") and "/bin/" in f"/{path}" and path.startswith("../"):
+        return _untrust(tally, row, f"a script whose #! header is now {_first(row.get('sbn'))!r} where RECORD's "
+                                    f"was {_first(row.get('sbr'))!r} (both as an installer writes them), the rest "
+                                    "byte for byte as RECORD says: rewritten by an installer or a move, RECORD "
+                                    "cannot prove it")
     why = (f"size {row.get('size')} B (recorded {size_field or '?'} B), {algorithm} "
            f"{_hex(actual)} (recorded {_hex(expected)})")
+    if row.get("sbn") is not None and not row.get("sbi"):
+        why += f"; its #! header {_first(row.get('sbn'))!r} is not one an installer writes"
     return _change(tally, row, why)
+
+
+def _first(header: object) -> str:
+    """A script header as one line (distlib's long form spans three)."""
+    return str(header or "").rstrip("\n").replace("\n", "\\n")[:200]
+
+
+def _not_a_file(item: dict[str, Any], path: str, where: str) -> str:
+    """Why nothing at path was read: a link (on the way or the file itself), a hard link, not a file."""
+    state = item.get("st")
+    if state == "hardlink":
+        return (f"is a hard link to a file of uid {item.get('uid')} that others cannot read: not read, "
+                "its digest would tell what it holds")
+    if state == "other":
+        return "is not a regular file"
+    target = item.get("target")
+    if not item.get("via"):
+        return f"is a symlink to {target!r} {where}: not followed"
+    return f"is reached through the symlink {item['via']} -> {target!r}: not followed, nothing behind it read"
 
 
 def _judge_extra(extra: dict[str, Any], tally: _Tally) -> None:
     path = str(extra.get("p", ""))
     tally.shown_lines.append(_line(extra))
-    if extra.get("st") == "link":
-        why = f"is a symlink to {extra.get('target')!r} that RECORD does not list"
+    if extra.get("st") in ("link", "hardlink", "other"):
+        why = _not_a_file(extra, path, "that RECORD does not list")
     elif path.endswith(".pyc"):
         why = "is a sourceless .pyc beside the modules (importable with no .py) that RECORD does not list"
     else:
@@ -219,9 +258,12 @@ def _hex(raw: bytes | None) -> str:
 
 
 def _no_probe(check: str, python: str, result: CommandResult, stray: list[str], evidence: Evidence) -> Finding:
-    text = " ".join(stray)
-    if result.exit_status in (126, 127) or "No such file" in text or "not found" in text:
-        return Finding(check, "error", f"interpreter {python} is missing or cannot run on the host", evidence)
+    refused = refusals(stray)
+    if refused:
+        reasons = "; ".join(refused[:-1]) or refused[-1]
+        return Finding(check, "error", f"refused: no root-owned interpreter outside the environment to read it with, "
+                       f"so nothing was run (the environment of {python} is never executed): {reasons}",
+                       evidence, {"refused": refused})
     tail = stray[-1] if stray else "no output"
     return Finding(check, "error", f"the probe gave no usable output (exit {result.exit_status}): {tail}", evidence)
 
@@ -230,12 +272,16 @@ _ERRORS = {
     "not-installed": "{dist} is not installed in the environment of {python}",
     "egg-info": "{dist} is installed as legacy egg-info ({where}): it has no RECORD to prove it by",
     "no-record": "{dist} has no RECORD in {where}: nothing to prove it by",
+    "no-interpreter": "interpreter {python} is missing ({detail}): no environment there to check",
+    "path-link": "the environment of {python} is reached through the symlink {at} -> {target!r}: not followed, "
+                 "nothing read; name its real path in the inventory",
 }
 
 
 def _error_summary(dist: str, python: str, error: dict[str, Any]) -> str:
     template = _ERRORS.get(str(error.get("reason")), "RECORD of {dist} is unreadable: {detail}")
-    return template.format(dist=dist, python=python, where=error.get("dist_info"), detail=error.get("detail"))
+    return template.format(dist=dist, python=python, where=error.get("dist_info"), detail=error.get("detail"),
+                           at=error.get("at"), target=error.get("target"))
 
 
 def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end: dict[str, Any], tally: _Tally,
@@ -243,12 +289,18 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
     version, installer = str(dist_line.get("version", "")), str(dist_line.get("installer", "")) or "unknown"
     ignored = tally.pyc_ignored + int(end.get("pyc_ignored", 0))
     fix = fix_command(python, dist, version)
+    owner = next((item for item in dist_line.get("writers") or [] if item.get("via") == "owner"), None)
+    if owner:  # its pip is the owner's code: run as root, it is what proofbot itself refuses to do
+        fix = (f"as uid {owner.get('uid')}" + (f" ({owner['name']})" if owner.get("name") else "")
+               + f", the environment's owner, not as root: {fix}")
     details: dict[str, Any] = {
         "version": version, "installer": installer, "proven": tally.proven, "pyc_ignored": ignored,
         "changed": tally.changed, "missing": tally.missing, "unlisted": tally.unlisted,
         "untrusted": tally.untrusted, "unreadable": tally.unreadable, "site": dist_line.get("site"),
+        "record_writers": dist_line.get("writers") or [],
     }
     who = f"{dist} {version} (installer {installer})"
+    caveat = _caveat(dist_line.get("writers") or [])
     pycs = f"{ignored} __pycache__ .pyc ignored (never proof either way)"
     problems = tally.problems()
     if problems:
@@ -274,9 +326,29 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
         doubts.append(f"other installs of {dist} shadowed by this one: {', '.join(dist_line['others'])}")
     if doubts:
         return Finding(check, "warn", f"{who}: {tally.proven} file(s) match RECORD, but " + "; ".join(doubts)
-                       + f"; {pycs}", evidence, details)
+                       + f"; {pycs}{caveat}", evidence, details)
     if tally.proven == 0:
         return Finding(check, "error", f"{who}: RECORD lists no file with a hash: nothing proven", evidence, details)
     return Finding(check, "pass", f"{who}: {tally.proven} file(s) proven identical to RECORD, nothing unlisted among "
-                   f"its modules ({', '.join(map(str, end.get('tops') or [])) or 'no package dirs'}); {pycs}",
+                   f"its modules ({', '.join(map(str, end.get('tops') or [])) or 'no package dirs'}); {pycs}{caveat}",
                    evidence, details)
+
+
+def _caveat(writers: list[dict[str, Any]]) -> str:
+    """What a match proves when someone other than root can rewrite RECORD: only that files and RECORD agree."""
+    if not writers:
+        return ""
+    said: list[str] = []
+    for item in writers:
+        if item.get("via") == "owner":
+            who = f"uid {item.get('uid')}" + (f" ({item['name']})" if item.get("name") else "")
+            said.append(f"{who} (owner of {item.get('p')})")
+        elif item.get("via") == "group":
+            who = f"members of group gid {item.get('gid')}" + (f" ({item['name']})" if item.get("name") else "")
+            said.append(f"{who} (group-writable {item.get('p')})")
+        else:
+            said.append(f"anyone (world-writable {item.get('p')})")
+    unique = list(dict.fromkeys(said))
+    return (f". Only as good as RECORD: it and the files can both be rewritten by {', '.join(unique[:4])}"
+            + (f" and {len(unique) - 4} more" if len(unique) > 4 else "")
+            + ", so this proves the files match RECORD, not that nobody changed both")

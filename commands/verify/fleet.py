@@ -7,9 +7,11 @@ names the fleet operation in its request.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from commands.findings import Verdict
@@ -49,9 +51,11 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
                        fleet: FleetSettings, on_host_done: OnHostDone | None = None,
                        on_host_finding: OnHostFinding | None = None,
                        operation_id: str | None = None,
-                       without_backup: dict[str, str] | None = None) -> FleetResult:
+                       without_backup: dict[str, str] | None = None,
+                       host_slots: AbstractAsyncContextManager[None] | None = None) -> FleetResult:
     """Verify every planned host, ``fleet.max_parallel`` at a time, each within ``fleet.host_deadline_s``;
-    ``without_backup`` (from ``plan_fleet``) is recorded with the request: whose files were not compared, why."""
+    ``without_backup`` (from ``plan_fleet``) is recorded with the request: whose files were not compared, why;
+    ``host_slots`` (``commands.inflight``), entered around each host's verify, bounds hosts across fleets."""
     operation_id = operation_id or new_operation_id()
     started_at, started = utc_now(), time.monotonic()
     await audit.append("requested", operation_id=operation_id, operation="verify", host=None,
@@ -67,8 +71,9 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
 
     async def one(plan: VerifyPlan) -> OperationResult:
         on_finding = on_host_finding(plan.host.name) if on_host_finding else None
-        return await verify(plan, origin=origin, audit=audit, on_finding=on_finding,
-                            deadline_s=fleet.host_deadline_s, fleet_operation_id=operation_id)
+        async with host_slots or contextlib.nullcontext():  # waiting for a slot is not the host's deadline
+            return await verify(plan, origin=origin, audit=audit, on_finding=on_finding,
+                                deadline_s=fleet.host_deadline_s, fleet_operation_id=operation_id)
 
     async def done(_index: int, result: OperationResult) -> None:
         if on_host_done is not None:

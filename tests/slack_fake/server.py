@@ -275,7 +275,7 @@ class Channel:
     is_private: bool = False
     is_archived: bool = False
     is_member: bool = True
-    members: set[str] = field(default_factory=set)
+    members: set[str] = field(default_factory=set)  # people in it (the bot too when `is_member`)
 
 
 class PendingAck:
@@ -387,6 +387,7 @@ class FakeSlack:
             "apps.connections.open": (self._apps_connections_open, "app", "connections:write"),
             "views.open": (self._views_open, "bot", None),
             "views.publish": (self._views_publish, "bot", None),
+            "conversations.members": (self._conversations_members, "bot", None),  # scope by channel type
         }
         self.rate_limits = RateLimits()
         self._ts_counter = itertools.count(100, 100)
@@ -890,6 +891,19 @@ class FakeSlack:
         view_id = self._next_id("V")
         self.views[view_id] = OpenView(view_id, user, view, time.monotonic())
         return {"view": {**view, "id": view_id, "team_id": TEAM_ID, "app_id": API_APP_ID, "bot_id": BOT_ID}}
+
+    def _conversations_members(self, args: JSON) -> JSON:
+        """Paged like Slack's (``limit`` 1..1000, ``next_cursor``); channels:read or groups:read by its type."""
+        ch = self._visible_channel(args.get("channel"))
+        self._require_scope("groups:read" if ch.is_private else "channels:read", self.scopes)
+        members = sorted(ch.members | ({BOT_USER_ID} if ch.is_member else set()))
+        limit = int(args.get("limit") or 100)
+        if not 1 <= limit <= 1000:
+            raise SlackError("invalid_limit")
+        start = int(_opt_str(args.get("cursor")) or 0)
+        end = start + limit
+        return {"members": members[start:end],
+                "response_metadata": {"next_cursor": str(end) if end < len(members) else ""}}
 
     def _views_publish(self, args: JSON) -> JSON:
         user = _opt_str(args.get("user_id"))
