@@ -256,6 +256,14 @@ def test_a_missing_live_file_is_told_apart_when_the_backup_path_contains_the_liv
     assert finding.summary == f"live file {live} is missing"
 
 
+def test_an_unreadable_backup_copy_says_sha256sums_own_reason(tmp_path: Path) -> None:
+    backup, live = tmp_path / "backup" / "x.py", tmp_path / "x.py"
+    backup.mkdir(parents=True)  # a directory where the copy should be: sha256sum says "Is a directory"
+    live.write_text("x\n")
+    finding = parse_file_hash("x.py", "pre", str(backup), str(live), real(file_hash_argv(str(backup), str(live))))
+    assert (finding.status, finding.summary) == ("error", f"backup copy {backup} unreadable: Is a directory")
+
+
 def test_eleven_extra_files_show_ten_and_count_the_rest(tmp_path: Path) -> None:
     watch, backup_dir = tmp_path / "live", tmp_path / "backup"
     watch.mkdir()
