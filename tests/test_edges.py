@@ -360,6 +360,19 @@ async def test_a_click_on_the_plans_own_message_decides_and_one_elsewhere_is_ref
     store.close()
 
 
+async def test_only_an_approver_or_the_requester_may_reject(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    rules = Approvals(approvers=["U2"])
+    for plan_id in ("op-1", "op-2"):
+        await approvals.create(store, plan_id=plan_id, operation="restore", host="ct129", requested_by="slack:U1",
+                               plan_hash="h1", details={}, approvals=rules)
+    with pytest.raises(Refused, match="you are not an approver"):
+        await approvals.decide(store, "op-1", "slack:U9", "rejected", rules, user_id="U9")
+    assert (await approvals.decide(store, "op-1", "slack:U2", "rejected", rules, user_id="U2")).state == "rejected"
+    assert (await approvals.decide(store, "op-2", "slack:U1", "rejected", rules, user_id="U1")).state == "rejected"
+    store.close()
+
+
 async def test_hold_for_reuses_only_its_own_lock(tmp_path: Path) -> None:
     store = AuditStore.open(tmp_path / "a.db")
     mine = await locks.hold_for(store, "ct129", "op-1", "restore", "slack:U1")  # free: taken
