@@ -31,7 +31,7 @@ from commands.redact import redact, redact_data
 from commands.store import approvals, locks
 from commands.store.approvals import ClickedOn
 from commands.store.chain import Anchor, ChainReport, parse_anchor, verify_chain
-from commands.store.events import AuditStore, event_hash
+from commands.store.events import AuditStore, event_hash, stored_details
 from tests.audit_events import cli_origin, record_operation
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -53,6 +53,11 @@ def test_short_slack_tokens_of_every_kind_are_masked(token: str) -> None:
 def test_a_secret_two_detectors_see_is_masked_once() -> None:
     line = "//registry.npmjs.org/:_authToken=npm_TkNpmToken0123456789abcdefABCDEF1234"
     assert redact(line) == "//registry.npmjs.org/:_authToken=[REDACTED]"
+
+
+def test_a_folded_yaml_block_under_a_secret_key_is_masked() -> None:
+    shown = redact("db:\n  password: >\n    Yfolded-secret-4411\n    more-words-here\n  user: app")
+    assert "Yfolded-secret-4411" not in shown and "more-words-here" not in shown and "user: app" in shown
 
 
 def test_structured_values_are_masked_only_under_secret_names() -> None:
@@ -188,6 +193,25 @@ async def test_one_row_added_with_the_head_moved_but_not_counted_is_caught(db: P
     report = await check(db)
     assert report.broken is not None, report
     assert f"{last_id + 1} events but {last_id} were appended" in report.broken.detail
+
+
+async def test_the_last_event_replaced_and_rehashed_is_caught_by_the_head(db: Path) -> None:
+    """The last event's verdict rewritten and its hash recomputed (update guard dropped): every link
+    holds and the count is right; only the head, which recorded the old hash, tells."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DROP TRIGGER events_are_append_only_update")
+    row = conn.execute("SELECT id, at, operation_id, operation, host, kind, actor, details, prev_hash FROM events "
+                       "ORDER BY id DESC LIMIT 1").fetchone()
+    fields = dict(zip(("at", "operation_id", "operation", "host", "kind", "actor", "details", "prev_hash"),
+                      row[1:], strict=True))
+    fields["details"] = {**json.loads(fields["details"]), "verdict": "fail"}  # it said pass
+    conn.execute("UPDATE events SET details = ?, hash = ? WHERE id = ?",
+                 (stored_details(fields["details"]), event_hash(fields), row[0]))
+    conn.close()
+    report = await check(db)
+    assert report.broken is not None, report
+    assert (report.broken.event_id, report.broken.problem) == (row[0], "edited")
+    assert "the last event was replaced" in report.broken.detail
 
 
 # ---------------------------------------------------------------- single-purpose fixtures
