@@ -1,15 +1,20 @@
-"""Shared fixtures: the loopback lab host, inventory files and a CLI runner."""
+"""Shared fixtures: the loopback lab host, inventory files and a CLI runner; and a collection-time check
+that every test which starts a lab (tier 2 namespaces, tier 3 systemd-nspawn) carries its tier's marker."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
+import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 import yaml
 
@@ -65,3 +70,38 @@ async def clean_host() -> AsyncIterator[DemoHost]:
     async with demo_host("ct130", patched=False, extra_file=False,
                          flags=["--speculative-algorithm", "NEXTN"]) as host:
         yield host
+
+
+# What in a test's or fixture's own source starts (or requires) a lab of each tier.
+LAB_TIERS = {
+    "tier3": re.compile(r"\bNspawnLab\b|\brequire_nspawn\("),
+    "tier2": re.compile(r"\bNetnsLab\b|\bBastionLab\b|\brunning_bastion_lab\(|\brequire_root_netns\("),
+}
+
+
+@functools.cache
+def _tiers_started_by(func: Callable[..., Any]) -> frozenset[str]:
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        return frozenset()
+    return frozenset(tier for tier, starts in LAB_TIERS.items() if starts.search(source))
+
+
+def lab_tiers(item: pytest.Item) -> set[str]:
+    """The tiers whose labs this test starts: in its own body or in any fixture it uses (transitively)."""
+    function = getattr(item, "function", None)
+    funcs = [function] if function is not None else []
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in (info.name2fixturedefs.values() if info is not None else ()):
+        funcs.extend(definition.func for definition in definitions)
+    return {tier for func in funcs for tier in _tiers_started_by(func)}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A lab test without its tier's marker would run (or be skipped) unnoticed by `-m tier2` selections
+    and by CI's per-tier accounting: refuse to collect it, naming the test and the marker it needs."""
+    unmarked = [f"{item.nodeid}: needs @pytest.mark.{tier}" for item in items
+                for tier in sorted(lab_tiers(item)) if item.get_closest_marker(tier) is None]
+    if unmarked:
+        raise pytest.UsageError("tests that start a lab must carry their tier's marker:\n  " + "\n  ".join(unmarked))

@@ -48,8 +48,10 @@ def test_any_output_splits_or_is_an_error_never_a_guess(with_start: bool, pieces
     output = (start() if with_start else b"") + b"".join(pieces)
     try:
         results = _split_batch(NONCE, COMMANDS, output)
-    except ProofbotError as exc:
-        assert isinstance(exc, CouldNotCheck)
+    except ProofbotError as exc:  # only for a marker that is there but malformed: quoted from the output
+        assert isinstance(exc, MissingOutput) and "malformed end marker after `cmd" in exc.message, exc
+        shown = exc.message.split(": ", 1)[1].strip("'\"")
+        assert shown in output.decode("utf-8", "replace"), (shown, output)
         return
     assert len(results) <= len(COMMANDS)
     present = real_markers(output)
@@ -83,3 +85,15 @@ async def test_output_past_the_cap_is_an_error_saying_so(clean_host: DemoHost) -
         exactly = await conn.run(["head", "-c", str(MAX_OUTPUT_BYTES), "/dev/zero"])
         assert len(exactly.output) == MAX_OUTPUT_BYTES and exactly.exit_status == 0
         assert (await conn.run(["echo", "still usable"])).text.strip() == "still usable"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=40), st.integers(0, 255)), max_size=3),
+       st.sampled_from([b"-1", b"x", b"", b"1 2", b"2.5", b"0x1"]))
+def test_a_malformed_marker_after_well_framed_runs_is_refused_naming_its_command(
+        runs: list[tuple[bytes, int]], status: bytes) -> None:
+    """Invalid only: good results first, then the next command's marker with a status that is no number."""
+    good = b"".join(body.replace(NONCE.encode(), b"") + end_marker(i, str(code).encode())
+                    for i, (body, code) in enumerate(runs))
+    with pytest.raises(MissingOutput, match=f"malformed end marker after `{COMMANDS[len(runs)]}`"):
+        _split_batch(NONCE, COMMANDS, start() + good + b"body" + end_marker(len(runs), status))

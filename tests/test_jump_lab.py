@@ -27,6 +27,8 @@ from tests.lab.bastion import BASTION, SSHD_LOG, BastionLab, running_bastion_lab
 from tests.lab.common import make_keypair
 from tests.lab.waits import until
 
+pytestmark = pytest.mark.tier2
+
 BEHIND = 30
 DROPPED = "past MaxStartups"  # what OpenSSH logs for each connection MaxStartups drops
 

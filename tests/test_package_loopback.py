@@ -99,3 +99,15 @@ async def test_missing_interpreter_is_an_error(host: DemoHost, tmp_path: Path) -
     missing = str(host.root / "no-env" / "bin" / "python")
     finding = (await run_verify(host, tmp_path, python=missing))[1][f"package:{DIST}"]
     assert finding.status == "error" and f"interpreter {missing} is missing" in finding.summary
+
+
+async def test_a_same_size_edit_fails_though_the_size_matches_record(host: DemoHost, tmp_path: Path) -> None:
+    module = host.dist_dir / "speculative.py"
+    original = module.read_bytes()
+    module.write_bytes(original.replace(b'"NEXTN"', b'"NEXTX"'))
+    try:
+        edited = (await run_verify(host, tmp_path))[1][f"package:{DIST}"]
+    finally:
+        module.write_bytes(original)
+    assert len(original) == 32 and edited.status == "fail", edited.summary
+    assert "sgl_kernel/speculative.py differs from RECORD: size 32 B (recorded 32 B)" in edited.summary

@@ -257,20 +257,28 @@ def test_a_host_that_cannot_be_reached_is_never_restarted_and_never_passes() -> 
 
 
 async def test_progress_never_waits_for_a_slow_front_end_and_survives_a_failing_one() -> None:
+    """The front-end is held busy by the test (no timing involved): states offered meanwhile are never
+    waited for, only the newest is delivered once it is free, and its failure does not stop delivery."""
     p = plan()
     watch = sent(p)
     delivered: list[float] = []
+    busy, free = asyncio.Event(), asyncio.Event()
 
     async def slow(progress: RestartProgress) -> None:
         delivered.append(progress.elapsed_s)
-        await asyncio.sleep(0.2)
+        busy.set()
+        await free.wait()
         if len(delivered) == 1:
             raise RuntimeError("Slack said ratelimited")
 
     sink = ProgressSink(slow)
     for step in range(5):  # five state changes; the last four while the first call is still busy
         feed(watch, step / 10, 300698 + step, f"i{step}", 503)
-        sink.offer(watch.progress("ct129", "op", "waiting", step / 10))
-        await asyncio.sleep(0.01)
+        sink.offer(watch.progress("ct129", "op", "waiting", step / 10))  # returns at once: never waits
+        if step == 0:
+            async with asyncio.timeout(10):
+                await busy.wait()
+    assert delivered == [0.0]
+    free.set()
     await sink.close()
     assert delivered == [0.0, 0.4]  # the first, then only the newest; the raise did not stop delivery

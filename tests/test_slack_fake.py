@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urljoin
@@ -21,6 +22,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slack_fake import FakeSlack, manifest_bot_scopes, signing
+from tests.slack_fake.limits import METHOD_TIERS, POST_BURST, TIER_PER_MINUTE, RateLimits
 from tests.slack_fake.server import MANIFEST
 from tests.slack_fake.serving import serving
 
@@ -195,6 +197,7 @@ async def test_text_limits(slack: FakeSlack, client: AsyncWebClient) -> None:
 
 
 async def test_ephemeral(slack: FakeSlack, client: AsyncWebClient) -> None:
+    slack.join(CHANNEL, "U1")
     eph = await client.chat_postEphemeral(channel=CHANNEL, user="U1", text="only you")
     assert slack.ephemerals[0].user == "U1"
     assert slack.ephemerals[0].message_ts == eph["message_ts"]
@@ -202,6 +205,18 @@ async def test_ephemeral(slack: FakeSlack, client: AsyncWebClient) -> None:
                        "message_not_found")
     await expect_error(client.chat_postEphemeral(channel=CHANNEL, user="nobody", text="x"),
                        "user_not_in_channel")
+    await expect_error(client.chat_postEphemeral(channel="C1", user="U1", text="x"), "user_not_in_channel")
+
+
+async def test_a_slash_command_puts_its_sender_in_the_channel(slack: FakeSlack, client: AsyncWebClient) -> None:
+    """Slack lets people type only in a channel they are in: the one who sent a command can get an ephemeral."""
+    await expect_error(client.chat_postEphemeral(channel=CHANNEL, user="U0ALICE", text="x"), "user_not_in_channel")
+    async with serving(AsyncApp(token=BOT, signing_secret=SECRET, client=client)) as url:
+        await slack.deliver(url, signing.slash_command_body("/verify", "", "U0ALICE", CHANNEL, slack.response_url(),
+                                                            slack.trigger_id("U0ALICE")))
+    slack.warnings.clear()  # the app has no /verify listener: Slack would say so, not the point here
+    await client.chat_postEphemeral(channel=CHANNEL, user="U0ALICE", text="only you")
+    assert CHANNEL in [e.channel for e in slack.ephemerals]
 
 
 async def test_no_channel_is_created_on_first_use(slack: FakeSlack, client: AsyncWebClient) -> None:
@@ -270,6 +285,67 @@ async def test_rate_limit_answers_429_with_retry_after(
     assert err.response.status_code == 429
     assert int(err.response.headers["Retry-After"]) >= 1
     assert [c.ok for c in slack.calls_to("chat.update")] == [True, True, False]
+
+
+async def test_slacks_documented_limits_are_on_by_default(slack: FakeSlack, client: AsyncWebClient) -> None:
+    """chat.postMessage: about one a second per channel after a short burst; chat.update: Tier 3 (50 a
+    minute). Past either, HTTP 429 with Retry-After; another channel has its own allowance. (The exact
+    arithmetic is in the clock-controlled test below; here only what holds however slow the machine.)"""
+    started, accepted = time.monotonic(), 0
+    while True:
+        try:
+            await client.chat_postMessage(channel=CHANNEL, text="burst")
+        except SlackApiError as refused:
+            err = refused
+            break
+        accepted += 1
+        assert accepted <= POST_BURST + time.monotonic() - started + 1, "no 429 past the burst and the pace"
+    assert accepted >= POST_BURST and err.response.status_code == 429 and err.response["error"] == "ratelimited"
+    assert int(err.response.headers["Retry-After"]) >= 1
+    await client.chat_postMessage(channel="C1", text="another channel")
+    posted = slack.messages_in(CHANNEL)[0]
+    for i in range(TIER_PER_MINUTE[METHOD_TIERS["chat.update"]]):
+        await client.chat_update(channel=CHANNEL, ts=posted.ts, text=f"v{i}")
+    err = await expect_error(client.chat_update(channel=CHANNEL, ts=posted.ts, text="51st"), "ratelimited")
+    assert 1 <= int(err.response.headers["Retry-After"]) <= 60
+    assert len(posted.edits) == 50
+
+
+def test_the_limits_arithmetic_on_a_clock_the_test_controls() -> None:
+    limits = RateLimits()
+    assert [limits.retry_after("chat.postMessage", "C1", 100.0) for _ in range(POST_BURST + 1)] == [
+        *[None] * POST_BURST, 1]
+    assert limits.retry_after("chat.postMessage", "C2", 100.0) is None  # per channel
+    assert limits.retry_after("chat.postMessage", "C1", 100.5) == 1  # half a token back: not yet
+    assert limits.retry_after("chat.postMessage", "C1", 101.0) is None  # one a second
+    assert [limits.retry_after("chat.update", "C1", 200.0 + n / 10) for n in range(51)][-2:] == [None, 55]
+    assert limits.retry_after("chat.update", "C1", 260.0) is None  # the first of the 50 left the minute
+    assert limits.retry_after("auth.test", None, 0.0) is None  # special, no published figure: not limited
+    limits.set("chat.update", 1, 1.0)
+    assert [limits.retry_after("chat.update", "C1", 300.0) for _ in range(2)] == [None, 1]
+
+
+async def test_a_response_url_expires_after_thirty_minutes(slack: FakeSlack) -> None:
+    fresh, stale = slack.response_url(age=29 * 60), slack.response_url(age=30 * 60 + 1)
+    async with aiohttp.ClientSession() as http:
+        for url, status in ((fresh, 200), (stale, 404)):
+            async with http.post(url, json={"text": "late"}) as response:
+                assert response.status == status, url
+    assert [r.error for r in slack.responses] == [None, "expired_url"]
+
+
+async def test_an_envelope_never_acked_fails_the_test_like_an_http_timeout() -> None:
+    slack = FakeSlack(app_token=APP, channels=INVITED)
+    with pytest.raises(AssertionError, match=r"envelope .* \(slash_commands\) was never acked"):
+        async with slack:
+            slack.ack_deadline = 0.2
+            async with aiohttp.ClientSession() as http:
+                opened = await AsyncWebClient(base_url=slack.api_url, session=http).apps_connections_open(app_token=APP)
+                ws = await http.ws_connect(opened["url"])
+                await ws.receive_json()  # hello
+                await slack.socket_send_slash_command("/verify", "ct129", channel_id=CHANNEL)
+                await ws.receive_json()  # the envelope, never acked
+                await ws.close()
 
 
 # ---------------------------------------------------------------- Block Kit
@@ -403,7 +479,8 @@ async def test_invalid_block_kit_is_rejected(
     assert all(m.startswith("[ERROR] ") and "[json-pointer:/blocks" in m for m in messages)
 
 
-async def test_block_kit_is_validated_on_update_and_ephemeral(client: AsyncWebClient) -> None:
+async def test_block_kit_is_validated_on_update_and_ephemeral(slack: FakeSlack, client: AsyncWebClient) -> None:
+    slack.join(CHANNEL, "U1")
     posted = await client.chat_postMessage(channel=CHANNEL, text="ok")
     too_long = [section("s" * 3001)]
     await expect_error(

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 
 from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
@@ -259,7 +260,8 @@ async def test_progress_coalesces_newest_wins_at_most_once_a_second() -> None:
                                timeout=10, what="the newest progress on the parent")
         await progress.close()
         message = slack.message(CHANNEL, str(parent["ts"]))
-        assert 1 < len(message.edits) < 50  # coalesced: not one edit per host
+        times = message.update_times  # coalesced: not one edit per host, at most one a second however long it ran
+        assert 1 < len(message.edits) < 500 and len(message.edits) <= 1 + (times[-1] - times[0])
         assert all(b - a >= 1.0 for a, b in itertools.pairwise(message.update_times))
         assert refused_for_pace(slack) == []
 
@@ -284,6 +286,53 @@ def test_slash_text_is_one_host_or_a_fleet(clean_host: DemoHost) -> None:
         assert words in refused.value.message
 
 
+def fleet_expansion(text: str) -> tuple[list[str], str | None] | None:
+    """The contract of ``/verify HOST|GROUP... [BACKUP]`` (None: to be refused): the hosts named or in the
+    groups named, in order, each once, and the backup (a last word that is no host or group) some of them
+    have; one host alone follows ``/verify HOST [BACKUP]``."""
+    words = text.split()
+    known = FUZZ_INVENTORY.hosts.keys() | FUZZ_INVENTORY.groups.keys()
+    targets, backup = (words[:-1], words[-1]) if len(words) > 1 and words[-1] not in known else (words, None)
+    if not targets or any(word not in known for word in targets):
+        return None
+    if len(targets) == 1 and targets[0] in FUZZ_INVENTORY.hosts:
+        backups = FUZZ_INVENTORY.hosts[targets[0]].backups
+        ok = backup in backups if backup is not None else len(backups) <= 1
+        return (targets, backup) if ok else None
+    hosts = list(dict.fromkeys(name for word in targets for name in (
+        FUZZ_INVENTORY.groups[word] if word in FUZZ_INVENTORY.groups else (word,))))
+    if backup is not None and not any(backup in FUZZ_INVENTORY.hosts[name].backups for name in hosts):
+        return None
+    return hosts, backup
+
+
+NAMES = sorted(FUZZ_INVENTORY.hosts.keys() | FUZZ_INVENTORY.groups.keys())
+BACKUPS = sorted({name for host in FUZZ_INVENTORY.hosts.values() for name in host.backups})
+
+
+@st.composite
+def valid_fleet_text(draw: st.DrawFn) -> str:
+    targets = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4))
+    words = [*targets, *draw(st.lists(st.sampled_from(BACKUPS), max_size=1))]
+    text = draw(st.text(" \t", max_size=2)) + draw(st.text(" \t\n", min_size=1, max_size=2)).join(words)
+    assume(fleet_expansion(text) is not None)  # one host and a backup it lacks, or several without it
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(valid_fleet_text())
+def test_every_valid_fleet_text_is_accepted_with_its_hosts_in_order(text: str) -> None:
+    expansion = fleet_expansion(text)
+    assert expansion is not None
+    hosts, backup = expansion
+    request = verify_request(FUZZ_INVENTORY, {"text": text})
+    if isinstance(request, VerifyPlan):
+        assert [request.host.name] == hosts and request.backup_name == backup
+        return
+    assert [plan.host.name for plan in request.plan.plans] == hosts
+    assert all(plan.backup_name == (backup if backup in plan.host.backups else None) for plan in request.plan.plans)
+
+
 @settings(max_examples=400, deadline=None)
 @given(TEXT)
 @example("ct129 ct130 pre-ddtree")
@@ -293,7 +342,9 @@ def test_fleet_text_names_only_inventory_hosts_and_backups(text: str) -> None:
     try:
         request = verify_request(FUZZ_INVENTORY, {"text": text})
     except ProofbotError:
+        assert fleet_expansion(text) is None, f"a valid text was refused: {text!r}"
         return
+    assert fleet_expansion(text) is not None, f"an invalid text was accepted: {text!r}"
     if isinstance(request, VerifyPlan):
         assert request.host is FUZZ_INVENTORY.hosts[request.host.name]
         return

@@ -1,19 +1,32 @@
 """Strict in-process fake of Slack's Web API, Socket Mode link and response_url endpoints.
 
-It serves only what proofbot uses, and rejects what real Slack rejects: auth and token
-type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
-Block Kit and lengths, rate limits (429 + Retry-After). It also delivers slash commands
-and clicks to the app (HTTP or Socket Mode) and judges the ack like Slack: deadline and
-body. What Slack would not show as an API error is recorded in `warnings`, and leaving
-the `async with` block with warnings unexamined (not cleared) fails the test.
-"""
+It serves only what proofbot uses, and rejects what real Slack rejects, by default: auth and
+token type, the bot scopes granted by `manifest.yml`, channels the bot cannot see or is not in,
+Block Kit and lengths, Slack's documented rate limits (`limits`: 429 + Retry-After),
+chat.postEphemeral to someone not in the channel (`user_not_in_channel`), a response_url past
+5 uses or 30 minutes. It also delivers slash commands and clicks to the app (HTTP or Socket
+Mode) and judges each ack like Slack: deadline (3 s) and body; an envelope never acked counts
+as a late one. What Slack would not show as an API error is recorded in `warnings`, and
+leaving the `async with` block with warnings unexamined (not cleared) fails the test.
 
+Where it differs from Slack on purpose:
+- Rate limits use each tier's documented floor and, where Slack names no number (the burst of
+  chat.postMessage, its workspace-wide cap), a choice of its own: see `limits`.
+- Channel membership of people is what the test says (`add_channel(members=)`, `join`), plus
+  whoever sends a slash command there (Slack lets one type only where one is a member); a click
+  adds no one, since a public channel's messages can be clicked by people who did not join.
+- A late or missing ack is a test failure (a warning), where Slack shows the user an error and
+  retries Events API deliveries; the fake never retries.
+- An envelope never acked is judged when the `async with` block ends (waiting out what is left
+  of its 3 s), not at its deadline.
+- Message `ts` values count up from a fixed epoch; permalinks use a fake domain.
+"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-import math
 import re
 import time
 import uuid
@@ -30,6 +43,7 @@ from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 from aiohttp.web_request import FileField
 
 from .blockkit import validate_blocks, validate_view
+from .limits import RateLimits
 from .signing import (
     API_APP_ID,
     TEAM_DOMAIN,
@@ -53,6 +67,7 @@ SIGNING_SECRET = "fake-signing-secret"
 MAX_MESSAGE_TEXT = 40_000
 ACK_DEADLINE_SECONDS = 3.0
 RESPONSE_URL_MAX_USES = 5
+RESPONSE_URL_LIFETIME_SECONDS = 30 * 60
 FIRST_TS_SECONDS = 1_700_000_000
 DEFAULT_APP_SCOPES: tuple[str, ...] = ("connections:write",)
 TRIGGER_LIFETIME_SECONDS = 3.0
@@ -251,14 +266,16 @@ class HomePublish:
 
 @dataclass
 class Channel:
-    """A conversation in the fake workspace; `is_member`: the bot was invited to it."""
+    """A conversation in the fake workspace; `is_member`: the bot was invited to it; `members`: the
+    people in it (added with `join`, or by sending a slash command there: Slack only lets people type
+    in a channel they are in)."""
 
     id: str
     name: str
     is_private: bool = False
     is_archived: bool = False
     is_member: bool = True
-    members: set[str] = field(default_factory=set)  # users in it (the bot too when `is_member`)
+    members: set[str] = field(default_factory=set)  # people in it (the bot too when `is_member`)
 
 
 class PendingAck:
@@ -287,13 +304,6 @@ class PendingAck:
 
     def __await__(self) -> Generator[Any, None, SocketAck]:
         return self.wait().__await__()
-
-
-@dataclass
-class _RateLimit:
-    max_calls: int
-    per_seconds: float
-    accepted: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -379,7 +389,7 @@ class FakeSlack:
             "views.publish": (self._views_publish, "bot", None),
             "conversations.members": (self._conversations_members, "bot", None),  # scope by channel type
         }
-        self._rate_limits: dict[str, _RateLimit] = {}
+        self.rate_limits = RateLimits()
         self._ts_counter = itertools.count(100, 100)
         self._ids = itertools.count(1)
         self._upload_tickets: dict[str, str] = {}
@@ -387,6 +397,7 @@ class FakeSlack:
         self._sockets: list[web.WebSocketResponse] = []
         self._pending: dict[str, PendingAck] = {}
         self._response_urls: dict[str, list[ResponsePost]] = {}
+        self._response_url_minted: dict[str, float] = {}
         self._event = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -402,6 +413,8 @@ class FakeSlack:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is None:
+            await self._judge_unacked()
         await self.close()
         if exc is None and self.warnings:  # a test that expects one inspects and clears them
             raise AssertionError("fake Slack saw what real Slack would not take:\n" + "\n".join(self.warnings))
@@ -418,6 +431,18 @@ class FakeSlack:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
+
+    async def _judge_unacked(self) -> None:
+        """An envelope never acked within the deadline is a failure, as an HTTP request would be: Slack
+        shows the user a timeout (and retries events). Waits out what is left of each one's deadline."""
+        for pending in list(self._pending.values()):
+            left = pending.sent_at + self.ack_deadline - time.monotonic()
+            if not pending.done() and left > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(pending._future), left)
+            if not pending.done():
+                self._warn(f"socket mode envelope {pending.envelope_id} ({pending.envelope['type']}) was never "
+                           f"acked; Slack would have shown the user a timeout")
 
     async def close(self) -> None:
         for pending in self._pending.values():
@@ -451,18 +476,28 @@ class FakeSlack:
         is_private: bool = False,
         is_archived: bool = False,
         member: bool = True,
+        members: Iterable[str] = (),
     ) -> Channel:
-        """A channel of the workspace; `member=False`: one the bot was not invited to."""
+        """A channel of the workspace; `member=False`: one the bot was not invited to; `members`: the
+        people in it."""
         if not CHANNEL_ID_RE.match(channel_id):
             raise ValueError(f"not a channel id: {channel_id!r}")
         ch = Channel(channel_id, name, is_private=is_private or channel_id.startswith("G"),
-                     is_archived=is_archived, is_member=member)
+                     is_archived=is_archived, is_member=member, members=set(members))
         self.channels[channel_id] = ch
         return ch
 
+    def join(self, channel_id: str, *users: str) -> None:
+        """The people `users` join the channel (chat.postEphemeral reaches only members)."""
+        for user in users:
+            if not USER_ID_RE.match(user):
+                raise ValueError(f"not a user id: {user!r}")
+        self.channels[channel_id].members.update(users)
+
     def set_rate_limit(self, method: str, max_calls: int, per_seconds: float) -> None:
-        """Answer HTTP 429 `ratelimited` (with Retry-After) past `max_calls` per window."""
-        self._rate_limits[method] = _RateLimit(max_calls, per_seconds)
+        """Answer HTTP 429 `ratelimited` (with Retry-After) past `max_calls` per window (per channel for
+        chat.postMessage), instead of Slack's documented limit (`limits`, on by default)."""
+        self.rate_limits.set(method, max_calls, per_seconds)
 
     # ------------------------------------------------------------------ inspection
     def calls_to(self, method: str) -> list[Call]:
@@ -553,10 +588,12 @@ class FakeSlack:
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):08d}"
 
-    def response_url(self) -> str:
-        """Mint a response_url served by this fake; POSTs are recorded in `responses`."""
+    def response_url(self, *, age: float = 0.0) -> str:
+        """Mint a response_url served by this fake (`age`: as if minted that many seconds ago); POSTs
+        are recorded in `responses`. Slack takes RESPONSE_URL_MAX_USES within RESPONSE_URL_LIFETIME_SECONDS."""
         rid = uuid.uuid4().hex
         self._response_urls[rid] = []
+        self._response_url_minted[rid] = time.monotonic() - age
         return f"{self.base_url}/response/{rid}"
 
     def trigger_id(self, user: str) -> str:
@@ -643,7 +680,7 @@ class FakeSlack:
         if kind != token_type:
             raise SlackError("not_allowed_token_type")
         self._require_scope(scope, self.scopes if kind == "bot" else self.app_scopes)
-        self._check_rate_limit(method, at)
+        self._check_rate_limit(method, args, at)
         return {"ok": True, **handler(args)}
 
     @staticmethod
@@ -651,15 +688,10 @@ class FakeSlack:
         if scope is not None and scope not in granted:
             raise SlackError("missing_scope", needed=scope, provided=",".join(sorted(granted)))
 
-    def _check_rate_limit(self, method: str, at: float) -> None:
-        limit = self._rate_limits.get(method)
-        if limit is None:
-            return
-        limit.accepted = [t for t in limit.accepted if at - t < limit.per_seconds]
-        if len(limit.accepted) >= limit.max_calls:
-            retry_after = max(1, math.ceil(limit.per_seconds - (at - limit.accepted[0])))
+    def _check_rate_limit(self, method: str, args: JSON, at: float) -> None:
+        retry_after = self.rate_limits.retry_after(method, _opt_str(args.get("channel")), at)
+        if retry_after is not None:
             raise SlackError("ratelimited", status=429, headers={"Retry-After": str(retry_after)})
-        limit.accepted.append(at)
 
     # ------------------------------------------------------------------ validation helpers
     def _visible_channel(self, value: Any, *, error: str = "channel_not_found") -> Channel:
@@ -779,7 +811,7 @@ class FakeSlack:
         user = _opt_str(args.get("user"))
         if user is None:
             raise _invalid_arguments("user")
-        if not USER_ID_RE.match(user):
+        if user not in self.channels[channel].members:
             raise SlackError("user_not_in_channel")
         content = self._content(args)
         ts = self._next_ts()
@@ -928,7 +960,9 @@ class FakeSlack:
         except ValueError:
             body = None
         status, error = 200, None
-        if len(posts) >= RESPONSE_URL_MAX_USES:
+        if time.monotonic() - self._response_url_minted[rid] > RESPONSE_URL_LIFETIME_SECONDS:
+            status, error = 404, "expired_url"
+        elif len(posts) >= RESPONSE_URL_MAX_USES:
             status, error = 404, "used_url"
         elif not isinstance(body, dict):
             status, error = 400, "invalid_payload"
@@ -1064,7 +1098,8 @@ class FakeSlack:
             kind = str(json.loads(form["payload"][0]).get("type"))
         elif "command" in form:
             kind = "slash_commands"
-            self._check_command_source(form.get("channel_id", [""])[0])
+            channel = self._check_command_source(form.get("channel_id", [""])[0])
+            channel.members.update(form.get("user_id", [])[:1])
         else:
             raise ValueError("neither a slash command nor an interaction payload")
         return await self._post_to_app(url, body, "application/x-www-form-urlencoded", kind, timeout)
@@ -1189,6 +1224,7 @@ class FakeSlack:
     ) -> PendingAck:
         """Push a `slash_commands` envelope as Slack does; `await` the result for the ack."""
         channel = self._check_command_source(channel_id)
+        channel.members.add(user_id)
         payload = slash_command_payload(
             command,
             text,
@@ -1200,6 +1236,12 @@ class FakeSlack:
             channel_name=channel.name,
         )
         return await self.socket_send("slash_commands", dict(payload), accepts_response_payload=True)
+
+    async def socket_send_interaction(self, payload: JSON) -> PendingAck:
+        """Push an `interactive` envelope (a button click, a view submission) as Slack does; a click's
+        ack carries no response payload."""
+        kind = payload.get("type")
+        return await self.socket_send("interactive", payload, accepts_response_payload=kind == "view_submission")
 
     async def socket_disconnect(self, reason: str = "refresh_requested") -> None:
         """Send Slack's `disconnect` message on every open connection (clients reconnect)."""
