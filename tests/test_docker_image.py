@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.lab import require_root_netns, skip_or_fail
+from tests.lab import UNAVAILABLE_ENV, require_root_netns, skip_or_fail
 from tests.lab.common import Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
@@ -44,6 +45,8 @@ CHANNEL = "C0OPS"
 
 def require_docker() -> str | None:
     """Why the image cannot be built and run here, or None if it can."""
+    if "docker" in os.environ.get(UNAVAILABLE_ENV, "").replace(" ", "").split(","):
+        return f"docker made unavailable by {UNAVAILABLE_ENV}"  # how CI's fail-not-skip rule is shown to hold
     reason = require_root_netns()
     if reason:
         return reason.replace("tier2 lab", "docker image test")
@@ -129,8 +132,8 @@ def built() -> Iterator[Built]:
         # What docs/docker.md tells a user to run, against this run's daemon and pip cache.
         build = subprocess.run(
             [str(REPO / "scripts/image"), TAG], cwd=REPO, capture_output=True, text=True, timeout=800,
-            env={**os.environ, **engine.env, "DOCKER": DOCKER, "ROOTFS": str(rootfs), "BASE_TAG": BASE_TAG,
-                 "PIP_CACHE_DIR": str(engine.root / "pip-cache")})
+            env={**os.environ, **engine.env, "DOCKER": DOCKER, "PYTHON": sys.executable, "ROOTFS": str(rootfs),
+                 "BASE_TAG": BASE_TAG, "PIP_CACHE_DIR": str(engine.root / "pip-cache")})
         assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
         base_id = engine.docker("image", "inspect", "-f", "{{.Id}}", BASE_TAG).stdout.strip()
         yield Built(engine, base_id, time.monotonic() - started)
@@ -291,3 +294,13 @@ async def test_serve_in_the_image_answers_slack_and_is_healthy(built: Built, lab
             exit_code = (await engine.docker_async("inspect", "-f", "{{.State.ExitCode}}", container))[1].strip()
             await engine.docker_async("rm", "-f", container)
     assert stopped[0] == 0 and exit_code == "0", f"serve did not stop cleanly on SIGTERM: exit {exit_code}"
+
+
+def test_under_ci_a_machine_that_cannot_run_docker_fails_instead_of_skipping(tmp_path: Path) -> None:
+    env = {**os.environ, "CI": "true", UNAVAILABLE_ENV: "docker"}
+    env.pop("PROOFBOT_REQUIRE_LABS", None)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::"
+                          "test_the_image_runs_proofbot_as_uid_10001"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "docker made unavailable" in run.stdout and "1 error" in run.stdout, run.stdout[-2000:]
