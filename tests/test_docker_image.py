@@ -27,7 +27,6 @@ from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
 from tests.lab.netns import NetnsLab
 from tests.lab.sysutil import safe_rmtree, terminate
-from tests.lab.waits import until
 from tests.slack_fake import FakeSlack
 from tests.slack_fake.signing import slash_command_body
 from tests.test_serve_live_holders import free_port
@@ -259,7 +258,7 @@ def test_verify_in_the_image_refuses_a_host_key_it_was_not_given(built: Built, l
 
 async def test_serve_in_the_image_answers_slack_and_is_healthy(built: Built, lab: NetnsLab, tmp_path: Path) -> None:
     engine = built.engine
-    mounts = _mounts(tmp_path, _container_inventory(lab), lab.client_key, lab.known_hosts)
+    mounts = _mounts(tmp_path, {**_container_inventory(lab), "channels": [CHANNEL]}, lab.client_key, lab.known_hosts)
     volumes = [flag for mount in mounts for flag in ("-v", mount)]
     idle = run_image(engine, "serve", "--check", mounts=mounts)
     assert idle.returncode == 1, "serve --check passed with no serve running"
@@ -288,7 +287,13 @@ async def test_serve_in_the_image_answers_slack_and_is_healthy(built: Built, lab
                                                                   slack.response_url(), "t"))
             assert ack.status_code == 200
             assert "`ct129`" in ack.json()["text"] and "`ct130`" in ack.json()["text"]
-            await until("the bot's auth.test", lambda: bool(slack.calls_to("auth.test")), 30)
+            # A real operation from Slack: the bot in the container reaches the patched host with the mounted key.
+            ack = await slack.deliver(app_url, slash_command_body("/verify", "ct129", "U0ALICE", CHANNEL,
+                                                                  slack.response_url(), "t"))
+            assert ack.status_code == 200
+            await slack.wait_until(lambda: any(m.edits and "ct129 verify: FAIL" in m.edits[-1].text
+                                               for m in slack.messages_in(CHANNEL) if not m.is_reply),
+                                   timeout=60, what="the verdict on the parent")
         finally:
             stopped = await engine.docker_async("stop", "-t", "20", container)
             exit_code = (await engine.docker_async("inspect", "-f", "{{.State.ExitCode}}", container))[1].strip()
