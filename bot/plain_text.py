@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec
 
+from bot.typed_command import GIVEN, command_line
 from commands.findings import Finding, NextStep
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
@@ -66,7 +66,7 @@ def finding_lines(findings: Sequence[Finding], *, verbose: bool, evidence: bool 
 
 def next_step_words(step: NextStep) -> str:
     """The next step as a terminal user types it: ``proofbot restore ct129 pre-ddtree --move-extras``."""
-    return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
+    return f"{step.advice} {command_line(step.operation, *step.args, *step.cli_flags)}"
 
 
 def evidence_lines(finding: Finding) -> list[str]:
@@ -284,8 +284,9 @@ def render_chain(report: ChainReport, db: Path) -> str:
         lines.append(f"{report.events} events, chain intact ({db})")
         if report.head_id is not None and report.head_hash is not None:
             lines.append(f"head: event #{report.head_id} {report.head_hash}")
-            lines.append(f"  note it elsewhere; later `proofbot audit verify --anchor {report.head_id}:"
-                         f"{report.head_hash[:16]}` proves the log still holds it")
+            anchor = command_line("audit", "verify", *GIVEN.get(), "--anchor",  # the anchor last: it is what changes
+                                  f"{report.head_id}:{report.head_hash[:16]}", given=())
+            lines.append(f"  note it elsewhere; later `{anchor}` proves the log still holds it")
     elif report.broken is not None:
         broken = report.broken
         lines.append(f"chain BROKEN at event #{broken.event_id}: {PROBLEM_WORDS[broken.problem]} ({db})")

@@ -18,6 +18,7 @@ from bot.cli.terminal import (
     session,
 )
 from bot.plain_text import render_restore_plan
+from bot.typed_command import command_line
 from commands.errors import Refused
 from commands.findings import Finding
 from commands.operation import OperationResult, utc_now
@@ -50,7 +51,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"snapshot: {result.extra['snapshot_dir'] or '(none made)'}  ·  restored: "
               f"{', '.join(result.extra['restored']) or 'nothing'}")
         if result.extra["snapshot_dir"]:
-            print(f"undo with: proofbot restore {host.name} --undo {result.extra['snapshot_dir']}")
+            print(f"undo with: {command_line('restore', host.name, '--undo', result.extra['snapshot_dir'])}")
     return code
 
 
