@@ -18,7 +18,7 @@ class VerifyPlan:
 
     @classmethod
     def for_host(cls, host: Host, backup_name: str | None, *, send_probe: bool = True,
-                 alone: bool = True) -> VerifyPlan:
+                 alone: bool = False) -> VerifyPlan:
         """The host's plan; ``alone`` (a one-host verify): a host with nothing to check is refused, saying
         what to add (in a fleet it is one host among others, and says so in its row)."""
         if alone and (why := nothing_configured(host)) is not None:
@@ -74,7 +74,7 @@ def plan_fleet(hosts: list[Host], backup_name: str | None, *, send_probe: bool =
         elif backup_name is None and len(host.backups) > 1:
             without[host.name] = f"several backups ({names}) and none named (--backup NAME)"
         else:
-            plans.append(VerifyPlan.for_host(host, backup_name, send_probe=send_probe, alone=False))
+            plans.append(VerifyPlan.for_host(host, backup_name, send_probe=send_probe))
             continue
         plans.append(VerifyPlan(host, None, None, send_probe))
     return FleetPlan(plans, without)
