@@ -40,7 +40,7 @@ def verify_plan(inventory: Inventory, command: Body) -> VerifyPlan:
     words = command.get("text", "").split()
     if not 1 <= len(words) <= 2:
         raise UsageError(USAGE, hint="or /verify help")
-    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None, alone=True)
+    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
 
 
 def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetRequest:
@@ -52,7 +52,7 @@ def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetReq
     known = inventory.hosts.keys() | inventory.groups.keys()
     targets, backup = (words[:-1], words[-1]) if len(words) > 1 and words[-1] not in known else (words, None)
     if len(targets) == 1 and targets[0] in inventory.hosts:
-        return VerifyPlan.for_host(inventory.hosts[targets[0]], backup, alone=True)
+        return VerifyPlan.for_host(inventory.hosts[targets[0]], backup)
     try:
         hosts = inventory.targets(targets)
     except UnknownHost as unknown:  # a typo, or one word too many: say both the names and the usage
