@@ -16,8 +16,9 @@ from bot.cli.terminal import (
     approve_at_terminal,
     print_result,
     session,
+    where_flags,
 )
-from bot.plain_text import render_restore_plan
+from bot.plain_text import render_restore_plan, restore_hints
 from commands.errors import Refused
 from commands.findings import Finding
 from commands.operation import OperationResult, utc_now
@@ -51,6 +52,12 @@ async def run(args: argparse.Namespace) -> int:
               f"{', '.join(result.extra['restored']) or 'nothing'}")
         if result.extra["snapshot_dir"]:
             print(f"undo with: proofbot restore {host.name} --undo {result.extra['snapshot_dir']}")
+        flags = where_flags(args)
+        undo = ["proofbot", "restore", host.name, "--undo", result.extra["snapshot_dir"], *flags] \
+            if result.extra["snapshot_dir"] and not args.undo else None
+        again = ["proofbot", "restore", host.name, *([args.backup] if args.backup else []), *flags]
+        for hint in restore_hints(result, restart=["proofbot", "restart", host.name, *flags], undo=undo, again=again):
+            print(hint)
     return code
 
 

@@ -29,6 +29,12 @@ EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
 SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
 
 
+def where_flags(args: argparse.Namespace) -> list[str]:
+    """The --inventory and --db this command was given, for a printed command to run as printed."""
+    return [word for key in ("inventory", "db") if getattr(args, key, None)
+            for word in (f"--{key}", str(getattr(args, key)))]
+
+
 def inventory_of(args: argparse.Namespace) -> Inventory:
     return load_inventory(inventory_path(getattr(args, "inventory", None)))
 
@@ -74,13 +80,15 @@ async def load_meanwhile(*modules: str) -> None:
 def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
     """Print the result as README shows it (or as one JSON object) and return its exit code;
     ``strict``: a pass with a warning exits 1."""
-    from bot.plain_text import render_result
+    from bot.plain_text import render_result, strict_reason
 
     if as_json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
         print(render_result(result, verbose=verbose))
-    if strict and result.verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
+    reason = strict_reason(result) if strict else None
+    if reason is not None:
+        print(f"proofbot: {reason}", file=sys.stderr)
         return 1
     return EXIT_FOR_VERDICT[result.verdict]
 
