@@ -183,7 +183,7 @@ def as_plain_text(message: Message) -> str:
 
 EMOJI_GLYPHS = {
     ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
-    ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
+    ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●", ":large_orange_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
     ":receipt:": "≡", ":white_circle:": "○", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
     ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤", ":lock:": "🔒",
