@@ -34,14 +34,16 @@ def check_inventory(path: Path) -> Inventory:
         _key_lines(root, (), lines, [])
     problems = _Problems(str(path), lines)
     said: set[tuple[str, str]] = set()
-    hops = {hop.name for host in inventory.hosts.values() for hop in host.ssh.jump}
+    # a host that is another's hop (by name, or `user@bastion:port` reaching its address and port)
+    hops: set[object] = {key for host in inventory.hosts.values() for hop in host.ssh.jump
+                         for key in (hop.name, (hop.address, hop.port))}
     for host in inventory.hosts.values():
         for where, key, message in _file_problems(host):
             if (key, message) not in said:  # a top-level file shared by every host: said once
                 said.add((key, message))
                 problems.add(where, message, key=key)
         why = nothing_configured(host)
-        if why is not None and host.name not in hops:  # a bastion only carries others' connections
+        if why is not None and host.name not in hops and (host.address, host.port) not in hops:
             problems.add(("hosts", host.name), f"{why}: verify would have nothing to prove; {NOTHING_TO_CHECK}")
     problems.raise_if_any()
     return inventory

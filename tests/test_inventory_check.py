@@ -96,7 +96,9 @@ async def test_a_known_hosts_file_another_user_can_write_is_refused_with_its_lin
 async def test_a_host_with_nothing_to_check_is_named_but_a_bastion_is_not(tmp_path: Path) -> None:
     document = usable_inventory(tmp_path, bastion={"address": "127.0.0.2"}, ct1={
         "address": "127.0.0.1", "ssh": {"jump": "bastion"}, "service": SERVICE},
-        ct2={"address": "127.0.0.3", "packages": {"python": "/usr/bin/python3"}})
+        ct2={"address": "127.0.0.3", "packages": {"python": "/usr/bin/python3"}},
+        bastion2={"address": "127.0.0.4"}, ct3={"address": "127.0.0.5", "ssh": {"jump": "admin@127.0.0.4:22"},
+                                                "service": SERVICE})
     path = write_inventory(tmp_path / "i.yml", document)
     code, _, problems = await check(path)
     assert code == 2
