@@ -4,7 +4,6 @@ mistake (PyYAML often marks the line after it), and an unknown key with the key 
 
 from __future__ import annotations
 
-import difflib
 import types
 from typing import Any, Union, get_args, get_origin
 
@@ -62,6 +61,8 @@ def _key_run_on(text: str, error_line: int) -> tuple[int, int, str] | None:
 
 def unknown_key(model: type[BaseModel], loc: tuple[str | int, ...]) -> str:
     """What to say of ``loc[-1]``, a key the model at ``loc[:-1]`` does not have."""
+    import difflib  # only for a file with a typo: not on every load
+
     known = _keys_at(model, loc[:-1])
     if not known:
         return "not an inventory key"
