@@ -390,3 +390,34 @@ def render_ssh_values(values: Mapping[str, Mapping[str, Any]]) -> str:
             "none" if value is None else str(value)
         lines.append(f"      {key.ljust(width)}  {shown or 'none'}  ← {entry['origin']}")
     return "\n".join(lines)
+
+
+def runs_old_code(result: OperationResult) -> bool:
+    """The service is older than files it runs: Slack's thread offers "Restart now", the CLI says restart."""
+    return any(f.name == "stale-process" and f.status == "warn" for f in result.checks)
+
+
+def strict_reason(result: OperationResult) -> str | None:
+    """Why ``--strict`` turns this result into exit 1 (a pass with warnings), or None when it does not."""
+    warned = [f.name for f in result.checks if f.status == "warn"]
+    if result.verdict != "pass" or not warned:
+        return None
+    return (f"--strict: exit 1: the verdict is PASS, but {len(warned)} check{'s' if len(warned) > 1 else ''} "
+            f"warned ({', '.join(warned)})")
+
+
+def restore_hints(result: OperationResult, *, restart: Sequence[str], undo: Sequence[str] | None,
+                  again: Sequence[str]) -> list[str]:
+    """What a restore left to do, each with the commands as typed (``restart``, ``undo`` and ``again``
+    are the argv of ``proofbot restart HOST``, the undo of this restore, and the restore itself)."""
+    hints: list[str] = []
+    extras = next((f for f in result.checks if f.name == "extra-files" and f.status == "warn"), None)
+    if extras is not None and undo is not None:
+        # the files now match the backup, so the same restore has nothing to apply (and moves nothing)
+        hints.append(f"hint: {extras.summary.split(' (', 1)[0]}; to move them aside too, undo and restore again "
+                     f"with --move-extras: {shlex.join(undo)} && {shlex.join([*again, '--move-extras'])}")
+    if runs_old_code(result):
+        hints.append("hint: the service still runs the code it started with, not the restored files: restart it: "
+                     + shlex.join(restart))
+    return hints
+
