@@ -132,6 +132,8 @@ async def test_eight_fleet_verifies_from_one_user_start_per_user_and_the_rest_ar
         assert "you already have 2 operations in flight (limits.per_user is 2)" in refusal
         assert all(f"• verify {text} by <@{ALICE}> since <!date^" in refusal for text in started), refusal
     await rig.slack.wait_until(lambda: len(rig.parents()) == 2, what="two fleet parents")
+    # A fleet's parent is posted before its `requested` event is written (the event names the thread).
+    await until("both fleets requested in the audit log", lambda: rig.fleets_requested() >= 2)
     assert rig.fleets_requested() == 2
     alice_refused = [details for actor, details in rig.refused() if actor == f"slack:{ALICE}"]
     assert len(alice_refused) == 6
@@ -327,6 +329,7 @@ async def test_re_verify_clicked_twice_starts_once_and_links_the_second(limits_r
                                what="the second click's answer")
     [linked] = [post.body["text"] for url in (first_url, second_url) for post in rig.slack.responses_to(url)]
     assert "is already running: nothing new was started" in linked and "by <@U0" in linked
+    await until("the re-verify requested in the audit log", lambda: rig.fleets_requested() >= 2)
     assert rig.fleets_requested() == 2 and len(rig.refused()) == 1
     rig.proxy.restore()
     await rig.slack.wait_until(lambda: is_done(rig.parents()[1]), timeout=60, what="the re-verify's verdict")
