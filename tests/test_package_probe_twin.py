@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -138,6 +139,51 @@ def lib_link(env: Path) -> None:
     (lib / "site-packages").symlink_to(moved)
 
 
+def odd_files(env: Path) -> None:
+    """Rows that name a dir, a path through a link or a file, a NUL, a FIFO, a bad digest."""
+    os.mkfifo(site(env) / PACKAGE / "pipe")
+    with (dist_info(env) / "RECORD").open("a") as record:
+        record.write(f"{PACKAGE}/linked_dir/hostname,,\n{PACKAGE},,\n{PACKAGE}/core.py/x,,\n"
+                     f"{PACKAGE}/a\0b,,\n{PACKAGE}/pipe,,\n{PACKAGE}/cli.py,sha256=A,25\n")
+    (site(env) / PACKAGE / "linked_dir").symlink_to("/etc")
+
+
+def hard_link(env: Path) -> None:
+    """An owner other than root hard-links a root-only file into the package: its digest would tell what it holds."""
+    secret = env.parent / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    core = site(env) / PACKAGE / "core.py"
+    core.unlink()
+    os.link(secret, core)
+    subprocess.run(["chown", "-R", "-h", "65534:65534", str(env)], check=True, timeout=60)
+    os.chown(core, 0, 0)
+
+
+def rewrite_header(env: Path, header: str) -> None:
+    script = env / "bin" / "twin"
+    script.write_text(header + script.read_text().split("\n", 1)[1])
+
+
+def package_link(env: Path) -> None:
+    package = site(env) / PACKAGE
+    package.rename(env / "moved")
+    package.symlink_to(env / "moved")
+
+
+def record_bytes(env: Path) -> None:
+    with (dist_info(env) / "RECORD").open("ab") as record:
+        record.write(b"twin_dist/\xff\xfe.py,,\n")
+
+
+def no_cfg(env: Path) -> None:
+    (env / "pyvenv.cfg").unlink()
+
+
+def home_missing(env: Path) -> None:
+    (env / "pyvenv.cfg").write_text("home = /nonexistent/bin\ninclude-system-site-packages = true\n")
+
+
 # Each case and what its user is told (status, then words the finding must say): not vacuous cases.
 CASES: dict[str, tuple[Callable[[Path], None], str, tuple[str, ...]]] = {
     "pristine": (lambda env: None, "pass", ("twin-dist 1.0 (installer pip)",)),
@@ -151,12 +197,23 @@ CASES: dict[str, tuple[Callable[[Path], None], str, tuple[str, ...]]] = {
     "shared": (shared_file, "pass", ("twin-dist 1.0", "4 __pycache__ .pyc ignored")),
     "system-site": (system_site, "pass", ("twin-dist 1.0",)),
     "site-link": (lib_link, "error", ("not installed",)),
+    "odd-files": (odd_files, "fail", ("reached through the symlink", "twin_dist is not a regular file",
+                                      "core.py/x is not a regular file", "twin_dist/pipe is not a regular file")),
+    "hard-link": (hard_link, "fail", ("is a hard link to a file of uid 0",)),
+    # Another installer's #! than pip wrote (for the first env's path, not this copy's): a change, not proof.
+    "script-header": (lambda env: rewrite_header(env, "#!/usr/bin/env python3\n"), "fail", ("bin/twin differs",)),
+    "distlib-header": (lambda env: rewrite_header(env, f"#!/bin/sh\n'''exec' \"{env}/bin/python\" \"$0\" \"$@\"\n"
+                                                       "' '''\n"), "fail", ("bin/twin differs",)),
+    "package-link": (package_link, "fail", ("symlink",)),
+    "record-bytes": (record_bytes, "error", ("RECORD",)),
+    "no-cfg": (no_cfg, "pass", ("twin-dist 1.0",)),
+    "home-missing": (home_missing, "pass", ("twin-dist 1.0",)),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_twin_says_what_the_real_probe_says(case: str, pristine: Path, tmp_path: Path) -> None:
-    env = tmp_path / "env"
+    env = tmp_path / "an env"  # a space: the installer headers a script may have are quoted
     shutil.copytree(pristine, env, symlinks=True)
     edit, status, said = CASES[case]
     edit(env)
