@@ -8,6 +8,7 @@ from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec
 
+from bot.typed_command import GIVEN, command_line
 from commands.findings import Finding, NextStep
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
@@ -66,7 +67,7 @@ def finding_lines(findings: Sequence[Finding], *, verbose: bool, evidence: bool 
 
 def next_step_words(step: NextStep) -> str:
     """The next step as a terminal user types it: ``proofbot restore ct129 pre-ddtree --move-extras``."""
-    return f"{step.advice} {shlex.join(['proofbot', step.operation, *step.args, *step.cli_flags])}"
+    return f"{step.advice} {command_line(step.operation, *step.args, *step.cli_flags)}"
 
 
 def evidence_lines(finding: Finding) -> list[str]:
@@ -284,8 +285,9 @@ def render_chain(report: ChainReport, db: Path) -> str:
         lines.append(f"{report.events} events, chain intact ({db})")
         if report.head_id is not None and report.head_hash is not None:
             lines.append(f"head: event #{report.head_id} {report.head_hash}")
-            lines.append(f"  note it elsewhere; later `proofbot audit verify --anchor {report.head_id}:"
-                         f"{report.head_hash[:16]}` proves the log still holds it")
+            anchor = command_line("audit", "verify", *GIVEN.get(), "--anchor",  # the anchor last: it is what changes
+                                  f"{report.head_id}:{report.head_hash[:16]}", given=())
+            lines.append(f"  note it elsewhere; later `{anchor}` proves the log still holds it")
     elif report.broken is not None:
         broken = report.broken
         lines.append(f"chain BROKEN at event #{broken.event_id}: {PROBLEM_WORDS[broken.problem]} ({db})")
@@ -389,3 +391,34 @@ def render_ssh_values(values: Mapping[str, Mapping[str, Any]]) -> str:
             "none" if value is None else str(value)
         lines.append(f"      {key.ljust(width)}  {shown or 'none'}  ← {entry['origin']}")
     return "\n".join(lines)
+
+
+def runs_old_code(result: OperationResult) -> bool:
+    """The service is older than files it runs: Slack's thread offers "Restart now", the CLI says restart."""
+    return any(f.name == "stale-process" and f.status == "warn" for f in result.checks)
+
+
+def strict_reason(result: OperationResult) -> str | None:
+    """Why ``--strict`` turns this result into exit 1 (a pass with warnings), or None when it does not."""
+    warned = [f.name for f in result.checks if f.status == "warn"]
+    if result.verdict != "pass" or not warned:
+        return None
+    return (f"--strict: exit 1: the verdict is PASS, but {len(warned)} check{'s' if len(warned) > 1 else ''} "
+            f"warned ({', '.join(warned)})")
+
+
+def restore_hints(result: OperationResult, *, restart: Sequence[str], undo: Sequence[str] | None,
+                  again: Sequence[str]) -> list[str]:
+    """What a restore left to do, each with the commands as typed (``restart``, ``undo`` and ``again``
+    are the argv of ``proofbot restart HOST``, the undo of this restore, and the restore itself)."""
+    hints: list[str] = []
+    extras = next((f for f in result.checks if f.name == "extra-files" and f.status == "warn"), None)
+    if extras is not None and undo is not None:
+        # the files now match the backup, so the same restore has nothing to apply (and moves nothing)
+        hints.append(f"hint: {extras.summary.split(' (', 1)[0]}; to move them aside too, undo and restore again "
+                     f"with --move-extras: {shlex.join(undo)} && {shlex.join([*again, '--move-extras'])}")
+    if runs_old_code(result):
+        hints.append("hint: the service still runs the code it started with, not the restored files: restart it: "
+                     + shlex.join(restart))
+    return hints
+

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from commands.errors import InventoryError, UnknownBackup, UnknownHost
+from commands.inventory_hints import unknown_key, yaml_error_at
 from commands.ssh_config import resolve_entry
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -387,11 +388,15 @@ class _Problems:
     def add(self, path: Path_, message: str, key: str | None = None) -> None:
         self.found.append((path, key if key is not None else _key_words(path), message))
 
-    def add_validation(self, prefix: Path_, exc: ValidationError, skip: Callable[[Path_], bool] = lambda _: False
-                       ) -> None:
+    def add_validation(self, prefix: Path_, exc: ValidationError, model: type[BaseModel],
+                       skip: Callable[[Path_], bool] = lambda _: False) -> None:
         for error in exc.errors():
             loc = tuple(error["loc"])
-            if not skip(loc):
+            if skip(loc):
+                continue
+            if error["type"] == "extra_forbidden":  # a typo, most often: say which key was meant
+                self.add((*prefix, *loc), unknown_key(model, loc))
+            else:
                 self.add((*prefix, *loc), error["msg"].removeprefix("Value error, "))
 
     def add_raised(self, exc: InventoryError) -> None:
@@ -478,10 +483,8 @@ def parse_inventory(text: str, source: str) -> Inventory:
     try:
         root, raw = _compose_and_load(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
-        what = " ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
-        raise InventoryError(f"{source}:{where}: not valid YAML: {what}") from None
+        line, column, what = yaml_error_at(text, exc)
+        raise InventoryError(f"{source}:{line}:{column}: not valid YAML: {what}") from None
     except yaml.YAMLError as exc:
         raise InventoryError(f"{source}:1:1: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
@@ -502,7 +505,7 @@ def parse_inventory(text: str, source: str) -> Inventory:
     try:
         SshSettings.model_validate(top_ssh)
     except ValidationError as exc:
-        problems.add_validation(("ssh",), exc)
+        problems.add_validation(("ssh",), exc, SshSettings)
         top_ssh_problems = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
     jumps: dict[str, tuple[str, list[_HopSpec]]] = {}
     hosts = _hosts(document, top_ssh, problems, top_ssh_problems, jumps, top_jump)
@@ -521,7 +524,7 @@ def _document(raw: dict[str, Any], problems: _Problems) -> _InventoryFile:
     try:
         return _InventoryFile.model_validate(raw)
     except ValidationError as exc:
-        problems.add_validation((), exc)
+        problems.add_validation((), exc, _InventoryFile)
         bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
     kept = {key: value for key, value in raw.items() if key not in bad and key in _InventoryFile.model_fields}
     if "hosts" in bad and isinstance(raw.get("hosts"), dict):
@@ -589,7 +592,7 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: _Problem
         try:
             host = Host.model_validate(merged)
         except ValidationError as exc:
-            problems.add_validation(where, exc, skip=inherited)
+            problems.add_validation(where, exc, Host, skip=inherited)
             continue
         bad_backups = [backup for backup in host.backups if not NAME_PATTERN.fullmatch(backup)]
         for backup_name in bad_backups:

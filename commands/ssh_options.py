@@ -239,6 +239,6 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
         shown["ssh_config"] = {"value": settings.config, "origin": origin("config")}
     if "ignored" in origins:
         shown["ignored_from_config"] = {"value": origins["ignored"],
-                                        "origin": "not taken: they change nothing proofbot does (README: "
+                                        "origin": "not taken: they change nothing proofbot does (docs/ssh.md: "
                                                   "what proofbot takes from ssh_config)"}
     return shown

@@ -45,6 +45,7 @@ async def test_strict_makes_a_warning_exit_1(tmp_path: Path) -> None:
     statuses = {c["name"]: c["status"] for c in json.loads(plain.stdout)["checks"]}
     assert statuses["stale-process"] == "warn" and json.loads(plain.stdout)["verdict"] == "pass"
     assert (plain.code, strict.code) == (0, 1)
+    assert strict.stderr == "proofbot: --strict: exit 1: the verdict is PASS, but 1 check warned (stale-process)\n"
 
 
 async def test_demo_keep_leaves_a_host_the_printed_commands_work_on(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.demo.host import DemoHost
 from tests.conftest import run_cli, write_inventory
+from tests.test_inventory_check import usable_inventory
 
 
 def unused_port() -> int:
@@ -33,7 +34,7 @@ async def test_ping_reaches_each_host_and_names_the_one_it_cannot(clean_host: De
 
 
 async def test_inventory_check_validates_without_connecting(tmp_path: Path) -> None:
-    good = write_inventory(tmp_path / "good.yml", {"hosts": {"ct1": {"address": "127.0.0.1", "port": 9}}})
+    good = write_inventory(tmp_path / "good.yml", usable_inventory(tmp_path))
     bad = write_inventory(tmp_path / "bad.yml", {"hosts": {"ct1": {"address": "127.0.0.1", "port": "ssh"}}})
     ok, refused = (await run_cli("inventory", "check", "--inventory", str(good)),
                    await run_cli("inventory", "check", "--inventory", str(bad)))
@@ -77,7 +78,7 @@ async def test_inventory_check_lists_every_problem_with_its_line(tmp_path: Path)
     assert [(p["file"], p["line"], p["key"]) for p in problems] == [
         (str(bad), 6, "hosts.ct1.port"), (str(bad), 10, "hosts.ct2.service.manager"), (str(bad), 14, "groups.gpu[1]"),
         (str(bad), 16, "fleet.max_parallel")]
-    good = write_inventory(tmp_path / "good.yml", {"hosts": {"ct1": {"address": "127.0.0.1"}}})
+    good = write_inventory(tmp_path / "good.yml", usable_inventory(tmp_path))
     valid = json.loads((await run_cli("inventory", "check", "--json", "--inventory", str(good))).stdout)
     assert valid["valid"] is True and valid["hosts"] == ["ct1"] and valid["groups"] == ["all"]
 
@@ -87,4 +88,5 @@ async def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path: Path
     bad.write_text("hosts:\n  ct1:\n    address: [127.0.0.1\n    port: 22\n")
     run = await run_cli("inventory", "check", "--inventory", str(bad))
     assert run.code == 2 and "<unicode string>" not in run.stderr
-    assert run.stderr.startswith(f"proofbot: {bad}:4:9: not valid YAML: ")
+    # the line of the '[' left open, not the next line where PyYAML gave up (tests/test_inventory_check.py)
+    assert run.stderr.startswith(f"proofbot: {bad}:3:14: not valid YAML: ")

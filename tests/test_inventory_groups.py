@@ -51,7 +51,7 @@ def test_fleet_defaults() -> None:
     ("groups: {'bad name': [ct130]}", "groups.bad name", "letters, digits"),
     ("fleet: {max_parallel: 0}", "fleet.max_parallel", "greater than or equal to 1"),
     ("fleet: {host_deadline_s: -1}", "fleet.host_deadline_s", "greater than 0"),
-    ("fleet: {parallel: 4}", "fleet.parallel", "Extra inputs"),
+    ("fleet: {parallel: 4}", "fleet.parallel", "not an inventory key"),
 ])
 def test_bad_groups_are_refused_with_the_key(groups: str, key: str, words: str) -> None:
     with pytest.raises(InventoryError) as raised:

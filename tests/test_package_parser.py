@@ -124,8 +124,8 @@ def test_a_changed_module_starting_with_a_shebang_still_fails() -> None:
 
 
 def test_readme_example_names_the_current_probe() -> None:
-    """README's example is copied from a demo run: a changed probe must be copied again."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    """The docs' example (docs/inventory.md) is copied from a demo run: a changed probe must be copied again."""
+    readme = (Path(__file__).parents[1] / "docs" / "inventory.md").read_text(encoding="utf-8")
     assert f"'<proofbot package probe sha256:{PROBE_ID}>' " in readme
     assert f"'<proofbot package guard sha256:{GUARD_ID}>' " in readme
 

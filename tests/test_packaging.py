@@ -36,13 +36,16 @@ def test_wheel_holds_every_module(tmp_path: Path) -> None:
 
 def test_the_lock_pins_every_runtime_dependency_within_its_range() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    # pip's hash-checking format: "name==version \" then one "    --hash=sha256:..." line per pin.
+    entries = (REPO / "requirements.lock").read_text().replace("\\\n", " ").splitlines()
     pins = {canonicalize_name(name): Version(version) for name, version in (
-        line.split("==") for line in (REPO / "requirements.lock").read_text().splitlines()
-        if line and not line.startswith("#"))}
+        line.split()[0].split("==") for line in entries if line and not line.startswith("#"))}
+    unhashed = [line for line in entries if line and not line.startswith("#") and "--hash=sha256:" not in line]
+    assert not unhashed, "every pin needs its wheel's sha256 (run scripts/lock)"
     for dependency in map(Requirement, project["dependencies"]):
         pinned = pins.get(canonicalize_name(dependency.name))
         assert pinned is not None and pinned in dependency.specifier, (dependency, pinned)
     extras = {canonicalize_name(Requirement(r).name) for group in project["optional-dependencies"].values()
               for r in group}
     assert not extras & set(pins), "a dev or demo tool is pinned for the runtime image"
-    assert "-r /tmp/requirements.lock" in (REPO / "Dockerfile").read_text()
+    assert "--require-hashes -r /tmp/requirements.lock" in (REPO / "Dockerfile").read_text()

@@ -91,7 +91,7 @@ class Arguments:
 RESTART_EPILOG = (
     "HOST may be a group of the inventory (or `all`): a rolling restart, one plan and one confirmation "
     "for every host, fleet.restart_batch hosts at a time, each proven before the next; it halts at the "
-    "first host not proven (README \"Rolling restart\").")
+    "first host not proven (docs/restart.md, \"Rolling restart\").")
 
 OPERATION_ARGUMENTS: dict[str, Arguments] = {
     "verify": Arguments(verify_arguments),

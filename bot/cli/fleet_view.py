@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
 from bot.plain_text import FLEET_COUNT_WORDS, MARKS, VERDICT_WORDS, final_text, finding_lines, fleet_counts_words
+from bot.typed_command import command_line
 from commands.fleet.grouping import OutcomeGroup, group_outcomes, outcome_of
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
@@ -40,8 +41,8 @@ def render_fleet(fleet: FleetResult, *, addresses: Mapping[str, str] | None = No
         lines.append("")
         lines += _group_lines(group, verbose=verbose)
     lines.append("")
-    lines.append(f"operation {fleet.operation_id}: `proofbot audit` lists it; each host's own part in "
-                 "`proofbot audit HOST`")
+    lines.append(f"operation {fleet.operation_id}: `{command_line('audit')}` lists it; each host's own part in "
+                 f"`{command_line('audit', 'HOST')}`")
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ from typing import NoReturn
 from bot.cli.arguments import OPERATION_ARGUMENTS, inventory_arguments, ping_arguments
 from bot.cli.command import CliCommand
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.typed_command import GIVEN, PROGRAM, given_options, typed_program
 from commands.errors import InventoryError, ProofbotError, UsageError
 from commands.registry import OPERATIONS
 
@@ -124,6 +125,7 @@ def console_main() -> NoReturn:
     inside ``main``, output is flushed here); the teardown of every loaded module would only
     add ~70 ms to each command, most of a one-host verify's cost above the floor.
     """
+    PROGRAM.set(typed_program(sys.argv[0]))
     code = main()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -135,7 +137,10 @@ def console_main() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
-        return asyncio.run(_dispatch(build_parser().parse_args(words)))
+        args = build_parser().parse_args(words)
+        if args.command != "demo":  # the demo prints its own inventory and database with its commands
+            GIVEN.set(given_options(getattr(args, "inventory", None), getattr(args, "db", None)))
+        return asyncio.run(_dispatch(args))
     except ProofbotError as exc:
         if "--json" in words:  # one JSON object on stdout, errors included
             problems = {"problems": exc.problems} if isinstance(exc, InventoryError) and exc.problems else {}

@@ -17,7 +17,8 @@ from bot.cli.terminal import (
     print_result,
     session,
 )
-from bot.plain_text import render_restore_plan
+from bot.plain_text import render_restore_plan, restore_hints
+from bot.typed_command import GIVEN, PROGRAM, command_line
 from commands.errors import Refused
 from commands.findings import Finding
 from commands.operation import OperationResult, utc_now
@@ -50,7 +51,13 @@ async def run(args: argparse.Namespace) -> int:
         print(f"snapshot: {result.extra['snapshot_dir'] or '(none made)'}  ·  restored: "
               f"{', '.join(result.extra['restored']) or 'nothing'}")
         if result.extra["snapshot_dir"]:
-            print(f"undo with: proofbot restore {host.name} --undo {result.extra['snapshot_dir']}")
+            print(f"undo with: {command_line('restore', host.name, '--undo', result.extra['snapshot_dir'])}")
+        program, flags = PROGRAM.get(), GIVEN.get()
+        undo = [program, "restore", host.name, "--undo", result.extra["snapshot_dir"], *flags] \
+            if result.extra["snapshot_dir"] and not args.undo else None
+        again = [program, "restore", host.name, *([args.backup] if args.backup else []), *flags]
+        for hint in restore_hints(result, restart=[program, "restart", host.name, *flags], undo=undo, again=again):
+            print(hint)
     return code
 
 

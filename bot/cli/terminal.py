@@ -74,13 +74,15 @@ async def load_meanwhile(*modules: str) -> None:
 def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
     """Print the result as README shows it (or as one JSON object) and return its exit code;
     ``strict``: a pass with a warning exits 1."""
-    from bot.plain_text import render_result
+    from bot.plain_text import render_result, strict_reason
 
     if as_json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
         print(render_result(result, verbose=verbose))
-    if strict and result.verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
+    reason = strict_reason(result) if strict else None
+    if reason is not None:
+        print(f"proofbot: {reason}", file=sys.stderr)
         return 1
     return EXIT_FOR_VERDICT[result.verdict]
 

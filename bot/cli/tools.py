@@ -12,6 +12,7 @@ import json
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
 from bot.plain_text import MARKS, render_ssh_values
 from commands.inventory import inventory_path
+from commands.inventory_check import check_inventory
 from commands.ping import ping_all
 from commands.ssh_options import effective
 
@@ -34,11 +35,13 @@ async def run_ping(args: argparse.Namespace) -> int:
 
 
 async def run_inventory(args: argparse.Namespace) -> int:
-    inventory = inventory_of(args)  # raises, naming the file and the key, when it is not valid
+    path = inventory_path(getattr(args, "inventory", None))
+    # raises, naming the file, line and key of each problem: a file that is not valid, and what would
+    # fail only later (missing key or known_hosts files, a host verify has nothing to prove on)
+    inventory = check_inventory(path)
     hosts = inventory.hosts.values()
     services = sum(1 for host in hosts if host.service)
     backups = sum(len(host.backups) for host in hosts)
-    path = inventory_path(getattr(args, "inventory", None))
     if args.json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, "inventory": str(path), "valid": True,
                           "hosts": sorted(inventory.hosts), "groups": sorted(inventory.groups),

@@ -63,7 +63,8 @@ def _plan(inventory: Inventory, args: argparse.Namespace) -> _Asked:
     target = " ".join(args.targets)
     if len(args.targets) == 1 and target in inventory.hosts:
         host = inventory.host(target)
-        return _Asked(target, [host], one=VerifyPlan.for_host(host, args.backup, send_probe=not args.no_probe))
+        return _Asked(target, [host], one=VerifyPlan.for_host(host, args.backup, send_probe=not args.no_probe,
+                                                                   alone=True))
     hosts = inventory.targets(args.targets)
     if not hosts:
         raise UsageError(f"{target!r} names no hosts", hint="add hosts to the group in the inventory")

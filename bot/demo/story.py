@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
 import tempfile
 from pathlib import Path
@@ -35,6 +34,7 @@ from bot.slack.blocks import (
     runs_old_code,
     verdict_message,
 )
+from bot.typed_command import command_line, given_options
 from commands.errors import UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
@@ -199,16 +199,16 @@ async def run_demo(db_file: Path, *, keep: bool = False) -> int:
              f"{', '.join(op.operation_id for op in operations)}; each verify used "
              f"{first.stats.get('exec_round_trips')} exec round trips over {first.stats.get('connections')} SSH "
              "connection)")
-        where = f"--inventory {shlex.quote(str(inventory_file))} --db {shlex.quote(str(db_file))}"
+        where = given_options(str(inventory_file), str(db_file))
         if keep:
             _say("The lab host stays up until Ctrl-C. Try, in another terminal:")
-            _say(f"  proofbot verify ct129 {where}")
-            _say(f"  proofbot audit ct129 {where}")
+            _say(f"  {command_line('verify', 'ct129', given=where)}")
+            _say(f"  {command_line('audit', 'ct129', given=where)}")
             await _until_stopped()
         else:
             os.unlink(inventory_file)  # it names a lab host that is about to be removed
-            _say(f"Explore the log: proofbot audit --db {shlex.quote(str(db_file))}   ·   "
-                 "`proofbot demo --keep` leaves the lab host up to verify it yourself")
+            _say(f"Explore the log: {command_line('audit', given=given_options(None, str(db_file)))}   ·   "
+                 f"`{command_line('demo', '--keep', given=())}` leaves the lab host up to verify it yourself")
     if held:
         _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")
         return 0

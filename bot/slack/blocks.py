@@ -36,6 +36,9 @@ from bot.plain_text import (
     verdict_word,
     when,
 )
+from bot.plain_text import (
+    runs_old_code as runs_old_code,  # re-exported: the Slack handlers and the demo import it from here
+)
 from commands.findings import Finding, NextStep
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
@@ -56,6 +59,8 @@ STATUS_EMOJI = {"pass": ":white_check_mark:", "fail": ":x:", "warn": ":warning:"
 VERDICT_EMOJI = {"pass": ":large_green_circle:", "fail": ":red_circle:", "error": ":large_yellow_circle:",
                  "rejected": ":no_entry_sign:", "expired": ":hourglass:", "refused": ":no_entry:",
                  "interrupted": ":warning:", IN_PROGRESS: ":hourglass_flowing_sand:"}
+PASS_WITH_WARNINGS = ":large_orange_circle:"
+WORST_FIRST = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skipped": 4}  # a stable sort keeps the plan's order
 PRESENT_TENSE = {"verify": "Verifying", "restore": "Restoring", "restart": "Restarting"}
 Message = tuple[str, list[dict[str, Any]]]
 
@@ -102,17 +107,23 @@ def progress_message(operation: str, host: str, user_id: str, planned: Sequence[
 
 
 def verdict_message(result: OperationResult, user_id: str, backup: str | None) -> Message:
+    """The thread's parent once done: the verdict (a pass with warnings is not a plain green pass, e.g. a
+    restore that left the service on old code), then the checks, what went wrong first."""
     counts = {s: sum(1 for f in result.checks if f.status == s) for s in STATUS_EMOJI}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    headline = (f"{VERDICT_EMOJI[result.verdict]} *{escape(result.host)} {result.operation}: "
-                f"{VERDICT_WORDS[result.verdict]}* — {tally} ({result.duration_s:.2f} s)")
+    warned = result.verdict == "pass" and counts["warn"] > 0
+    emoji = PASS_WITH_WARNINGS if warned else VERDICT_EMOJI[result.verdict]
+    words = f"{VERDICT_WORDS[result.verdict]}, {counts['warn']} warning{'s' if counts['warn'] > 1 else ''}" \
+        if warned else VERDICT_WORDS[result.verdict]
+    headline = f"{emoji} *{escape(result.host)} {result.operation}: {words}* — {tally} ({result.duration_s:.2f} s)"
     lines = [f"{STATUS_EMOJI[f.status]} `{f.name}` {escape(f.summary)}"
-             + (f" → {next_step_words(f.next_step)}" if f.next_step else "") for f in result.checks]
+             + (f" → {next_step_words(f.next_step)}" if f.next_step else "")
+             for f in sorted(result.checks, key=lambda f: WORST_FIRST.get(f.status, len(WORST_FIRST)))]
     note = f"operation `{result.operation_id}` · requested by <@{user_id}>"
     if backup:
         note += f" · backup `{escape(backup)}`"
     note += " · evidence in this thread"
-    text = f"{result.host} {result.operation}: {VERDICT_WORDS[result.verdict]} ({tally})"
+    text = f"{result.host} {result.operation}: {words} ({tally})"
     body = section_block("\n".join(lines) or "no checks ran")
     return text, as_dicts([section_block(headline), body, context_block(note)])
 
@@ -172,7 +183,7 @@ def as_plain_text(message: Message) -> str:
 
 EMOJI_GLYPHS = {
     ":white_check_mark:": "✓", ":x:": "✗", ":warning:": "!", ":grey_question:": "?", ":fast_forward:": "»",
-    ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●",
+    ":large_green_circle:": "●", ":red_circle:": "●", ":large_yellow_circle:": "●", ":large_orange_circle:": "●",
     ":hourglass_flowing_sand:": "…", ":no_entry:": "⛔", ":no_entry_sign:": "⊘", ":hourglass:": "⌛",
     ":receipt:": "≡", ":white_circle:": "○", ":heavy_plus_sign:": "+", ":heavy_equals_sign:": "=", ":pencil2:": "✏",
     ":leftwards_arrow_with_hook:": "↩", ":arrows_counterclockwise:": "↻", ":ledger:": "▤", ":lock:": "🔒",
@@ -237,7 +248,7 @@ def restore_plan_message(plan: RestorePlan, requester: str, expires_at: str, app
     blocks = plan_summary_blocks(plan, requester)
     who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
     blocks.append(ContextBlock(elements=[MarkdownTextObject(
-        text=f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at} · "
+        text=f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {slack_date(expires_at)} · "
              f"approvers: {who} · diffs in the thread")]))
     confirm = ConfirmObject(title="Apply this restore?",
                             text=f"Replace {len(plan.changes)} file(s) on {plan.host.name}. The current files are "
@@ -303,7 +314,8 @@ def _head(plan: RestartPlan, requester: str) -> list[Block]:
 def approval_footer(plan: Decidable, expires_at: str, approvers: Sequence[str], *buttons: ButtonElement) -> list[Block]:
     """A plan's ids, expiry and approvers, then its buttons (Approve with its confirm dialog, Reject)."""
     who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
-    return [context_block(f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {expires_at}"
+    return [context_block(f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires "
+                          f"{slack_date(expires_at)}"
                           f" · approvers: {who}"), ActionsBlock(elements=list(buttons))]
 
 
@@ -328,11 +340,6 @@ def restart_status_message(plan: RestartPlan, requester: str, status: str,
     blocks.append(context_block(status))
     line = f" — {progress_line(progress)}" if progress is not None else ""
     return f"Restart of {plan.host.name}: {status}{line}", as_dicts(blocks)
-
-
-def runs_old_code(result: OperationResult) -> bool:
-    """The service is older than files it runs: the thread offers "Restart now"."""
-    return any(f.name == "stale-process" and f.status == "warn" for f in result.checks)
 
 
 def restart_now_message(host: str, operation_id: str) -> Message:

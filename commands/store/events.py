@@ -221,6 +221,45 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE kind = 'requested' AND json_extract(details, '$.fleet_operation_id') IS NULL;
         """,
     ),
+    (
+        "operations view: every ended operation has a verdict and an end (refused, cancelled, interrupted, "
+        "rejected, expired), and approval in the CLI's words",
+        # As commands/store/trail.py tells an operation: the last `finished` gives the verdict, else the
+        # first refusal, cancel, interruption or decision that ended it. `approval` is
+        # bot/plain_text.py approval_words' wording; restore and restart are the operations that need
+        # one (commands/registry.py; tests/test_datasette_metadata.py holds the two together).
+        """
+        DROP VIEW operations;
+        CREATE VIEW operations AS
+            SELECT r.operation_id AS operation_id, r.operation, r.host, r.actor AS requested_by,
+                   r.at AS requested_at,
+                   json_extract(r.details, '$.origin.via') AS via,
+                   json_extract(r.details, '$.origin.channel') AS channel,
+                   json_extract(r.details, '$.origin.thread_ts') AS thread_ts,
+                   d.kind AS decision,
+                   CASE WHEN d.kind IN ('approved', 'rejected') THEN d.actor END AS decided_by,
+                   CASE d.kind WHEN 'approved' THEN 'approved by ' || d.actor
+                               WHEN 'rejected' THEN 'rejected by ' || d.actor
+                               WHEN 'expired' THEN 'approval expired'
+                               ELSE CASE WHEN r.operation IN ('restore', 'restart') THEN 'no approval recorded'
+                                         ELSE 'no approval needed' END END AS approval,
+                   COALESCE(f.at, e.at) AS finished_at,
+                   CASE WHEN f.id IS NOT NULL THEN COALESCE(json_extract(f.details, '$.verdict'), 'unknown')
+                        ELSE e.kind END AS verdict,
+                   json_extract(r.details, '$.fleet.target') AS fleet_target,
+                   json_array_length(r.details, '$.fleet.hosts') AS fleet_hosts,
+                   json_extract(r.details, '$.fleet_operation_id') AS fleet_operation_id
+            FROM events r
+            LEFT JOIN events d ON d.id = (SELECT MIN(x.id) FROM events x WHERE x.operation_id = r.operation_id
+                                          AND x.kind IN ('approved', 'rejected', 'expired'))
+            LEFT JOIN events f ON f.id = (SELECT MAX(x.id) FROM events x
+                                          WHERE x.operation_id = r.operation_id AND x.kind = 'finished')
+            LEFT JOIN events e ON e.id = (SELECT MIN(x.id) FROM events x WHERE x.operation_id = r.operation_id
+                                          AND x.kind IN ('rejected', 'expired', 'refused', 'interrupted',
+                                                         'cancelled'))
+            WHERE r.kind = 'requested';
+        """,
+    ),
 ]
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commands.errors import UnknownBackup
+from commands.errors import UnknownBackup, UsageError
 from commands.inventory import Backup, Host
+from commands.inventory_check import NOTHING_TO_CHECK, nothing_configured
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,12 @@ class VerifyPlan:
     send_probe: bool = True  # False: the probe is reported ``skipped``, never sent
 
     @classmethod
-    def for_host(cls, host: Host, backup_name: str | None, *, send_probe: bool = True) -> VerifyPlan:
+    def for_host(cls, host: Host, backup_name: str | None, *, send_probe: bool = True,
+                 alone: bool = False) -> VerifyPlan:
+        """The host's plan; ``alone`` (a one-host verify): a host with nothing to check is refused, saying
+        what to add (in a fleet it is one host among others, and says so in its row)."""
+        if alone and (why := nothing_configured(host)) is not None:
+            raise UsageError(f"nothing to verify: {why}", hint=NOTHING_TO_CHECK)
         if backup_name is None and not host.backups:
             return cls(host, None, None, send_probe)
         name, backup = host.backup(backup_name)

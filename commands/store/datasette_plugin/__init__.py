@@ -1,0 +1,1 @@
+"""Datasette plugins directory (``datasette DB --plugins-dir`` this folder): see proofbot_metadata.py."""
