@@ -166,3 +166,18 @@ async def datasette(path: Path) -> AsyncIterator[str]:
                 await child.wait()
         if "drain" in locals():
             await drain
+
+
+async def test_the_plugin_names_every_served_database_whatever_its_file_is_called(tmp_path: Path) -> None:
+    """The hook itself, in this process (the served run above loads it by file path, where coverage cannot
+    name it): every database a real Datasette serves gets the shipped section, its internal ones none."""
+    from datasette.app import Datasette
+
+    from commands.store.datasette_plugin.proofbot_metadata import get_metadata
+
+    path = await with_every_ending(tmp_path, "proofbot-demo.db")
+    served = Datasette([str(path)])
+    shipped = yaml.safe_load(METADATA.read_text())
+    told = get_metadata(served, None, None, None)
+    assert told["title"] == shipped["title"]
+    assert told["databases"] == {"proofbot-demo": shipped["databases"]["proofbot"]}
