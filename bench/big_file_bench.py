@@ -50,7 +50,7 @@ def peak_rss_mb() -> float:
 async def bench(size_mb: int) -> None:
     from bot.demo.host import demo_host
     from bot.slack.app import build_app
-    from bot.slack.context import BotContext
+    from bot.slack.listening import BotContext
     from commands.inventory import parse_inventory
     from commands.restore.plan import backup_source, read_plan
     from commands.ssh import connect

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import build_app
-from bot.slack.context import BotContext
+from bot.slack.listening import BotContext
 from commands.findings import Finding
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin

@@ -81,7 +81,7 @@ async def with_every_ending(tmp_path: Path, name: str) -> Path:
 
 
 async def test_the_operations_view_tells_each_operation_as_proofbot_audit_does(tmp_path: Path) -> None:
-    from bot.plain_text import approval_words
+    from bot.words import approval_words
     from commands.store.trail import query_operations
 
     path = await with_every_ending(tmp_path, "audit.db")

@@ -16,10 +16,10 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.cli.trail_text import render_operations
 from bot.demo.host import DemoHost
-from bot.plain_text import render_operations
-from bot.slack.blocks import audit_operation_message, interrupted_message
-from bot.slack.context import BotContext
+from bot.slack.audit_blocks import audit_operation_message, interrupted_message
+from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore

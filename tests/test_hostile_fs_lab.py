@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.plain_text import render_restore_plan
+from bot.cli.results_text import render_restore_plan
 from commands.errors import Refused
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin

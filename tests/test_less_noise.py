@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from bot.cli.results_text import restore_hints, strict_reason
 from bot.demo.host import demo_host
-from bot.plain_text import restore_hints, strict_reason
-from bot.slack.blocks import approval_footer, verdict_message
+from bot.slack.blocks import approval_footer
+from bot.slack.thread_blocks import verdict_message
 from commands.findings import Evidence, Finding
 from commands.operation import OperationResult
 from commands.plans import Decidable

@@ -8,6 +8,7 @@ else is unhandled (bolt's 404).
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,11 +17,10 @@ import httpx
 import pytest_asyncio
 import yaml
 
-import bot.slack.blocks
-import bot.slack.fleet_blocks
+import bot.slack
 from bot.cli.main import build_parser
 from bot.slack.app import COMMANDS, build_app
-from bot.slack.context import BotContext
+from bot.slack.listening import BotContext
 from commands.inventory import parse_inventory
 from commands.registry import OPERATIONS
 from commands.store.events import AuditStore
@@ -42,8 +42,11 @@ def manifest_commands() -> set[str]:
 def rendered_action_ids() -> set[str]:
     """Every action_id a Block Kit renderer puts on a button (``action_id=CONSTANT``)."""
     found: set[str] = set()
-    for module in (bot.slack.blocks, bot.slack.fleet_blocks):
-        tree = ast.parse(Path(module.__file__ or "").read_text())
+    renderers = sorted(Path(bot.slack.__path__[0]).glob("*blocks.py"))
+    assert len(renderers) >= 9  # blocks, thread, restore, restart, rollout, audit, home, modal, fleet
+    for path in renderers:
+        module = importlib.import_module(f"bot.slack.{path.stem}")
+        tree = ast.parse(path.read_text())
         names = {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
                  for kw in node.keywords if kw.arg == "action_id" and isinstance(kw.value, ast.Name)}
         found |= {getattr(module, name) for name in names}

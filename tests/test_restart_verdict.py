@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.plain_text import progress_line, render_restart_plan
+from bot.restart_text import progress_line, render_restart_plan
 from commands.checks.health import HttpOutcome
 from commands.checks.probe import degenerate, probe_finding, probe_headers, reply_text
 from commands.checks.service import parse_service_state

@@ -13,8 +13,8 @@ from typing import Any
 import pytest_asyncio
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.plain_text import no_thread
 from bot.slack.app import BotContext, build_app
+from bot.words import no_thread
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin

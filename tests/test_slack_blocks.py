@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import bot.slack.blocks
-from bot.slack.blocks import finding_message, progress_message, verdict_message
+import bot.slack
+from bot.slack.emoji import EMOJI_GLYPHS
+from bot.slack.thread_blocks import finding_message, progress_message, verdict_message
 from commands.findings import Evidence, Finding
 from commands.operation import OperationResult
 from tests.slack_fake.blockkit import validate_blocks
@@ -41,5 +42,7 @@ def test_verdict_of_many_checks_fits_in_fifty_blocks() -> None:
 
 def test_every_emoji_code_the_renderers_use_has_a_plain_text_glyph() -> None:
     """The demo prints threads as plain text: no ':pencil2:' left for a reader to decode."""
-    used = set(re.findall(r":[a-z0-9_]+:", Path(bot.slack.blocks.__file__).read_text()))
-    assert used - set(bot.slack.blocks.EMOJI_GLYPHS) == set()
+    renderers = [*Path(bot.slack.__path__[0]).glob("*blocks.py"), Path(bot.slack.__path__[0]) / "emoji.py"]
+    assert len(renderers) >= 9
+    used = {code for path in renderers for code in re.findall(r":[a-z0-9_]+:", path.read_text())}
+    assert used - set(EMOJI_GLYPHS) == set()

@@ -31,6 +31,7 @@ SECRET = "home-secret"
 CHANNEL, OTHER_CHANNEL = "C0OPS", "C0RANDOM"
 ALICE, APPROVER, BOB, CAROL = "U0ALICE", "U0APPROVER", "U0BOB", "U0CAROL"
 SECRET_CHANNEL = "C0INCIDENT"
+SERVICE = {"manager": "systemd", "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"}
 
 
 @dataclass
@@ -160,7 +161,8 @@ async def test_invited_to_a_channel_it_posts_one_short_help(tmp_path: Path) -> N
 
 
 async def test_the_home_shows_each_viewer_only_the_channels_they_are_in(tmp_path: Path) -> None:
-    document: dict[str, Any] = {"hosts": {name: {"address": "127.0.0.1", "port": 9} for name in ("ct1", "ct2")}}
+    document: dict[str, Any] = {"hosts": {name: {"address": "127.0.0.1", "port": 9, "service": SERVICE}
+                                          for name in ("ct1", "ct2")}}  # something to check: nothing listens
     async with home_rig(tmp_path, document, more_channels=((SECRET_CHANNEL, "incident", (BOB,)),)) as rig:
         for host, user, channel in (("ct1", ALICE, CHANNEL), ("ct2", BOB, SECRET_CHANNEL)):
             ack = await rig.slack.deliver(rig.url, slash_command_body("/verify", host, user, channel,
@@ -207,3 +209,29 @@ async def test_help_follows_the_channel_rule(tmp_path: Path) -> None:
         helped = await rig.slack.deliver(rig.url, slash_command_body("/verify", "help", ALICE, CHANNEL,
                                                                      rig.slack.response_url(), "t"))
         assert "`ct1`" in helped.json()["text"]
+
+
+async def test_verify_of_a_host_with_nothing_to_check_is_refused_as_the_cli_refuses_it(tmp_path: Path) -> None:
+    """A bare host: an ephemeral refusal saying why and what to add, audited, and no connection to the host."""
+    connections: list[object] = []
+    listener = await asyncio.start_server(lambda r, w: connections.append(w.close()), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    document: dict[str, Any] = {"hosts": {"ct1": {"address": "127.0.0.1", "port": port}}}
+    try:
+        async with home_rig(tmp_path, document) as rig:
+            ack = await rig.slack.deliver(rig.url, slash_command_body("/verify", "ct1", ALICE, CHANNEL,
+                                                                      rig.slack.response_url(), "t"))
+            reply = ack.json()
+            assert reply["response_type"] == "ephemeral"
+            assert reply["text"].splitlines() == [
+                ":no_entry: nothing to verify: no service, backups or packages configured for ct1",
+                "add a `service:` (manager, unit, health_url), a `backups:` entry or `packages:` (dists or deb) "
+                "to its inventory entry"]
+            rows = sqlite3.connect(tmp_path / "audit.db").execute("SELECT kind, details FROM events").fetchall()
+            assert [kind for kind, _ in rows] == ["refused"]
+            assert json.loads(rows[0][1])["reason"].startswith("nothing to verify: no service, backups or packages")
+            assert rig.slack.calls_to("chat.postMessage") == []
+    finally:
+        listener.close()
+        await listener.wait_closed()
+    assert connections == []  # nothing ran on the host: proofbot never connected

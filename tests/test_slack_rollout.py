@@ -15,7 +15,7 @@ import yaml
 
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
-from bot.slack.blocks import rollout_plan_message, rollout_result_message, rollout_status_message
+from bot.slack.rollout_blocks import rollout_plan_message, rollout_result_message, rollout_status_message
 from commands.inventory import parse_inventory
 from commands.restart.plan import RestartPlan, ServiceSnapshot
 from commands.restart.rollout import HostOutcome, RolloutPlan, RolloutResult

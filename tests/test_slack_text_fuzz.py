@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bot.slack.app import build_app
 from bot.slack.audit import DEFAULT_LIMIT, SLACK_MAX_LIMIT, audit_request
-from bot.slack.context import BotContext
+from bot.slack.listening import BotContext
 from bot.slack.verify import verify_plan
 from commands.errors import ProofbotError
 from commands.inventory import parse_inventory
@@ -28,7 +28,8 @@ INVENTORY = parse_inventory(yaml.safe_dump({"hosts": {
     "ct129": {"address": "127.0.0.1", "port": 9, "backups": {
         "pre-ddtree": {"dir": "/root/b", "files": {"spec_info.py": "/srv/x/spec_info.py"}},
         "other": {"dir": "/root/c", "files": {"a.py": "/srv/x/a.py"}}}},
-    "ct130": {"address": "127.0.0.1", "port": 9}}}), "fuzz.yml")
+    "ct130": {"address": "127.0.0.1", "port": 9, "service": {  # something to check: a bare host is refused
+        "manager": "systemd", "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"}}}}), "fuzz.yml")
 SECRET = "fuzz-secret"
 CHANNEL = "C0OPS"
 HOSTILE = ["ct129; reboot", "ct129 $(id)", "`id`", "ct129 ../../etc/passwd", "ct129\npre-ddtree",

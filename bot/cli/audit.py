@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import SCHEMA_VERSION, inventory_of
-from bot.plain_text import render_chain, render_operations
+from bot.cli.output import SCHEMA_VERSION
+from bot.cli.session import inventory_of
+from bot.cli.trail_text import render_chain, render_operations
 from commands.errors import UsageError
 from commands.operation import Origin
 from commands.store.chain import ChainReport, parse_anchor, verify_chain

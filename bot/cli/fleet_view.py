@@ -12,9 +12,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.cli.terminal import EXIT_FOR_VERDICT, SCHEMA_VERSION
-from bot.plain_text import FLEET_COUNT_WORDS, MARKS, VERDICT_WORDS, final_text, finding_lines, fleet_counts_words
+from bot.cli.marks import EXIT_FOR_VERDICT, MARKS
+from bot.cli.output import SCHEMA_VERSION
+from bot.cli.results_text import finding_lines
 from bot.typed_command import command_line
+from bot.words import FLEET_COUNT_WORDS, VERDICT_WORDS, final_text
+from bot.words import counts_words as fleet_counts_words
 from commands.fleet.grouping import OutcomeGroup, group_outcomes, outcome_of
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult

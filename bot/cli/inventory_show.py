@@ -9,7 +9,8 @@ import argparse
 import json
 from typing import Any
 
-from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.cli.output import SCHEMA_VERSION
+from bot.cli.session import inventory_of
 from commands.errors import UsageError
 from commands.ssh_config.show import describe
 

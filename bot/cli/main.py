@@ -20,7 +20,8 @@ from typing import NoReturn
 
 from bot.cli.arguments import OPERATION_ARGUMENTS, inventory_arguments, ping_arguments
 from bot.cli.command import CliCommand
-from bot.cli.terminal import SCHEMA_VERSION, inventory_of
+from bot.cli.output import SCHEMA_VERSION
+from bot.cli.session import inventory_of
 from bot.typed_command import GIVEN, PROGRAM, given_options, typed_program
 from commands.errors import InventoryError, ProofbotError, UsageError
 from commands.registry import OPERATIONS
@@ -175,13 +176,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
     if args.command in ("ping", "inventory"):
-        from bot.cli.tools import run_inventory, run_ping
+        if args.command == "ping":
+            from bot.cli.ping import run_ping
 
-        if args.command == "inventory" and args.action == "show":
+            return await run_ping(args)
+        if args.action == "show":
             from bot.cli.inventory_show import run_show
 
             return await run_show(args)
-        return await (run_ping(args) if args.command == "ping" else run_inventory(args))
+        from bot.cli.inventory_check import run_inventory
+
+        return await run_inventory(args)
     return await cli_command(args.command).run(args)
 
 

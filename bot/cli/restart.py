@@ -20,20 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import (
-    SCHEMA_VERSION,
-    Session,
-    approve_at_terminal,
-    print_result,
-    session,
-)
-from bot.plain_text import (
-    progress_line,
-    render_restart_plan,
-    render_rollout_plan,
-    render_rollout_result,
-    rollout_host_done_line,
-)
+from bot.cli.output import SCHEMA_VERSION, print_result
+from bot.cli.rollout_text import render_rollout_result, rollout_host_done_line
+from bot.cli.session import Session, approve_at_terminal, session
+from bot.restart_text import progress_line, render_restart_plan, render_rollout_plan
 from commands.errors import ProofbotError
 
 if TYPE_CHECKING:

@@ -11,13 +11,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import (
-    EXIT_FOR_VERDICT,
-    approve_at_terminal,
-    print_result,
-    session,
-)
-from bot.plain_text import render_restore_plan, restore_hints
+from bot.cli.marks import EXIT_FOR_VERDICT
+from bot.cli.output import print_result
+from bot.cli.results_text import render_restore_plan, restore_hints
+from bot.cli.session import approve_at_terminal, session
 from bot.typed_command import GIVEN, PROGRAM, command_line
 from commands.errors import Refused
 from commands.findings import Finding

@@ -15,18 +15,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
-from bot.cli.terminal import Session, inventory_of, load_meanwhile, print_result, session
+from bot.cli.output import print_result
+from bot.cli.session import Session, inventory_of, load_meanwhile, session
 from commands.errors import UsageError
 from commands.inventory import Host, Inventory
 from commands.ssh import connect_ahead
 from commands.verify.plan import FleetPlan, VerifyPlan, plan_fleet
+from commands.vocabulary import Operation
 
 if TYPE_CHECKING:
     from commands.operation import OperationResult
     from commands.verify.fleet import OnHostDone
 
 # What a verify runs and prints with: loaded in a worker thread while the SSH handshake is in flight.
-RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view", "bot.plain_text")
+RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view",
+                 "bot.cli.results_text")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
     async with session(args, inventory) as cli:
         if asked is None:
             assert refusal is not None
-            await cli.refused("verify", " ".join(args.targets), refusal)
+            await cli.refused(Operation.VERIFY, " ".join(args.targets), refusal)
             raise refusal
         if asked.one is not None:
             return await _one_host(cli, args, asked.one)
@@ -112,4 +115,4 @@ def _live_progress(hosts: list[str]) -> OnHostDone | None:
     return show
 
 
-COMMAND = CliCommand("verify", run)
+COMMAND = CliCommand(Operation.VERIFY, run)

@@ -22,19 +22,13 @@ from typing import Any
 import yaml
 
 from bot.demo.host import DIST, demo_host, supervisord_available
-from bot.plain_text import progress_line
-from bot.slack.blocks import (
-    Message,
-    as_plain_text,
-    finding_message,
-    progress_message,
-    restart_now_message,
-    restart_plan_message,
-    restore_plan_message,
-    runs_old_code,
-    verdict_message,
-)
+from bot.restart_text import progress_line
+from bot.slack.blocks import Message, as_plain_text
+from bot.slack.restart_blocks import restart_now_message, restart_plan_message
+from bot.slack.restore_blocks import restore_plan_message
+from bot.slack.thread_blocks import finding_message, progress_message, verdict_message
 from bot.typed_command import command_line, given_options
+from bot.words import runs_old_code
 from commands.errors import UsageError
 from commands.findings import Finding
 from commands.inventory import Inventory, load_inventory
@@ -45,6 +39,7 @@ from commands.restore import apply_restore, request_restore
 from commands.store import approvals
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
+from commands.vocabulary import CheckStatus, Operation, Verdict
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
@@ -88,7 +83,7 @@ async def _until_stopped() -> None:
 async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResult:
     plan = VerifyPlan.for_host(inventory.host("ct129"), None)
     _say("/verify ct129")
-    _show(progress_message("verify", "ct129", REQUESTER, plan.check_names(), []), "  │ ")
+    _show(progress_message(Operation.VERIFY, "ct129", REQUESTER, plan.check_names(), []), "  │ ")
 
     result = await verify(plan, origin=REQUESTED, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
@@ -156,7 +151,7 @@ async def _show_finding(finding: Finding) -> None:
 
 
 def _failures(result: OperationResult) -> set[str]:
-    return {finding.name for finding in result.checks if finding.status == "fail"}
+    return {finding.name for finding in result.checks if CheckStatus(finding.status) == CheckStatus.FAIL}
 
 
 async def run_demo(db_file: Path, *, keep: bool = False) -> int:
@@ -226,15 +221,15 @@ def _tell_the_story(first: OperationResult, restored: OperationResult, again: Op
               {item["path"] for item in package.details["changed"] + package.details["unlisted"]}
               == {"sgl_kernel/speculative.py", "sgl_kernel/ddtree_kernels.py"}),
              ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
-              restored.verdict == "pass" and restored.extra["restored"] == ["spec_info.py"]),
+              Verdict(restored.verdict) == Verdict.PASS and restored.extra["restored"] == ["spec_info.py"]),
              (f"verify again: files match the backup; the running process still has --enable-ddtree; {DIST} "
               "still patched (no backup knew it)", _failures(again) == AFTER_RESTORE_FAILURES),
              ("restart: new PID and health 200, but the forbidden flag came back: FAIL, said plainly",
-              still_flagged.verdict == "fail" and _failures(still_flagged) >= {"cmdline"}
+              Verdict(still_flagged.verdict) == Verdict.FAIL and _failures(still_flagged) >= {"cmdline"}
               and still_flagged.extra["new_pid"] != still_flagged.extra["old_pid"]),
              ("launch config fixed, restart: new PID, health, flags and one real request all green",
-              fixed.verdict == "pass"),
-             ("final verify: every check passes", final.verdict == "pass" and not _failures(final))]
+              Verdict(fixed.verdict) == Verdict.PASS),
+             ("final verify: every check passes", Verdict(final.verdict) == Verdict.PASS and not _failures(final))]
     for line, held in story:
         _say(f"  {'✓' if held else '✗'} {line}")
     return all(held for _, held in story)

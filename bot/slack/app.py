@@ -1,7 +1,7 @@
 """The Slack app (slack-bolt, async): one listener per registry operation and button, one error handler.
 
 Listeners ack first (after checks that are pure and instant), call one function, and
-render with ``bot.slack.blocks``. Anything raised reaches ``on_error``, which answers the
+render with the ``bot.slack.*_blocks`` modules. Anything raised reaches ``on_error``, which answers the
 user ephemerally and audits refusals (README "Slack").
 """
 
@@ -23,9 +23,11 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import audit, restart, restore, verify
-from bot.slack.blocks import REASON_BLOCK, REJECT_REASON_VIEW, error_message, escape, help_message, slack_date
-from bot.slack.context import Body, BotContext, Listener, SlackCommand
+from bot.slack.blocks import error_message, escape, slack_date
 from bot.slack.home import HomeState, on_home_opened, on_member_joined
+from bot.slack.home_blocks import help_message
+from bot.slack.listening import Body, BotContext, Listener, SlackCommand
+from bot.slack.modal_blocks import REASON_BLOCK, REJECT_REASON_VIEW
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError

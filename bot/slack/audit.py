@@ -15,8 +15,8 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import audit_operation_message, audit_parent_message
-from bot.slack.context import Body, BotContext, SlackCommand
+from bot.slack.audit_blocks import audit_operation_message, audit_parent_message
+from bot.slack.listening import Body, BotContext, SlackCommand
 from commands.errors import UsageError
 from commands.inventory import Inventory
 from commands.operation import Origin

@@ -20,7 +20,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message
-from bot.slack.context import Body, BotContext
 from bot.slack.fleet_blocks import (
     GROUP_REPLIES,
     FleetView,
@@ -31,6 +30,7 @@ from bot.slack.fleet_blocks import (
     group_reply_message,
     more_groups_message,
 )
+from bot.slack.listening import Body, BotContext
 from commands.errors import Refused
 from commands.fleet.grouping import group_outcomes, outcome_of
 from commands.inflight import Ticket

@@ -13,34 +13,22 @@ from dataclasses import dataclass
 
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement
 
-from bot.plain_text import VERDICT_WORDS
-from bot.slack.blocks import (
-    FLEET_REVERIFY,
-    SECTION_LIMIT,
-    STATUS_EMOJI,
-    VERDICT_EMOJI,
-    Message,
-    as_dicts,
-    context_block,
-    escape,
-    finding_message,
-    section_block,
-)
+from bot.slack.blocks import SECTION_LIMIT, Message, as_dicts, context_block, escape, section_block
+from bot.slack.emoji import COUNT_MARKS, OUTCOME_EMOJI, STATUS_EMOJI, VERDICT_EMOJI
+from bot.slack.thread_blocks import FLEET_REVERIFY, finding_message
+from bot.words import COUNT_WORDS, OUTCOME_WORDS, VERDICT_WORDS
 from commands.findings import Finding
 from commands.fleet.grouping import OutcomeGroup
 from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
+from commands.vocabulary import CheckStatus, Outcome, Verdict
 
 FILE_ABOVE_HOSTS = 20  # more hosts than this: the per-host table is attached as a file
 GROUP_REPLIES = 10  # at most this many group replies in a thread; the rest are in the file
 GROUP_SECTIONS = 20  # at most this many groups shown on the parent
 EXAMPLE_CHECKS = 15  # 3 blocks each: the example's evidence stays under 50 blocks
-OUTCOME_EMOJI = {"fail": ":x:", "error": ":grey_question:", "warn": ":warning:", "pass": ":white_check_mark:"}
-OUTCOME_WORDS = {"fail": "FAIL", "error": "COULD NOT CHECK", "warn": "PASS with warnings", "pass": "PASS"}
-# (outcome, slack emoji, terminal glyph, word after the count): the order the counts line reads in
-COUNT_PARTS = (("pass", ":white_check_mark:", "✓", ""), ("warn", ":warning:", "⚠", ""),
-               ("fail", ":x:", "✗", ""), ("error", "", "", "could not check"))
+QUIET = (CheckStatus.PASS, CheckStatus.SKIPPED)  # said by a count, not check by check
 FILE_EVIDENCE_CHARS = 1500  # each non-passing check's output in the file
 FILE_EVIDENCE_TOTAL = 2_000_000
 
@@ -72,12 +60,13 @@ def hosts_words(names: Sequence[str], limit: int = 1200) -> str:
 
 
 def counts_line(done: int, total: int, counts: Mapping[str, int], *, emoji: bool) -> str:
-    """ "31/50 hosts · 27 ✓ · 3 ✗ · 1 could not check" (emoji codes for blocks, glyphs for the text)."""
+    """ "31/50 hosts · 27 ✓ · 3 ✗ · 1 could not check": Slack's one counts line, each outcome in
+    ``COUNT_WORDS``' order with its mark (emoji codes for blocks, glyphs for the text), or its word."""
     parts = [f"{done}/{total} hosts" if done < total else f"{total} hosts"]
-    for outcome, code, glyph, word in COUNT_PARTS:
+    for outcome, word in COUNT_WORDS.items():
         if counts.get(outcome):
-            mark = code if emoji else glyph
-            parts.append(f"{counts[outcome]} {mark or word}".rstrip())
+            code, glyph = COUNT_MARKS[outcome]
+            parts.append(f"{counts[outcome]} {(code if emoji else glyph) or word}")
     return " · ".join(parts)
 
 
@@ -96,7 +85,7 @@ def signature_lines(group: OutcomeGroup, limit: int = 8) -> list[str]:
     them (<host> stands for each one). Checks that say the same thing share a line."""
     said: list[tuple[str, str, str]]
     if len(group.hosts) == 1:
-        said = [(f.name, f.status, f.summary) for f in group.example.checks if f.status not in ("pass", "skipped")]
+        said = [(f.name, f.status, f.summary) for f in group.example.checks if f.status not in QUIET]
     else:
         said = [(name, status, summary.replace("{host}", "<host>").replace("{address}", "<address>"))
                 for name, status, summary in group.signature]
@@ -123,7 +112,7 @@ def _group_section(group: OutcomeGroup) -> str:
 
 def not_passing_count(fleet: FleetResult) -> int:
     """The hosts the Re-verify button re-runs: those whose verdict is not pass."""
-    return sum(1 for result in fleet.results if result.verdict != "pass")
+    return sum(1 for result in fleet.results if Verdict(result.verdict) != Verdict.PASS)
 
 
 def attaches_file(fleet: FleetResult, groups: Sequence[OutcomeGroup]) -> bool:
@@ -131,7 +120,7 @@ def attaches_file(fleet: FleetResult, groups: Sequence[OutcomeGroup]) -> bool:
 
 
 def _failing(groups: Sequence[OutcomeGroup]) -> list[OutcomeGroup]:
-    return [group for group in groups if group.outcome != "pass"]
+    return [group for group in groups if group.outcome != Outcome.PASS]
 
 
 def fleet_verdict_message(fleet: FleetResult, groups: Sequence[OutcomeGroup], view: FleetView) -> Message:
@@ -148,7 +137,7 @@ def fleet_verdict_message(fleet: FleetResult, groups: Sequence[OutcomeGroup], vi
         rest = failing[GROUP_SECTIONS:]
         blocks.append(section_block(f"… and {len(rest)} more groups ({sum(len(g.hosts) for g in rest)} hosts): "
                                     "see the attached table"))
-    passing = [group for group in groups if group.outcome == "pass"]
+    passing = [group for group in groups if group.outcome == Outcome.PASS]
     if passing:
         hosts = passing[0].hosts
         blocks.append(section_block(f":white_check_mark: *{len(hosts)} passed*: {hosts_words(hosts, 2800)}"))
@@ -197,7 +186,7 @@ def group_reply_message(group: OutcomeGroup, index: int, count: int, results: Ma
             where += " (every operation id is in the attached table)"
     blocks.append(context_block(where))
     rendered = as_dicts(blocks)
-    failing = [finding for finding in example.checks if finding.status not in ("pass", "skipped")]
+    failing = [finding for finding in example.checks if finding.status not in QUIET]
     # Checks stopped by one cause carry no evidence of their own: the first says it, the head lists the rest.
     blind = next((finding for finding in failing if finding.evidence is None), None)
     shown = [finding for finding in failing if finding.evidence is not None or finding is blind]
@@ -226,14 +215,14 @@ def fleet_table(fleet: FleetResult) -> str:
              f"{fleet.operation_id}, started {fleet.started_at}",
              "", f"{'HOST'.ljust(width)}  {'VERDICT'.ljust(15)}  {'OPERATION'.ljust(26)}  NOT PASSING"]
     for result in fleet.results:
-        failing = [f for f in result.checks if f.status not in ("pass", "skipped")]
+        failing = [f for f in result.checks if f.status not in QUIET]
         checks = "; ".join(f"{f.name} {f.status}: {_one_line(f.summary)}" for f in failing) or "-"
         lines.append(f"{result.host.ljust(width)}  {VERDICT_WORDS[result.verdict].ljust(15)}  "
                      f"{result.operation_id.ljust(26)}  {checks}")
     lines += ["", "== Evidence of every check that did not pass =="]
     used = 0
     for result in fleet.results:
-        for finding in (f for f in result.checks if f.status not in ("pass", "skipped")):
+        for finding in (f for f in result.checks if f.status not in QUIET):
             block = _evidence_text(result, finding)
             if used + len(block) > FILE_EVIDENCE_TOTAL:
                 lines.append("… [the rest cut to keep this file small: `proofbot audit OPERATION` has it all]")

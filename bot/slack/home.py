@@ -1,7 +1,7 @@
 """What Slack users see without typing a command: the App Home and the welcome when invited to a channel.
 
 The Home tab shows every host's last verdict (``commands.store.trail.last_per_host``), rendered by
-``bot.slack.blocks.home_view``, each to members of the channel it ran in (``conversations.members``).
+``bot.slack.home_blocks.home_view``, each to members of the channel it ran in (``conversations.members``).
 Whoever opened it is remembered (a bounded set) and their Home is published again when an operation
 ends: one cheap index lookup a second notices the newest ``finished`` event (from Slack or the CLI
 on the same database), and each user gets at most one publish per ``HOME_MIN_INTERVAL_S``.
@@ -19,8 +19,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import NOT_YOURS, home_outside_view, home_view, join_help_message
-from bot.slack.context import Body, BotContext
+from bot.slack.home_blocks import NOT_YOURS, home_outside_view, home_view, join_help_message
+from bot.slack.listening import Body, BotContext
 from commands.operation import utc_now
 from commands.store.trail import last_finished_id, last_per_host
 

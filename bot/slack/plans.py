@@ -18,8 +18,15 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import REASON_BLOCK, REASON_INPUT, REASON_LIMIT, reject_modal, rejected_status, rejection_reply
-from bot.slack.context import Approvable, Body, BotContext, Click
+from bot.slack.listening import Approvable, Body, BotContext, Click
+from bot.slack.modal_blocks import (
+    REASON_BLOCK,
+    REASON_INPUT,
+    REASON_LIMIT,
+    reject_modal,
+    rejected_status,
+    rejection_reply,
+)
 from commands.errors import PlanVoid, Refused
 from commands.store import approvals
 

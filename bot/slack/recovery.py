@@ -12,8 +12,8 @@ import time
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import interrupted_message
-from bot.slack.context import BotContext
+from bot.slack.audit_blocks import interrupted_message
+from bot.slack.listening import BotContext
 from bot.slack.plans import arm_expiry, show_expired
 from commands.store import approvals
 from commands.store.recovery import Interrupted, recover

@@ -9,18 +9,17 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import rollout
-from bot.slack.blocks import (
+from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
+from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.restart_blocks import (
     RESTART_APPROVE,
     RESTART_NOW,
     RESTART_REJECT,
-    finding_message,
     restart_plan_message,
     restart_status_message,
-    verdict_message,
 )
-from bot.slack.context import Approvable, Body, BotContext, Click, SlackCommand
-from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
+from bot.slack.thread_blocks import finding_message, verdict_message
 from commands.errors import PlanVoid, UsageError
 from commands.findings import Finding
 from commands.inflight import Ticket

@@ -9,24 +9,22 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import (
+from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
+from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.restart_blocks import restart_now_message
+from bot.slack.restore_blocks import (
     RESTORE_APPROVE,
     RESTORE_APPROVE_WITH_EXTRAS,
     RESTORE_REJECT,
     diff_message,
-    finding_message,
     nothing_to_do_message,
-    progress_message,
-    restart_now_message,
     restore_decided_message,
     restore_plan_message,
     restore_planning_message,
-    runs_old_code,
-    verdict_message,
 )
-from bot.slack.context import Approvable, Body, BotContext, Click, SlackCommand
-from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
+from bot.slack.thread_blocks import finding_message, progress_message, verdict_message
+from bot.words import runs_old_code
 from commands.errors import PlanVoid, UsageError
 from commands.findings import Finding
 from commands.inflight import Ticket
@@ -34,6 +32,7 @@ from commands.inventory import Host
 from commands.operation import Origin
 from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals, locks
+from commands.vocabulary import Operation
 
 USAGE = "usage: /restore HOST [BACKUP]"
 DIFF_INLINE_LIMIT = 2800  # longer diffs are trimmed in the message and attached whole as a file
@@ -47,7 +46,7 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
     host = context.inventory.host(words[0])
     backup, _ = host.backup(words[1] if len(words) > 1 else None)
     await locks.refuse_if_busy(context.audit, host.name)
-    with context.start(command["user_id"], "restore", [host.name], [backup]) as ticket:  # the planning counts
+    with context.start(command["user_id"], Operation.RESTORE, [host.name], [backup]) as ticket:  # the planning counts
         await ack()
         await _plan_in_thread(context, client, command, host, backup, ticket)
 
@@ -103,7 +102,7 @@ async def apply_in_thread(context: BotContext, client: AsyncWebClient, click: Cl
         await thread.finish(restore_decided_message(plan, requester, status))
         return
     except BaseException:
-        await thread.finish(progress_message("restore", plan.host.name, requester, planned, seen))
+        await thread.finish(progress_message(Operation.RESTORE, plan.host.name, requester, planned, seen))
         raise
     final_text, final_blocks = verdict_message(result, requester, plan.source.name)
     snapshot = result.extra.get("snapshot_dir") or "none"
@@ -122,6 +121,6 @@ async def on_click(context: BotContext, ack: AsyncAck, body: Body, client: Async
     await on_decision(context, APPROVABLE, ack, body, client)
 
 
-COMMAND = SlackCommand("restore", on_command, approvable=APPROVABLE,
+COMMAND = SlackCommand(Operation.RESTORE, on_command, approvable=APPROVABLE,
                        actions={action: on_click for action in (RESTORE_APPROVE, RESTORE_APPROVE_WITH_EXTRAS,
                                                                 RESTORE_REJECT)})

@@ -8,8 +8,10 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.plain_text import render_rollout_plan
-from bot.slack.blocks import (
+from bot.restart_text import render_rollout_plan
+from bot.slack.listening import Approvable, Body, BotContext, Click
+from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.rollout_blocks import (
     ROLLOUT_APPROVE,
     ROLLOUT_FILE_OVER,
     ROLLOUT_REJECT,
@@ -18,8 +20,6 @@ from bot.slack.blocks import (
     rollout_result_message,
     rollout_status_message,
 )
-from bot.slack.context import Approvable, Body, BotContext, Click
-from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.thread import OperationThread
 from commands.errors import ProofbotError, Refused
 from commands.inflight import Ticket

@@ -20,7 +20,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.app import build_app
-from bot.slack.context import BotContext
+from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory

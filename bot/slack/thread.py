@@ -12,7 +12,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import Message, summary_message
+from bot.slack.blocks import Message
+from bot.slack.thread_blocks import summary_message
 from commands.store.events import AuditStore
 
 UPDATE_INTERVAL_S = 2.0

@@ -11,18 +11,12 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import (
-    FLEET_REVERIFY,
-    VERIFY_NOW,
-    finding_message,
-    progress_message,
-    restart_now_message,
-    runs_old_code,
-    verdict_message,
-)
-from bot.slack.context import Body, BotContext, SlackCommand
 from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
+from bot.slack.listening import Body, BotContext, SlackCommand
+from bot.slack.restart_blocks import restart_now_message
 from bot.slack.thread import OperationThread
+from bot.slack.thread_blocks import FLEET_REVERIFY, VERIFY_NOW, finding_message, progress_message, verdict_message
+from bot.words import runs_old_code
 from commands.errors import UnknownHost, UsageError
 from commands.findings import Finding
 from commands.inflight import Ticket
@@ -31,6 +25,7 @@ from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
 from commands.verify.plan import plan_fleet
 from commands.verify.rerun import not_passing
+from commands.vocabulary import Operation
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
 
@@ -40,7 +35,8 @@ def verify_plan(inventory: Inventory, command: Body) -> VerifyPlan:
     words = command.get("text", "").split()
     if not 1 <= len(words) <= 2:
         raise UsageError(USAGE, hint="or /verify help")
-    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None)
+    # alone: a host with nothing to check is refused as the CLI refuses it, saying what to add
+    return VerifyPlan.for_host(inventory.host(words[0]), words[1] if len(words) > 1 else None, alone=True)
 
 
 def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetRequest:
@@ -52,7 +48,7 @@ def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetReq
     known = inventory.hosts.keys() | inventory.groups.keys()
     targets, backup = (words[:-1], words[-1]) if len(words) > 1 and words[-1] not in known else (words, None)
     if len(targets) == 1 and targets[0] in inventory.hosts:
-        return VerifyPlan.for_host(inventory.hosts[targets[0]], backup)
+        return VerifyPlan.for_host(inventory.hosts[targets[0]], backup, alone=True)
     try:
         hosts = inventory.targets(targets)
     except UnknownHost as unknown:  # a typo, or one word too many: say both the names and the usage
@@ -64,9 +60,9 @@ def verify_work(context: BotContext, user: str, request: VerifyPlan | FleetReque
     """The request's slot among the operations in flight (a fleet is one), or AlreadyRunning / OverLimit."""
     if isinstance(request, FleetRequest):
         plans = request.plan.plans
-        return context.start(user, "verify", [p.host.name for p in plans], [p.backup_name for p in plans],
+        return context.start(user, Operation.VERIFY, [p.host.name for p in plans], [p.backup_name for p in plans],
                              request.target)
-    return context.start(user, "verify", [request.host.name], [request.backup_name])
+    return context.start(user, Operation.VERIFY, [request.host.name], [request.backup_name])
 
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
@@ -104,14 +100,14 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
     user = command["user_id"]
     planned = plan.check_names()
     thread = await OperationThread.open(client, command["channel_id"],
-                                        progress_message("verify", plan.host.name, user, planned, []))
+                                        progress_message(Operation.VERIFY, plan.host.name, user, planned, []))
     ticket.at(thread.channel, thread.ts)
     seen: list[Finding] = []
 
     async def on_finding(finding: Finding) -> None:
         seen.append(finding)
         thread.reply(finding_message(finding))
-        thread.update(progress_message("verify", plan.host.name, user, planned, seen))
+        thread.update(progress_message(Operation.VERIFY, plan.host.name, user, planned, seen))
 
     origin = Origin(actor=f"slack:{user}", via="slack", channel=thread.channel, thread_ts=thread.ts)
     try:
@@ -126,4 +122,4 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
         await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=text, blocks=blocks)
 
 
-COMMAND = SlackCommand("verify", on_command, actions={VERIFY_NOW: on_verify_now, FLEET_REVERIFY: on_reverify})
+COMMAND = SlackCommand(Operation.VERIFY, on_command, actions={VERIFY_NOW: on_verify_now, FLEET_REVERIFY: on_reverify})

@@ -1,4 +1,5 @@
-"""What every Slack listener is given: the inventory, the audit store, timers, and each command's handlers.
+"""What every Slack listener is given (not bolt's own ``context``): the inventory, the audit store, timers,
+and each command's handlers.
 
 ``SlackCommand`` is one registry operation's Slack side: the slash command's body and the
 buttons it answers. ``Approvable`` is what the shared approval flow needs of an operation

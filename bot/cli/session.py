@@ -1,15 +1,11 @@
-"""What every CLI command shares: exit codes, printing a result, the inventory and audit DB from flags, asking.
-
-Exit codes (README "Using it"): 0 pass, 1 a check failed, 2 bad usage, 3 could not check,
-4 refused. The last two of those come from ``commands.errors``; the first three from the verdict.
-"""
+"""A CLI command's session: the inventory and audit DB from its flags, the local user as origin, and asking
+the person at the terminal (a refusal is audited; an approval is a "y" at the prompt or ``--yes``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,13 +16,11 @@ from commands.errors import ProofbotError, Refused
 from commands.inventory import Inventory, inventory_path, load_inventory
 
 if TYPE_CHECKING:
-    from commands.operation import OperationResult, Origin
+    from commands.operation import Origin
     from commands.plans import Decidable
     from commands.store.approvals import PendingPlan
     from commands.store.events import AuditStore
 
-EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
-SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
 
 
 def inventory_of(args: argparse.Namespace) -> Inventory:
@@ -69,22 +63,6 @@ async def load_meanwhile(*modules: str) -> None:
     missing = [name for name in modules if name not in sys.modules]
     if missing:
         await asyncio.to_thread(lambda: [importlib.import_module(name) for name in missing])
-
-
-def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
-    """Print the result as README shows it (or as one JSON object) and return its exit code;
-    ``strict``: a pass with a warning exits 1."""
-    from bot.plain_text import render_result, strict_reason
-
-    if as_json:
-        print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
-    else:
-        print(render_result(result, verbose=verbose))
-    reason = strict_reason(result) if strict else None
-    if reason is not None:
-        print(f"proofbot: {reason}", file=sys.stderr)
-        return 1
-    return EXIT_FOR_VERDICT[result.verdict]
 
 
 async def confirm(question: str) -> str:

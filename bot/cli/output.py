@@ -1,0 +1,30 @@
+"""What a CLI command prints last: a result as README shows it or as one ``--json`` object, and its exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from bot.cli.marks import EXIT_FOR_VERDICT
+
+if TYPE_CHECKING:
+    from commands.operation import OperationResult
+
+SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
+
+
+def print_result(result: OperationResult, *, as_json: bool, verbose: bool, strict: bool = False) -> int:
+    """Print the result as README shows it (or as one JSON object) and return its exit code;
+    ``strict``: a pass with a warning exits 1."""
+    from bot.cli.results_text import render_result, strict_reason
+
+    if as_json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
+    else:
+        print(render_result(result, verbose=verbose))
+    reason = strict_reason(result) if strict else None
+    if reason is not None:
+        print(f"proofbot: {reason}", file=sys.stderr)
+        return 1
+    return EXIT_FOR_VERDICT[result.verdict]

@@ -1,0 +1,76 @@
+"""What the audit log tells in Slack: ``/audit``'s parent and one reply per operation (linked to its own
+thread), and the notice posted in an operation's thread when proofbot stopped while it ran."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+
+from bot.slack.blocks import Message, as_dicts, context_block, escape, section_block, slack_date, who
+from bot.slack.emoji import VERDICT_EMOJI
+from bot.slack.thread_blocks import FLEET_REVERIFY, VERIFY_NOW
+from bot.words import approval_words, fleet_words, no_thread, operation_words, verdict_word, when
+from commands.store.recovery import Interrupted
+from commands.store.trail import OperationRecord
+from commands.vocabulary import Operation
+
+
+def audit_parent_message(host: str | None, records: Sequence[OperationRecord], user_id: str) -> Message:
+    scope = f"for {host}" if host else "across hosts"
+    if records:
+        plural = "operation" if len(records) == 1 else "operations"
+        text = f"Audit trail {scope}: last {len(records)} {plural}"
+        note = f"newest first, one reply per operation in this thread · asked by <@{user_id}>"
+    else:
+        text = f"Audit trail {scope}: no operations recorded yet"
+        note = f"asked by <@{user_id}>"
+    headline = f":ledger: *{escape(text)}*"
+    return text, as_dicts([section_block(headline), context_block(note)])
+
+
+def audit_operation_message(record: OperationRecord, permalink: str | None, link_error: str | None = None) -> Message:
+    """One operation: when, what, who asked, who approved, verdict, and a link to its own thread."""
+    verdict = verdict_word(record.verdict)
+    emoji = VERDICT_EMOJI.get(record.verdict, ":grey_question:")
+    what = operation_words(record)  # a fleet's target and size; its counts or the fleet a part was in follow
+    if permalink:
+        where, where_text = f"<{permalink}|its thread>", permalink
+    elif record.channel and record.thread_ts:
+        where = where_text = f"(its thread in <#{record.channel}> could not be linked: {link_error or 'unknown'})"
+    else:
+        where = where_text = no_thread(record.via)
+    approval = approval_words(record, actor=who(record.decided_by))
+    headline = f"{emoji} *{escape(what)}*: *{verdict}*{escape(fleet_words(record))} · {where}"
+    people = f"requested by {who(record.requested_by)} · {approval}"
+    note = f"{slack_date(record.requested_at)} · operation `{escape(record.operation_id)}`"
+    if record.finished_at:
+        note += f" · finished {slack_date(record.finished_at)}"
+    plain_approval = approval_words(record, actor=record.decided_by)
+    text = (f"{when(record.requested_at)} {what}: {verdict}{fleet_words(record)} · "
+            f"requested by {record.requested_by or '?'} · {plain_approval} · {where_text}")
+    return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])
+
+
+def interrupted_message(op: Interrupted) -> Message:
+    if op.fleet_target is not None and op.operation == Operation.VERIFY:  # re-verified from the log, as if finished
+        text = (f":warning: proofbot stopped while this verify of {op.fleet_target} was running; the hosts not "
+                f"finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted.")
+        blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text))),
+                  ActionsBlock(elements=[ButtonElement(text="Re-verify the hosts that did not pass",
+                                                       action_id=FLEET_REVERIFY, value=op.operation_id,
+                                                       style="primary")])]
+        return f"proofbot restarted: verify of {op.fleet_target} was interrupted", [b.to_dict() for b in blocks]
+    if op.fleet_target is not None:  # a rollout: the group is typed again, and its plan shows every host's state
+        text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running; the hosts "
+                f"not finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted: "
+                f"run `/{op.operation} {op.fleet_target}` again for a verdict.")
+        return (f"proofbot restarted: {op.operation} of {op.fleet_target} was interrupted",
+                [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()])
+    text = (f":warning: proofbot stopped while this {op.operation} of {op.host} was running. The last step "
+            f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
+            f"after that. Operation `{op.operation_id}` is marked interrupted.")
+    blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
+              ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
+                                                   style="primary")])]
+    return f"proofbot restarted: {op.operation} of {op.host} was interrupted", [b.to_dict() for b in blocks]
