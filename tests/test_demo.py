@@ -17,6 +17,9 @@ async def test_demo_plays_the_story_and_leaves_an_audit_log(tmp_path: Path) -> N
     assert run.code == 0, run.stdout[-3000:] + run.stderr
     assert "✗ *cmdline* — PID" in run.stdout and "forbidden --enable-ddtree present" in run.stdout
     assert "[ Approve ]  [ Approve + move extras ]  [ Reject ]" in run.stdout
+    # a long script or raw /proc line is cut in its reply: the thread's details file holds it whole
+    assert "the whole command and output are in the details file at the end of this thread" in run.stdout
+    assert "├─ [file] details-op-" in run.stdout
     assert "ct129 restore: PASS" in run.stdout
     # No backup knows sgl-kernel: its own RECORD names the edited and the added module.
     assert "✗ *package:sgl-kernel* — sgl-kernel 0.1.4 (installer pip): 2 problem(s): sgl_kernel/speculative.py " \

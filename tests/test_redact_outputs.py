@@ -132,7 +132,8 @@ async def test_no_secret_leaves_through_slack(tmp_path: Path) -> None:
                                    timeout=60, what="the verify verdict")
         assert (await rig.restore()).status_code == 200
         plan = await rig.restore_plan_message()
-        await rig.slack.wait_until(lambda: any(f.completed for f in rig.slack.files.values()), timeout=30,
+        await rig.slack.wait_until(lambda: any(f.completed and f.thread_ts == plan.ts  # not verify's details
+                                               for f in rig.slack.files.values()), timeout=30,
                                    what="the whole diff attached")
         typed = await rig.command("/verify", f"ct129 --token={TYPED_SECRET}")  # echoed back: unknown backup
         assert "--token=[REDACTED]" in typed.text

@@ -19,8 +19,18 @@ def test_long_output_is_trimmed_with_a_note_and_stays_valid() -> None:
     assert validate_blocks(blocks) == []
     sections = [block["text"]["text"] for block in blocks if block["type"] == "section"]
     assert all(len(section) <= 3000 for section in sections)
-    assert any("characters trimmed" in section for section in sections)
+    # one long line: its middle cut, and the note says where the whole of it is (the thread's details file)
+    assert "…" in sections[1] and "<script>&" not in sections[1] and "&lt;script&gt;&amp;" in sections[1]
+    assert "the whole command and output are in the details file" in blocks[-1]["elements"][0]["text"]
     assert text.startswith("extra-files: fail")
+
+
+def test_many_long_lines_are_still_trimmed_to_one_section_with_a_note() -> None:
+    evidence = Evidence("find / -type f", 0, "\n".join("y" * 400 for _ in range(40)), 1.0)
+    _, blocks = finding_message(Finding("extra-files", "fail", "many files", evidence))
+    assert validate_blocks(blocks) == []
+    code = blocks[1]["text"]["text"]
+    assert len(code) <= 3000 and "… 30 more lines" in code
 
 
 def test_backticks_in_output_cannot_close_the_code_block() -> None:

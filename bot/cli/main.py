@@ -25,6 +25,7 @@ from bot.cli.session import inventory_of
 from bot.typed_command import GIVEN, PROGRAM, given_options, typed_program
 from commands.errors import InventoryError, ProofbotError, UsageError
 from commands.registry import OPERATIONS
+from commands.vocabulary import Operation
 
 if set(OPERATION_ARGUMENTS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; the CLI follows it
     raise ImportError(f"CLI commands {sorted(OPERATION_ARGUMENTS)} differ from the registry's operations")
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
     serve.add_argument("--check", action="store_true",
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
-    ping = sub.add_parser("ping", parents=[shared], help="reach each host, check its key, run `true`; change nothing")
+    ping = sub.add_parser(Operation.PING, parents=[shared],
+                          help="reach each host, check its key, run `true`; change nothing")
     ping_arguments(ping)
     inventory = sub.add_parser("inventory", parents=[shared],
                                help="`inventory check`: validate; `inventory show HOST`: its SSH values and their "
@@ -175,8 +177,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
-    if args.command in ("ping", "inventory"):
-        if args.command == "ping":
+    if args.command in (Operation.PING, "inventory"):
+        if args.command == Operation.PING:
             from bot.cli.ping import run_ping
 
             return await run_ping(args)

@@ -26,7 +26,7 @@ from bot.restart_text import progress_line
 from bot.slack.blocks import Message, as_plain_text
 from bot.slack.restart_blocks import restart_now_message, restart_plan_message
 from bot.slack.restore_blocks import restore_plan_message
-from bot.slack.thread_blocks import finding_message, progress_message, verdict_message
+from bot.slack.thread_blocks import details_file, finding_message, progress_message, verdict_message
 from bot.typed_command import command_line, given_options
 from bot.words import runs_old_code
 from commands.errors import UsageError
@@ -88,6 +88,7 @@ async def _verify_act(inventory: Inventory, audit: AuditStore) -> OperationResul
     result = await verify(plan, origin=REQUESTED, audit=audit, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.backup_name), "  │ ")
+    _show_details(result)
     if runs_old_code(result):
         _show(restart_now_message("ct129", result.operation_id), "  └─ ")
     _say()
@@ -107,6 +108,7 @@ async def _restore_act(inventory: Inventory, audit: AuditStore) -> OperationResu
                                  on_step=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, plan.source.name), "  │ ")
+    _show_details(result)
     _say(f"  snapshot kept at {result.extra['snapshot_dir']}")
     _say()
     return result
@@ -131,6 +133,7 @@ async def _restart_act(inventory: Inventory, audit: AuditStore) -> OperationResu
                                  on_progress=progress, on_finding=_show_finding)
     _say("  parent message, updated with the verdict:")
     _show(verdict_message(result, REQUESTER, None), "  │ ")
+    _show_details(result)
     _say()
     return result
 
@@ -144,6 +147,15 @@ async def _approval_terms(inventory: Inventory, audit: AuditStore, plan: Plan) -
 async def _approve(inventory: Inventory, audit: AuditStore, plan_id: str) -> approvals.PendingPlan:
     return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", "approved", inventory.approvals,
                                   user_id=APPROVER)
+
+
+def _show_details(result: OperationResult) -> None:
+    """The thread's details file, as Slack lists it: its name and how much it holds (not its text)."""
+    details = details_file(result.checks)
+    if details is not None:
+        cut = details.count("\n--- ") + 1
+        _say(f"  ├─ [file] details-{result.operation_id}.txt: the whole command and output of the "
+             f"{cut} check{'s' if cut != 1 else ''} cut above ({len(details.encode())} bytes)")
 
 
 async def _show_finding(finding: Finding) -> None:
@@ -197,12 +209,12 @@ async def run_demo(db_file: Path, *, keep: bool = False) -> int:
         where = given_options(str(inventory_file), str(db_file))
         if keep:
             _say("The lab host stays up until Ctrl-C. Try, in another terminal:")
-            _say(f"  {command_line('verify', 'ct129', given=where)}")
-            _say(f"  {command_line('audit', 'ct129', given=where)}")
+            _say(f"  {command_line(Operation.VERIFY, 'ct129', given=where)}")
+            _say(f"  {command_line(Operation.AUDIT, 'ct129', given=where)}")
             await _until_stopped()
         else:
             os.unlink(inventory_file)  # it names a lab host that is about to be removed
-            _say(f"Explore the log: {command_line('audit', given=given_options(None, str(db_file)))}   ·   "
+            _say(f"Explore the log: {command_line(Operation.AUDIT, given=given_options(None, str(db_file)))}   ·   "
                  f"`{command_line('demo', '--keep', given=())}` leaves the lab host up to verify it yourself")
     if held:
         _say("demo: the story played out, every step with its evidence. Lab host stopped and removed.")

@@ -191,7 +191,7 @@ def group_reply_message(group: OutcomeGroup, index: int, count: int, results: Ma
     blind = next((finding for finding in failing if finding.evidence is None), None)
     shown = [finding for finding in failing if finding.evidence is not None or finding is blind]
     for finding in shown[:EXAMPLE_CHECKS]:  # each check as the single-host thread's reply shows it
-        rendered += finding_message(finding)[1]
+        rendered += finding_message(finding, f"cut here: whole in the audit log, operation `{example.operation_id}`")[1]
     if len(shown) > EXAMPLE_CHECKS:
         rendered += as_dicts([context_block(f"{len(shown) - EXAMPLE_CHECKS} more checks not shown: "
                                             "see the audit log")])

@@ -13,7 +13,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message
-from bot.slack.thread_blocks import summary_message
+from bot.slack.thread_blocks import details_file, findings_of, summary_message
 from commands.store.events import AuditStore
 
 UPDATE_INTERVAL_S = 2.0
@@ -51,9 +51,16 @@ class OperationThread:
         await self._worker
 
     async def post_summary(self, audit: AuditStore, operation_id: str) -> None:
-        """End the thread with every recorded step of the operation, read back from the audit log."""
-        text, blocks = summary_message(operation_id, await audit.events_of(operation_id))
+        """End the thread with every recorded step of the operation, read back from the audit log, then the
+        details file: the whole of each long script or raw ``/proc`` output its replies showed cut."""
+        events = await audit.events_of(operation_id)
+        text, blocks = summary_message(operation_id, events)
         await self._post(text, blocks)
+        details = await asyncio.to_thread(details_file, findings_of(events))
+        if details is not None:
+            await self.client.files_upload_v2(
+                channel=self.channel, thread_ts=self.ts, content=details, filename=f"details-{operation_id}.txt",
+                title=f"details of operation {operation_id}: whole commands and outputs", request_file_info=False)
 
     async def abandon(self) -> None:
         self._worker.cancel()
