@@ -22,7 +22,8 @@ from bot.demo.host import DemoHost, demo_host
 from tests.conftest import REPO, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
-from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.records import HttpAck, Message
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import block_actions_body, slash_command_body
 
 SECRET = "restart-secret"

@@ -22,7 +22,8 @@ from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
-from tests.slack_fake.server import FakeSlack, HttpAck
+from tests.slack_fake.records import HttpAck
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body
 

@@ -18,7 +18,8 @@ from bot.words import no_thread
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
-from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.records import HttpAck, Message
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 

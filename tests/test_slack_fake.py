@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slack_fake import FakeSlack, manifest_bot_scopes, signing
 from tests.slack_fake.limits import METHOD_TIERS, POST_BURST, TIER_PER_MINUTE, RateLimits
-from tests.slack_fake.server import MANIFEST
+from tests.slack_fake.records import MANIFEST
 from tests.slack_fake.serving import serving
 
 BOT = "xoxb-test"

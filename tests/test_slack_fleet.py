@@ -41,7 +41,8 @@ from commands.verify.fleet import FleetResult
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.slack_fake.blockkit import validate_blocks
-from tests.slack_fake.server import FakeSlack, Message
+from tests.slack_fake.records import Message
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.test_slack_restore import CHANNEL, REQUESTER, Rig
 from tests.test_slack_text_fuzz import INVENTORY as FUZZ_INVENTORY

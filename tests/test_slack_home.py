@@ -23,7 +23,8 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
-from tests.slack_fake.server import BOT_USER_ID, FakeSlack
+from tests.slack_fake.records import BOT_USER_ID
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 

@@ -32,7 +32,8 @@ from tests.conftest import write_inventory
 from tests.fleet_rig import fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
-from tests.slack_fake.server import FakeSlack, HttpAck, Message
+from tests.slack_fake.records import HttpAck, Message
+from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 from tests.test_serve_live_holders import SECRET as SERVE_SECRET

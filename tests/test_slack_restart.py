@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.slack_fake.server import Message
+from tests.slack_fake.records import Message
 from tests.test_slack_restore import APPROVER, CHANNEL, REQUESTER, Rig, make_rig
 
 

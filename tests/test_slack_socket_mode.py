@@ -15,7 +15,8 @@ from bot.demo.host import demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.events import AuditStore
-from tests.slack_fake.server import FakeSlack, Message
+from tests.slack_fake.records import Message
+from tests.slack_fake.server import FakeSlack
 
 CHANNEL = "C0OPS"
 REQUESTER, APPROVER = "U0REQ", "U0APPROVER"

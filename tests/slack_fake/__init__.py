@@ -5,14 +5,12 @@ Import `FakeSlack` from here; `signing` builds signed HTTP-mode requests.
 
 from . import signing
 from .blockkit import validate_blocks
-from .server import (
+from .records import (
     BOT_ID,
     BOT_USER_ID,
-    TEAM_ID,
     Call,
     Channel,
     Ephemeral,
-    FakeSlack,
     HttpAck,
     Message,
     MessageEdit,
@@ -23,6 +21,8 @@ from .server import (
     UploadedFile,
     manifest_bot_scopes,
 )
+from .server import FakeSlack
+from .signing import TEAM_ID
 
 __all__ = [
     "BOT_ID",
