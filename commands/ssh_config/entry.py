@@ -11,20 +11,17 @@ refused here, at load, with its file and line.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from commands.errors import InventoryError
+from commands.ssh_config.defaults import ADDRESS, CLIENT_KEYS, GLOBAL_KNOWN_HOSTS, KNOWN_HOSTS, MAX_HOPS, USER_NAME
 from commands.ssh_config.evaluate import ConfigError, Jump
 from commands.ssh_config.files import UnsafeFile, check_config_file, unsafe_file
 from commands.ssh_config.keywords import REFUSED_WHEN
 from commands.ssh_config.resolve import CommandLine, Resolution, resolve
 from commands.ssh_config.tokens import ExpandError
 
-MAX_HOPS = 8
-ADDRESS = re.compile(r"[A-Za-z0-9.:-]{1,253}")
-USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 SSH_KEYS = ("user", "client_keys", "client_certs", "known_hosts", "global_known_hosts", "host_key_alias")
 
 
@@ -61,7 +58,7 @@ def _checked(where: str, resolution: Resolution, agent: bool) -> None:
     if not ADDRESS.fullmatch(resolution.hostname):
         raise InventoryError(f"{where}: HostName {resolution.hostname!r} ({origin.get('hostname', 'the name')}) "
                              "is not a host name or IP address")
-    if not USER.fullmatch(resolution.user):
+    if not USER_NAME.fullmatch(resolution.user):
         raise InventoryError(f"{where}: User {resolution.user!r} ({origin.get('user', 'this user')}) "
                              "is not a valid user name")
     if not resolution.user_known_hosts:
@@ -74,8 +71,8 @@ def _checked(where: str, resolution: Resolution, agent: bool) -> None:
             hint="set ssh.known_hosts in the inventory to a file with this host's key or its CA")
 
 
-FILE_DEFAULTS: dict[str, Any] = {"known_hosts": "~/.ssh/known_hosts", "client_keys": ["~/.ssh/id_ed25519"],
-                                 "global_known_hosts": ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"]}
+FILE_DEFAULTS: dict[str, Any] = {"known_hosts": KNOWN_HOSTS, "client_keys": CLIENT_KEYS,
+                                 "global_known_hosts": GLOBAL_KNOWN_HOSTS}
 
 
 def check_files(where: str, ssh: Mapping[str, Any], origins: Mapping[str, str]) -> None:
