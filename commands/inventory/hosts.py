@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from commands.errors import UnknownBackup, UnknownHost
-from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path
+from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
 from commands.ssh_config import defaults
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -55,9 +55,7 @@ class Service(Strict):
     @field_validator("unit")
     @classmethod
     def _unit_name(cls, value: str) -> str:
-        if not UNIT_PATTERN.fullmatch(value):
-            raise ValueError(f"not a valid unit or program name: {value!r}")
-        return value
+        return matching(UNIT_PATTERN, value, "not a valid unit or program name")
 
     @field_validator("health_url")
     @classmethod
@@ -162,9 +160,7 @@ class Host(Strict):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        if not defaults.ADDRESS.fullmatch(value):
-            raise ValueError(f"not a host name or IP address: {value!r}")
-        return value
+        return matching(defaults.ADDRESS, value, "not a host name or IP address")
 
     def backup(self, name: str | None) -> tuple[str, Backup]:
         """The named backup, or the only one; ambiguity and unknown names are usage errors."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -15,6 +16,13 @@ class Strict(BaseModel):
     """Every inventory model: unknown keys are refused (a typo is reported, never ignored), values frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def matching(pattern: re.Pattern[str], value: str, what: str) -> str:
+    """value when the whole of it matches pattern; else ``what: 'value'`` (the validator's error)."""
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{what}: {value!r}")
+    return value
 
 
 def absolute_path(value: str) -> str:
@@ -54,9 +62,7 @@ class SshSettings(Strict):
     @field_validator("user")
     @classmethod
     def _user_is_a_name(cls, value: str) -> str:
-        if not defaults.USER_NAME.fullmatch(value):
-            raise ValueError(f"not a valid user name: {value!r}")
-        return value
+        return matching(defaults.USER_NAME, value, "not a valid user name")
 
     @field_validator("known_hosts", "global_known_hosts", "client_keys", "client_certs")
     @classmethod
