@@ -2,7 +2,8 @@
 key and certificate files that are missing or unreadable, and hosts with nothing to verify.
 
 Files another user can write are refused when the inventory loads (commands/ssh_config/files.py, for
-every command); this adds what would only fail later, at connect time or as an empty verify.
+every command), each at the key that names it; this adds what would only fail later, at connect time or as
+an empty verify.
 """
 
 from __future__ import annotations
@@ -35,15 +36,12 @@ def check_inventory(path: Path) -> Inventory:
     if root is not None:
         key_lines(root, (), lines, [])
     problems = Problems(str(path), lines)
-    said: set[tuple[str, str]] = set()
     # a host that is another's hop (by name, or `user@bastion:port` reaching its address and port)
     hops: set[object] = {key for host in inventory.hosts.values() for hop in host.ssh.jump
                          for key in (hop.name, (hop.address, hop.port))}
     for host in inventory.hosts.values():
         for where, key, message in _file_problems(host):
-            if (key, message) not in said:  # a top-level file shared by every host: said once
-                said.add((key, message))
-                problems.add(where, message, key=key)
+            problems.add(where, message, key=key)  # a top-level file shared by every host: said once
         why = nothing_configured(host)
         if why is not None and host.name not in hops and (host.address, host.port) not in hops:
             problems.add(("hosts", host.name), f"{why}: verify would have nothing to prove; {NOTHING_TO_CHECK}")

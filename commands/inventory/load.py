@@ -18,6 +18,7 @@ from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
 from commands.ssh_config import resolve_entry
+from commands.ssh_config.files import UnsafeFiles
 
 INVENTORY_ENV = "PROOFBOT_INVENTORY"
 DEFAULT_INVENTORY = "inventory.yml"
@@ -148,6 +149,10 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: Problems
         try:
             merged, config_hops = resolve_entry(str(name), entry, top_ssh, own_ssh, problems.source, jump_written,
                                                 hop_cache)
+        except UnsafeFiles as exc:  # at the key naming each file: a file shared by every host is said once
+            for path, message in exc.unsafe:
+                problems.add(path, message)
+            continue
         except InventoryError as exc:  # the operator's ssh config: its file and line are in the message
             problems.add_raised(exc)
             continue

@@ -26,7 +26,10 @@ class Problems:
     found: list[tuple[KeyPath, str, str]] = field(default_factory=list)  # (YAML path, key as shown, message)
 
     def add(self, path: KeyPath, message: str, key: str | None = None) -> None:
-        self.found.append((path, key if key is not None else key_words(path), message))
+        """One problem at path; the same problem again (a file every host shares) is said once."""
+        problem = (path, key if key is not None else key_words(path), message)
+        if problem not in self.found:
+            self.found.append(problem)
 
     def add_validation(self, prefix: KeyPath, exc: ValidationError, model: type[BaseModel],
                        skip: Callable[[KeyPath], bool] = lambda _: False) -> None:
