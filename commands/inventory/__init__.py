@@ -9,9 +9,9 @@ hops (``ssh.jump``) · groups · hints (YAML errors and typos where a person loo
 This module is the package's API: the names the rest of proofbot uses.
 """
 
-from commands.inventory.hosts import Backup, Host, Inventory, Packages, Probe, Service
+from commands.inventory.hosts import Backup, Host, Inventory, Probe, Service
 from commands.inventory.load import inventory_path, load_inventory, parse_inventory
 from commands.inventory.settings import Approvals, FleetSettings, Hop, Limits, SshSettings
 
-__all__ = ["Approvals", "Backup", "FleetSettings", "Hop", "Host", "Inventory", "Limits", "Packages", "Probe",
-           "Service", "SshSettings", "inventory_path", "load_inventory", "parse_inventory"]
+__all__ = ["Approvals", "Backup", "FleetSettings", "Hop", "Host", "Inventory", "Limits", "Probe", "Service",
+           "SshSettings", "inventory_path", "load_inventory", "parse_inventory"]
