@@ -53,7 +53,6 @@ def load_inventory(path: Path) -> Inventory:
     return parse_inventory(text, str(path))
 
 
-
 def parse_inventory(text: str, source: str) -> Inventory:
     """Validate the whole file and raise one InventoryError listing every problem, each as
     ``FILE:LINE: KEY: what is wrong`` (a YAML syntax error as ``FILE:LINE:COL: not valid YAML: …``)."""

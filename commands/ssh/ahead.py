@@ -41,7 +41,6 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
             ahead.taken.set()
 
 
-
 class Ahead:
     """A connection being opened before the operation that will use it asks for it."""
 

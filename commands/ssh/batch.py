@@ -37,7 +37,6 @@ def shell_text(step: BatchStep) -> str:
     return step.shown if isinstance(step, ShellStep) else shlex.join(step)
 
 
-
 def batch_script(nonce: str, commands: Sequence[BatchStep], stop_on_failure: bool = False,
                   cleanup: Sequence[str] = ()) -> str:
     lines = []

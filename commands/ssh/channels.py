@@ -14,9 +14,16 @@ import asyncssh
 
 from commands.command_result import CommandResult
 from commands.errors import ConnectionLost, MissingOutput, ProofbotError
-from commands.ssh import failures
 from commands.ssh.batch import BatchStep, batch_script, shell_text, split_batch
-from commands.ssh.failures import SSH_FAILURES, At, Step, as_error
+from commands.ssh.failures import (
+    SSH_FAILURES,
+    At,
+    Step,
+    as_error,
+    batch_cut_short,
+    no_exit_status,
+    output_over_cap,
+)
 
 if TYPE_CHECKING:
     from commands.inventory import Host
@@ -46,7 +53,6 @@ class Shared:
 
     def reusable(self) -> bool:
         return self.usable and not self.conn.is_closed()
-
 
 
 class HostConnection:
@@ -106,7 +112,7 @@ class HostConnection:
         if stop_on_failure and results and results[-1].exit_status != 0:
             return results
         if len(results) < len(commands):
-            raise failures.batch_cut_short(self.host, exit_status, shown_each[len(results)])
+            raise batch_cut_short(self.host, exit_status, shown_each[len(results)])
         return results
 
     async def open_tcp(self, dest_host: str, dest_port: int) -> TcpChannel:
@@ -148,7 +154,7 @@ class HostConnection:
                 process.stdin.write_eof()
                 output = await _read_capped(process.stdout, MAX_OUTPUT_BYTES)
                 if output is None:
-                    raise failures.output_over_cap(self.host, shown, MAX_OUTPUT_BYTES // MIB)
+                    raise output_over_cap(self.host, shown, MAX_OUTPUT_BYTES // MIB)
                 completed = await process.wait()
         except TimeoutError as exc:
             # the deadline, not the link: a session still being refused (no process yet) says so
@@ -160,7 +166,7 @@ class HostConnection:
             if process is not None and process.exit_status is None:
                 process.close()
         if completed.exit_status is None:
-            raise self._lost(failures.no_exit_status(self.host, shown))
+            raise self._lost(no_exit_status(self.host, shown))
         return output, int(completed.exit_status)
 
     async def _open_session(self, command: str, refused: list[asyncssh.ChannelOpenError]

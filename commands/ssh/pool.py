@@ -52,7 +52,6 @@ def open_connections() -> int:
     return registry.open if registry else 0
 
 
-
 def host_key(host: Host) -> str:
     return host.model_dump_json(include={"name", "address", "port", "ssh"})
 
@@ -67,7 +66,6 @@ async def connected(registry: Registry, host: Host) -> AsyncIterator[HostConnect
             yield HostConnection(host, shared)
         finally:
             await release(registry, key, shared, counted=True)
-
 
 
 @asynccontextmanager
