@@ -6,7 +6,8 @@ never a result.
 
 ahead (``connect``, ``connect_ahead``) · pool (shared connections, bastions that linger) · opening (one
 handshake, bounded) · options (what asyncssh is given; ``proofbot ping -v``) · channels (sessions, batches,
-direct-tcpip) · batch (the framing) · failures (every error, worded once). This module is the package's API.
+direct-tcpip) · batch (the framing) · failures (exceptions mapped, and what came back incomplete).
+This module is the package's API.
 """
 
 from commands.ssh.ahead import connect, connect_ahead

@@ -21,6 +21,7 @@ from commands.ssh.failures import (
     Step,
     as_error,
     batch_cut_short,
+    batch_unreadable,
     no_exit_status,
     output_over_cap,
 )
@@ -108,7 +109,7 @@ class HostConnection:
         try:
             results = split_batch(nonce, shown_each, output)
         except MissingOutput as exc:
-            raise MissingOutput(f"{self.host.name}: {exc.message}", hint=exc.hint) from None
+            raise batch_unreadable(self.host, exc) from None
         if stop_on_failure and results and results[-1].exit_status != 0:
             return results
         if len(results) < len(commands):

@@ -18,6 +18,7 @@ from commands.errors import (
     CouldNotCheck,
     HostKeyNotVerified,
     HostUnreachable,
+    MissingOutput,
     ProofbotError,
 )
 
@@ -121,6 +122,11 @@ def through_bastion(error: ProofbotError, hops: tuple[Hop, ...]) -> BastionUnrea
         f"could not reach the bastion {where}{through}: "
         f"{error.message.removeprefix(where + ': ').removeprefix(hop.name + ': ')}",
         hint=(error.hint + "; " if error.hint else "") + "no host behind it was checked")
+
+
+def batch_unreadable(host: Host, error: MissingOutput) -> MissingOutput:
+    """A batch's markers malformed (``split_batch`` says how), said for host."""
+    return MissingOutput(f"{host.name}: {error.message}", hint=error.hint)
 
 
 def no_exit_status(host: Host, shown: str) -> ConnectionLost:
