@@ -31,6 +31,7 @@ from commands.inventory import Host, parse_inventory
 from commands.known_hosts import Decision
 from commands.ssh import connect
 from commands.ssh.failures import At, HostKeyRefused, Step, as_error, through_bastion
+from tests.conftest import REPO
 
 INVENTORY = {"ssh": {"known_hosts": "/nowhere/known_hosts", "jump": "bastion"},
              "hosts": {"ct1": {"address": "10.0.0.1", "port": 2222}, "bastion": {"address": "10.0.0.9"}}}
@@ -108,6 +109,25 @@ def test_every_class_and_step_the_mapping_names_has_a_case() -> None:
         wanted = eval(name, as_error.__globals__)  # a name as the module spells it: `asyncssh.X`, `OSError`
         assert any(issubclass(kind, wanted) for kind in covered), name
     assert {case[2].step for case in CASES} == set(Step)
+
+
+def test_every_handler_at_the_boundary_maps_through_as_error() -> None:
+    """An ``except`` for an asyncssh, socket or timeout exception anywhere in commands/ssh/ maps it with as_error
+    (directly or through ``HostConnection.failed``), re-raises it to a handler that does, or ignores a failed close."""
+    handlers = 0
+    for path in sorted((REPO / "commands" / "ssh").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None:
+                continue
+            caught = ast.unparse(node.type)
+            if not any(name in caught for name in ("asyncssh", "OSError", "SSH_FAILURES", "TimeoutError")):
+                continue
+            handlers += 1
+            body = "\n".join(ast.unparse(statement) for statement in node.body)
+            reraised = any(isinstance(inner, ast.Raise) and inner.exc is None for inner in ast.walk(node))
+            assert "as_error(" in body or ".failed(" in body or reraised or body == "pass", \
+                f"{path.name}:{node.lineno}: except {caught}: {body}"
+    assert handlers >= 8
 
 
 def test_a_failed_bastion_is_said_once_for_the_hosts_behind_it() -> None:
