@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.plain_text import no_thread
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.serving import serving

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from commands.errors import Refused
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 
 @dataclass(frozen=True)
