@@ -257,6 +257,9 @@ ENDED_WITHOUT_VERDICT = (ENDING_KINDS | {K.REJECTED, K.EXPIRED}) - {K.FINISHED}
 # ``origin``, both front-ends); Slack wrote ``{reason, text, channel}`` before it, so an old Slack row's
 # front-end is told by its actor (slack:U…) and its channel; a refusal inside an operation (plan void,
 # host busy) names its host in the column and its front-end in the operation's request.
+# An old Slack refusal's host is the first word of its command's text, as the Slack writer now records it.
+FIRST_WORD = ("NULLIF(substr(trim(json_extract(e.details, '$.text')), 1, "
+              "instr(trim(json_extract(e.details, '$.text')) || ' ', ' ') - 1), '')")
 REQUEST_ORIGIN = (f"(SELECT json_extract(q.details, '$.origin.via') FROM events q "
                   f"WHERE q.operation_id = e.operation_id AND q.kind = '{K.REQUESTED}' ORDER BY q.id LIMIT 1)")
 
@@ -268,7 +271,7 @@ MIGRATIONS.append((
     CREATE VIEW refusals AS
         SELECT e.id AS event_id, e.at, e.kind, e.operation, e.operation_id, e.host, e.actor,
                json_extract(e.details, '$.reason') AS reason,
-               COALESCE(json_extract(e.details, '$.requested_host'), e.host) AS requested_host,
+               COALESCE(json_extract(e.details, '$.requested_host'), e.host, {FIRST_WORD}) AS requested_host,
                COALESCE(json_extract(e.details, '$.origin.via'),
                         CASE WHEN e.actor LIKE 'slack:%' THEN 'slack' END, {REQUEST_ORIGIN}) AS via,
                COALESCE(json_extract(e.details, '$.origin.channel'), json_extract(e.details, '$.channel')) AS channel,
