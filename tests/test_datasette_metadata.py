@@ -105,6 +105,19 @@ async def test_the_operations_view_tells_each_operation_as_proofbot_audit_does(t
     assert view["op-refused"][2] == "no approval recorded" and view["op-running"][2] == "no approval needed"
 
 
+def test_the_metadata_names_every_kind_operation_and_verdict_of_the_vocabulary() -> None:
+    from commands.vocabulary import EventKind, Operation, Verdict
+
+    tables = yaml.safe_load(METADATA.read_text())["databases"]["proofbot"]["tables"]
+
+    def named(table: str, column: str) -> set[str]:
+        return set(re.findall(r"[a-z][a-z-]*", tables[table]["columns"][column]))
+
+    assert set(EventKind) <= named("events", "kind")
+    assert set(Operation) <= named("events", "operation") & named("operations", "operation")
+    assert set(Verdict) <= named("operations", "verdict")
+
+
 def test_the_view_needs_approval_for_exactly_the_mutating_operations() -> None:
     from commands.registry import OPERATIONS
     from commands.store.migrations import MIGRATIONS
