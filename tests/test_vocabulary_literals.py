@@ -71,7 +71,6 @@ PENDING = frozenset({
     "commands/verify/fleet.py",
     "commands/verify/next_steps.py",
     "commands/verify/operation.py",
-    "commands/verify/rerun.py",
 })
 
 
