@@ -9,7 +9,7 @@ another table: a decision with the plan's state, an expiry, a lock freed, an int
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commands.store.events import Event, append_event, plain
@@ -97,9 +97,6 @@ class AuditLog(Subject):
 
     def within(self, db: sqlite_utils.Database) -> Within:
         return Within(self.operation, self.operation_id, self.host, self.actor, db=db)
-
-    def on(self, host: str | None) -> AuditLog:
-        return replace(self, host=host)
 
     async def _write(self, body: EventBody) -> Event:
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
