@@ -25,7 +25,7 @@ from bot.slack.app import COMMANDS, build_app
 from bot.slack.context import BotContext
 from commands.inventory import parse_inventory
 from commands.registry import OPERATIONS
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
