@@ -16,7 +16,7 @@ from bot.slack.app import BotContext, build_app
 from bot.slack.thread_blocks import INLINE_LINE_CHARS, details_file, finding_message
 from commands.findings import Evidence, Finding
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.blockkit import validate_blocks
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving

@@ -8,7 +8,7 @@ import json
 
 from bot.cli.output import SCHEMA_VERSION
 from commands.inventory import inventory_path
-from commands.inventory_check import check_inventory
+from commands.inventory.check import check_inventory
 
 
 async def run_inventory(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from bot.cli.output import SCHEMA_VERSION
 from bot.cli.results_text import render_ssh_values
 from bot.cli.session import inventory_of
 from commands.ping import ping_all
-from commands.ssh_options import effective
+from commands.ssh.options import effective
 from commands.vocabulary import CheckStatus
 
 

@@ -16,9 +16,10 @@ from bot.cli.output import print_result
 from bot.cli.results_text import render_restore_plan, restore_hints
 from bot.cli.session import approve_at_terminal, session
 from bot.typed_command import GIVEN, PROGRAM, command_line
+from commands.clock import utc_now
 from commands.errors import Refused
 from commands.findings import Finding
-from commands.operation import OperationResult, utc_now
+from commands.operation import OperationResult
 
 if TYPE_CHECKING:
     from commands.restore import RestorePlan

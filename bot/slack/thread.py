@@ -14,7 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message
 from bot.slack.thread_blocks import details_file, findings_of, summary_message
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 UPDATE_INTERVAL_S = 2.0
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from commands.findings import Verdict
 from commands.operation import OperationResult
 
 # A group's order: what needs a human first.
@@ -31,7 +30,7 @@ class OutcomeGroup:
 
 
 def outcome_of(result: OperationResult) -> str:
-    verdict: Verdict = result.verdict
+    verdict = result.verdict
     if verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
         return "warn"
     return verdict
