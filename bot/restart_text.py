@@ -15,7 +15,12 @@ if TYPE_CHECKING:  # types only: rendering must not load the restart code
 
 OK, BAD, WAIT, UNKNOWN = "✓", "✗", "…", "?"
 ROLLOUT_MARKS = {"done": OK, "failed": BAD, "untouched": "-"}  # a rollout's host states (HostState)
-SIGNAL_MARKS = {"ok": OK, "fail": BAD, "error": UNKNOWN}  # a restart's signal states (watch.SignalState)
+# The restart's own states (commands.restart.watch: CommandState, SignalState), as the progress line says them.
+SIGNAL_MARKS = {"ok": OK, "fail": BAD, "error": UNKNOWN}
+COMMAND_WORDS = {"ok": "restart exit 0 {ok}", "fail": "restart exit {exit} {bad}",
+                 "lost": "restart: no exit status {unknown}", "hung": "restart still running {bad}",
+                 "running": "restart running{wait}"}
+CMDLINE_WORDS = {"ok": "cmdline {ok}", "fail": "cmdline {bad} ({problem})"}
 
 
 @final_text
@@ -61,16 +66,8 @@ def progress_line(progress: RestartProgress) -> str:
 
 
 def _command(progress: RestartProgress) -> str:
-    state = progress.command_state
-    if state == "ok":
-        return f"restart exit 0 {OK}"
-    if state == "fail":
-        return f"restart exit {progress.command_exit_status} {BAD}"
-    if state == "lost":
-        return f"restart: no exit status {UNKNOWN}"
-    if state == "hung":
-        return f"restart still running {BAD}"
-    return "restart running" + WAIT if state == "running" else "restart not sent"
+    said = COMMAND_WORDS.get(progress.command_state, "restart not sent")
+    return said.format(exit=progress.command_exit_status, ok=OK, bad=BAD, wait=WAIT, unknown=UNKNOWN)
 
 
 def _pid(progress: RestartProgress) -> str:
@@ -92,11 +89,8 @@ def _health(progress: RestartProgress) -> str:
 
 
 def _cmdline(progress: RestartProgress) -> str:
-    if progress.cmdline_state == "ok":
-        return f"cmdline {OK}"
-    if progress.cmdline_state == "fail":
-        return f"cmdline {BAD} ({progress.cmdline_problem})"
-    return "cmdline pending"
+    said = CMDLINE_WORDS.get(progress.cmdline_state, "cmdline pending")
+    return said.format(ok=OK, bad=BAD, problem=progress.cmdline_problem)
 
 
 def rollout_host_line(plan: RestartPlan, width: int = 0, cmdline_chars: int = 90) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.cli.marks import MARKS
 from bot.typed_command import command_line
-from bot.words import VERDICT_WORDS, final_text, plural, runs_old_code, warned_checks
+from bot.words import VERDICT_WORDS, final_text, runs_old_code, warned_checks
 from commands.findings import Finding, NextStep
 from commands.operation import OperationResult
 from commands.vocabulary import CheckStatus
@@ -106,7 +106,8 @@ def strict_reason(result: OperationResult) -> str | None:
     warned = warned_checks(result)
     if not warned:
         return None
-    return f"--strict: exit 1: the verdict is PASS, but {plural(len(warned), 'check')} warned ({', '.join(warned)})"
+    checks = f"{len(warned)} check{'s' if len(warned) != 1 else ''}"
+    return f"--strict: exit 1: the verdict is PASS, but {checks} warned ({', '.join(warned)})"
 
 
 def restore_hints(result: OperationResult, *, restart: Sequence[str], undo: Sequence[str] | None,
