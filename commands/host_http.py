@@ -38,6 +38,7 @@ from commands.errors import CouldNotCheck
 from commands.findings import Evidence, Finding
 from commands.inventory import Probe
 from commands.ssh import HostConnection, TcpChannel
+from commands.vocabulary import CheckStatus
 
 READ_CHUNK = 65536
 
@@ -100,7 +101,7 @@ async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
     headers, missing = probe_headers(probe)
     if missing:
         names = ", ".join(f"${{{name}}}" for name in missing)
-        return Finding("probe", "error", f"not sent: {names} not set in proofbot's environment",
+        return Finding("probe", CheckStatus.ERROR, f"not sent: {names} not set in proofbot's environment",
                        Evidence.of(f"POST {probe.url}", None, "", 0.0))
     outcome = await fetch_via_host(conn, probe.url, method="POST", json_body=probe.json_body,
                                    timeout_s=probe.timeout_s, headers=headers or None)

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from commands.findings import Finding, Verdict, verdict_of
+from commands.findings import Finding, verdict_of
 from commands.holder import Holder
 from commands.redact import redact_data
+from commands.vocabulary import Verdict
 
 OnFinding = Callable[[Finding], Awaitable[None]]
 

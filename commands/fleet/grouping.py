@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from commands.findings import Verdict
 from commands.operation import OperationResult
+from commands.vocabulary import Verdict
 
 # A group's order: what needs a human first.
 VERDICT_RANK: dict[str, int] = {"fail": 0, "error": 1, "warn": 2, "pass": 3}

@@ -40,6 +40,7 @@ from commands.restart.watch import Phase, Poll, Watch
 from commands.ssh import HostConnection, connect
 from commands.store import locks
 from commands.store.events import AuditStore
+from commands.vocabulary import CheckStatus
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
@@ -273,7 +274,7 @@ class _Run:
             while True:
                 if task is not None and task.done() and self.probe is None:
                     self.probe = task.result()
-                    watch.probe_state = "ok" if self.probe.status == "pass" else "fail"
+                    watch.probe_state = "ok" if self.probe.status == CheckStatus.PASS else "fail"
                     await self.event("step", {"step": "probe-answered", "status": self.probe.status})
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from commands.checks.file_times import listing_argv, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
-from commands.checks.listing import listing_argv, parse_listing
 from commands.checks.service import main_pid_finding, service_state_argv
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
 from commands.command_result import CommandResult
@@ -23,6 +23,7 @@ from commands.findings import Evidence, Finding
 from commands.operation import OnFinding
 from commands.restore.plan import MANIFEST, FileState, RestorePlan
 from commands.ssh import HostConnection
+from commands.vocabulary import CheckStatus
 
 
 @dataclass
@@ -67,11 +68,11 @@ class Applier:
                 changed.append(f"{before.source_path}: {_short(before.source_sha)} → "
                                f"{_short(now.get('backup_sha256'))}")
         if changed:
-            await self.step(Finding("recheck", "fail", "plan void, nothing written: changed since the plan: "
+            await self.step(Finding("recheck", CheckStatus.FAIL, "plan void, nothing written: changed since the plan: "
                                     + "; ".join(changed), _evidence(results)))
             raise PlanVoid(f"plan void: {self.plan.host.name} changed since the plan was shown: "
                            + "; ".join(changed), hint="request a new plan")
-        await self.step(Finding("recheck", "pass", f"{len(results)} file(s) unchanged since the plan",
+        await self.step(Finding("recheck", CheckStatus.PASS, f"{len(results)} file(s) unchanged since the plan",
                                 _evidence(results)))
 
     async def snapshot(self) -> bool:
@@ -96,16 +97,18 @@ class Applier:
             results += await self.conn.run_batch(copies, stop_on_failure=True)
         failed = next((r for r in results if r.exit_status != 0), None)
         if failed is not None:
-            await self.step(Finding("snapshot", "fail", f"could not keep a copy, nothing replaced: "
+            await self.step(Finding("snapshot", CheckStatus.FAIL, f"could not keep a copy, nothing replaced: "
                                     f"`{failed.command}` said {failed.text.strip()[:300]!r}", _evidence(results)))
             return False
         copied = hashes_by_path(results[-1].text)
         bad = [f.name for f in present if copied.get(f"{snap}/{f.name}") != f.live_sha]
         if bad:
-            await self.step(Finding("snapshot", "fail", f"snapshot copy differs from live for {', '.join(bad)}: "
+            await self.step(Finding("snapshot", CheckStatus.FAIL,
+                                    f"snapshot copy differs from live for {', '.join(bad)}: "
                                     "nothing replaced", _evidence(results)))
             return False
-        await self.step(Finding("snapshot", "pass", f"{len(present)} file(s) copied to {snap} with mode and owner,"
+        await self.step(Finding("snapshot", CheckStatus.PASS,
+                                f"{len(present)} file(s) copied to {snap} with mode and owner,"
                                 " hashes match the live files", _evidence(results)))
         return True
 
@@ -124,11 +127,12 @@ class Applier:
         evidence = _evidence(results)
         if failed is not None:
             said = [line for line in failed.text.split("\n+ set +x", 1)[0].splitlines() if not line.startswith("+ ")]
-            await self.step(Finding("replace", "fail", f"stopped at `{_last_step(failed.text)}`: "
+            await self.step(Finding("replace", CheckStatus.FAIL, f"stopped at `{_last_step(failed.text)}`: "
                                     f"{chr(10).join(said).strip()[:300]!r}; replaced before the stop: {names}; "
                                     "temp files removed", evidence))
         else:
-            await self.step(Finding("replace", "pass", f"replaced atomically (private temp dir, fsync, rename): "
+            await self.step(Finding("replace", CheckStatus.PASS,
+                                    f"replaced atomically (private temp dir, fsync, rename): "
                                     f"{names}", evidence))
         return done
 
@@ -146,7 +150,7 @@ class Applier:
         moved = [line for r in results[1:] for line in r.text.splitlines() if line.endswith(".pyc")]
         problems = [r for r in results[1:] if r.exit_status != 0 and "No such file" not in r.text]
         if problems or results[0].exit_status != 0:
-            await self.step(Finding("bytecode", "fail", "could not set stale bytecode aside: "
+            await self.step(Finding("bytecode", CheckStatus.FAIL, "could not set stale bytecode aside: "
                                     + (problems[0].text.strip()[:300] if problems else results[0].text.strip()),
                                     _evidence(results)))
             return
@@ -154,7 +158,7 @@ class Applier:
         summary = (f"moved {len(moved)} stale .pyc into {target}: {', '.join(os.path.basename(m) for m in moved)}"
                    if moved else "no `__pycache__` beside the restored files: nothing to set aside (find's "
                    "'No such file' below is that)" if no_cache else "no stale bytecode found")
-        await self.step(Finding("bytecode", "pass", summary, _evidence(results)))
+        await self.step(Finding("bytecode", CheckStatus.PASS, summary, _evidence(results)))
 
     async def reread(self) -> None:
         """The proof: every file's live hash read again and compared with the source."""
@@ -162,10 +166,11 @@ class Applier:
         for f, result in zip(self.plan.changes, await self.conn.run_batch(commands), strict=True):
             finding = await self.step(parse_file_hash(f.name, self.plan.source.label.split(" ", 1)[1],
                                                       f.source_path, f.live_path, result))
-            if finding.status == "pass":
+            if finding.status == CheckStatus.PASS:
                 self.outcome.restored.append(f.name)
             elif finding.details.get("live_sha256") == f.live_sha:
-                await self.step(Finding(f"state:{f.name}", "fail", f"{f.live_path} is as it was before the restore",
+                await self.step(Finding(f"state:{f.name}", CheckStatus.FAIL,
+                                        f"{f.live_path} is as it was before the restore",
                                         finding.evidence))
 
     async def move_extras(self) -> None:
@@ -173,10 +178,12 @@ class Applier:
         commands = [["mkdir", "-p", "--", target]] + [["mv", "-n", "-t", target, "--", p] for p in self.plan.extras]
         results = await self.conn.run_batch(commands, stop_on_failure=True)
         if results[-1].exit_status != 0:
-            await self.step(Finding("extra-files", "fail", f"could not move extras: {results[-1].text.strip()}",
+            await self.step(Finding("extra-files", CheckStatus.FAIL,
+                                    f"could not move extras: {results[-1].text.strip()}",
                                     _evidence(results)))
             return
-        await self.step(Finding("extra-files", "pass", f"moved {len(self.plan.extras)} extra file(s) into {target}: "
+        await self.step(Finding("extra-files", CheckStatus.PASS,
+                                f"moved {len(self.plan.extras)} extra file(s) into {target}: "
                                 + ", ".join(self.plan.extras), _evidence(results)))
 
     async def staleness(self) -> None:
@@ -188,7 +195,7 @@ class Applier:
         _, state = main_pid_finding(service, first[0])
         listing = parse_listing(first[1])
         if state is None or state.main_pid is None:
-            await self.step(Finding("stale-process", "warn", f"{service.unit} has no running main PID: "
+            await self.step(Finding("stale-process", CheckStatus.WARN, f"{service.unit} has no running main PID: "
                                     "start it to load the restored files", _evidence(first)))
             return
         second = await self.conn.run_batch(process_start_argvs(state.main_pid))
@@ -262,7 +269,7 @@ async def apply_plan(conn: HostConnection, plan: RestorePlan, outcome: ApplyOutc
     if move_extras and plan.extras:
         await applier.move_extras()
     elif plan.extras:
-        await applier.step(Finding("extra-files", "warn", f"{len(plan.extras)} extra file(s) left in place "
+        await applier.step(Finding("extra-files", CheckStatus.WARN, f"{len(plan.extras)} extra file(s) left in place "
                                    "(moving them was not chosen): " + ", ".join(plan.extras),
                                    Evidence.of("(from the plan)", 0, "\n".join(plan.extras), 0.0)))
     await applier.staleness()

@@ -23,6 +23,7 @@ from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore
+from commands.vocabulary import CheckStatus
 
 
 async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
@@ -101,6 +102,6 @@ async def _reread_after_loss(plan: RestorePlan, outcome: ApplyOutcome, record: O
     outcome.restored.clear()  # the re-read, not what was seen before the link dropped, says what is restored
     for f, result in zip(plan.changes, results, strict=True):
         finding = parse_file_hash(f.name, plan.source.name, f.source_path, f.live_path, result)
-        if finding.status == "pass":
+        if finding.status == CheckStatus.PASS:
             outcome.restored.append(f.name)
         await record(finding)

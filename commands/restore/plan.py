@@ -23,8 +23,9 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from commands.checks.extra_files import extra_files_finding
+from commands.checks.file_times import listing_argv, listing_paths, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path
-from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.command_result import CommandResult
 from commands.errors import PlanVoid, Refused, UnknownBackup, UsageError
 from commands.findings import Evidence, Finding, trim
@@ -33,6 +34,7 @@ from commands.plans import Plan
 from commands.redact import redact, redact_data
 from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
+from commands.vocabulary import CheckStatus
 
 SNAPSHOT_SUFFIX = ".proofbot-snapshots"
 SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9-]{1,64}$")
@@ -93,12 +95,12 @@ class FileState:
         check = f"file:{self.name}"
         details = {"backup_sha256": self.source_sha, "live_sha256": self.live_sha}
         if self.state == "same":
-            return Finding(check, "pass", "identical: nothing to restore", self.evidence, details)
+            return Finding(check, CheckStatus.PASS, "identical: nothing to restore", self.evidence, details)
         if self.state == "unreadable":
-            return Finding(check, "error", f"cannot plan: {self.problem}", self.evidence, details)
+            return Finding(check, CheckStatus.ERROR, f"cannot plan: {self.problem}", self.evidence, details)
         what = "live file missing" if self.state == "missing" else "differs from the source"
         why = "another file of the plan cannot be read" if blocked else "not applied"
-        return Finding(check, "fail", f"{what}: not restored ({why})", self.evidence, details)
+        return Finding(check, CheckStatus.FAIL, f"{what}: not restored ({why})", self.evidence, details)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from commands.findings import Verdict
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
@@ -22,6 +21,7 @@ from commands.operation import OnFinding, OperationResult, Origin, new_operation
 from commands.store.events import AuditStore
 from commands.verify.operation import verify
 from commands.verify.plan import VerifyPlan
+from commands.vocabulary import Verdict
 
 OnHostDone = Callable[[OperationResult], Awaitable[None]]
 OnHostFinding = Callable[[str], OnFinding | None]
@@ -40,7 +40,7 @@ class FleetResult:
     def verdict(self) -> Verdict:
         """The worst host's: a failure outranks a could-not-check, which outranks a pass."""
         verdicts = {result.verdict for result in self.results}
-        return "fail" if "fail" in verdicts else "error" if "error" in verdicts or not verdicts else "pass"
+        return Verdict.worst(verdicts)
 
     def counts(self) -> Counter[str]:
         """Hosts per outcome: pass, warn (a pass with a warning), fail, error."""
