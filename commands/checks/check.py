@@ -100,3 +100,19 @@ class HttpCheck(ABC):
 
 
 AnyCheck = Check | HttpCheck
+
+
+@dataclass(frozen=True)
+class Reads(Fact):
+    """A named set of reads with no parser of its own (a restore plan's reads of one file): its results
+    come back under its name, in the order of its steps."""
+
+    label: str
+    argvs: tuple[Step, ...]
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def steps(self) -> list[Step]:
+        return list(self.argvs)

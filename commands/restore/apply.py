@@ -13,16 +13,18 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from commands.checks.file_times import listing_argv, parse_listing
-from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
-from commands.checks.service import main_pid_finding, service_state_argv
-from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
+from commands.checks.file_times import FILE_TIMES, FileTimes
+from commands.checks.files import FileCheck, hashes_by_path
+from commands.checks.managers import checks_for
+from commands.checks.pid_read import MainPidRead
 from commands.command_result import CommandResult
 from commands.errors import PlanVoid
 from commands.findings import Evidence, Finding
 from commands.operation import OnFinding
-from commands.restore.plan import MANIFEST, FileState, RestorePlan
+from commands.restore.plan import FileState, RestorePlan
+from commands.restore.source import MANIFEST
 from commands.ssh import HostConnection
+from commands.verify.runner import findings_of, parse, read_facts
 from commands.vocabulary import CheckStatus
 
 
@@ -55,13 +57,18 @@ class Applier:
         await self.on_step(finding)
         return finding
 
+    def file_checks(self, files: list[FileState], backup_name: str) -> dict[str, FileCheck]:
+        """``file:<name>`` of each file, by the file's name."""
+        return {f.name: FileCheck(f.name, backup_name, f.source_path, f.live_path) for f in files}
+
     async def recheck(self) -> None:
         """Approval binds to the plan shown: re-read the hashes; any change voids the plan."""
-        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.files]
-        results = await self.conn.run_batch(commands)
+        checks = self.file_checks(self.plan.files, "")
+        read = await read_facts(self.conn, list(checks.values()))
+        results = [result for check in checks.values() for result in read[check.name]]
         changed = []
-        for before, result in zip(self.plan.files, results, strict=True):
-            now = parse_file_hash(before.name, "", before.source_path, before.live_path, result).details
+        for before in self.plan.files:
+            now = parse(checks[before.name], read).details
             if now.get("live_sha256") != before.live_sha:
                 changed.append(f"{before.live_path}: {_short(before.live_sha)} → {_short(now.get('live_sha256'))}")
             if now.get("backup_sha256") != before.source_sha:
@@ -162,10 +169,10 @@ class Applier:
 
     async def reread(self) -> None:
         """The proof: every file's live hash read again and compared with the source."""
-        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.changes]
-        for f, result in zip(self.plan.changes, await self.conn.run_batch(commands), strict=True):
-            finding = await self.step(parse_file_hash(f.name, self.plan.source.label.split(" ", 1)[1],
-                                                      f.source_path, f.live_path, result))
+        checks = self.file_checks(self.plan.changes, self.plan.source.label.split(" ", 1)[1])
+        found = await findings_of(self.conn, list(checks.values()))
+        for f in self.plan.changes:
+            finding = await self.step(found[checks[f.name].name])
             if finding.status == CheckStatus.PASS:
                 self.outcome.restored.append(f.name)
             elif finding.details.get("live_sha256") == f.live_sha:
@@ -190,17 +197,17 @@ class Applier:
         service = self.plan.host.service
         if service is None or not self.outcome.restored:
             return
-        restored = [f.live_path for f in self.plan.changes if f.name in self.outcome.restored]
-        first = await self.conn.run_batch([service_state_argv(service), listing_argv(restored)])
-        _, state = main_pid_finding(service, first[0])
-        listing = parse_listing(first[1])
-        if state is None or state.main_pid is None:
+        restored = tuple(f.live_path for f in self.plan.changes if f.name in self.outcome.restored)
+        # One round trip, the checks verify runs: the manager's main PID, the restored files' times, the start.
+        manager = checks_for(service)
+        main_pid, stale = manager.main_pid(service), manager.stale(service, restored)
+        read = await read_facts(self.conn, [main_pid, MainPidRead(), FileTimes(restored), stale])
+        if parse(main_pid, read).details.get("main_pid") is None:
             await self.step(Finding("stale-process", CheckStatus.WARN, f"{service.unit} has no running main PID: "
-                                    "start it to load the restored files", _evidence(first)))
+                                    "start it to load the restored files",
+                                    _evidence([*read[main_pid.name], *read[FILE_TIMES]])))
             return
-        second = await self.conn.run_batch(process_start_argvs(state.main_pid))
-        start = parse_process_start(state.main_pid, *second)
-        await self.step(stale_finding(start, restored, listing, second))
+        await self.step(parse(stale, read))
 
 
 # Run as `sh -c REPLACE_SCRIPT proofbot-replace SOURCE TARGET REFERENCE`. The target's dir may be

@@ -18,7 +18,8 @@ from commands.inventory import Host, Inventory
 from commands.operation import OnFinding, OperationResult, Origin, utc_now
 from commands.plans import finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
-from commands.restore.plan import RestorePlan, backup_source, read_plan, snapshot_source
+from commands.restore.plan import RestorePlan, read_plan
+from commands.restore.source import backup_source, snapshot_source
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
