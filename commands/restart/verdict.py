@@ -11,29 +11,42 @@ when nothing but health vouches for the new process, a ``warn`` when a real requ
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
 from commands.checks.cmdline import cmdline_finding
 from commands.checks.service import service_state_argv
 from commands.findings import Evidence, Finding
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import Poll, Watch
-from commands.vocabulary import CheckStatus
+from commands.vocabulary import CheckStatus, CommandState, Signal
 
 RELOAD_HINTS = ("daemon-reload", "changed on disk")
 
 
+Judge = Callable[[RestartPlan, Watch, "Finding | None", float], Finding]
+
+# Every signal a restart is judged on, by name, in the order the findings come: the request's list of checks
+# and the findings are both read from here.
+SIGNALS: tuple[tuple[str, Judge], ...] = (
+    ("restart-command", lambda plan, watch, probe, every: command_finding(watch)),
+    ("main-pid", lambda plan, watch, probe, every: pid_finding(plan, watch, every)),
+    ("health", lambda plan, watch, probe, every: health_finding(plan, watch)),
+    ("cmdline", lambda plan, watch, probe, every: cmdline_signal(plan, watch)),
+    ("probe", lambda plan, watch, probe, every: probe_signal(watch, probe)),
+    ("ready-time", lambda plan, watch, probe, every: ready_finding(plan, watch, probe, every)),
+)
+
+
+def _judged(plan: RestartPlan) -> list[tuple[str, Judge]]:
+    return [(name, judge) for name, judge in SIGNALS if name != "probe" or plan.service.probe]
+
+
 def check_names(plan: RestartPlan) -> list[str]:
-    probe = ["probe"] if plan.service.probe else []
-    return ["restart-command", "main-pid", "health", "cmdline", *probe, "ready-time"]
+    return [name for name, _ in _judged(plan)]
 
 
 def restart_findings(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_interval_s: float) -> list[Finding]:
-    findings = [command_finding(watch), pid_finding(plan, watch, poll_interval_s), health_finding(plan, watch),
-                cmdline_signal(plan, watch)]
-    if plan.service.probe:
-        findings.append(probe_signal(watch, probe))
-    findings.append(ready_finding(plan, watch, probe, poll_interval_s))
-    return findings
+    return [judge(plan, watch, probe, poll_interval_s) for _, judge in _judged(plan)]
 
 
 def _reload_hint(watch: Watch) -> str:
@@ -45,9 +58,9 @@ def _reload_hint(watch: Watch) -> str:
 
 def command_finding(watch: Watch) -> Finding:
     result, at = watch.command_result, watch.command_returned_s or 0.0
-    if watch.command_state == "not sent":
+    if watch.command_state == CommandState.NOT_SENT:
         return Finding("restart-command", CheckStatus.ERROR, f"not sent: {watch.lost or 'the restart never started'}")
-    if watch.command_state == "hung":
+    if watch.command_state == CommandState.HUNG:
         evidence = Evidence.of(watch.command, None, "(still running, no exit status yet)", at)
         return Finding("restart-command", CheckStatus.FAIL,
                        f"`{watch.command}` still running after {at:.1f} s, no exit status: the restart job is stuck",
@@ -127,11 +140,11 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
         return Finding("main-pid", CheckStatus.FAIL,
                        f"no main PID after {at:.1f} s ({state}): the service did not start",
                        evidence, details)
-    if watch.command_state == "fail" and watch.command_result is not None:
+    if watch.command_state == CommandState.FAIL and watch.command_result is not None:
         why = f"`{watch.command}` exited {watch.command_result.exit_status}"
         return Finding("main-pid", CheckStatus.FAIL, f"PID {old} unchanged ({why}): the restart never took effect",
                        evidence, details)
-    why = f"`{watch.command}` still running" if watch.command_state == "hung" else (
+    why = f"`{watch.command}` still running" if watch.command_state == CommandState.HUNG else (
         f"although `{watch.command}` exited 0")
     return Finding("main-pid", CheckStatus.FAIL,
                    f"PID {old} unchanged after {at:.1f} s ({why}): the restart never took effect",
@@ -228,7 +241,7 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
         after = "; it did not stay up: crash loop (see main-pid)" if watch.crash_loop else ""
         return Finding("ready-time", CheckStatus.PASS,
                        f"all signals green {ready:.2f} s after the restart command was sent{after}", evidence, details)
-    if watch.command_state == "not sent":
+    if watch.command_state == CommandState.NOT_SENT:
         return Finding("ready-time", CheckStatus.ERROR, f"not restarted: {watch.lost or 'the command was never sent'}",
                        evidence, details)
     if watch.lost:
@@ -236,7 +249,7 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
                        f"unknown: the link dropped {watch.lost_s or 0:.1f} s after the "
                        "restart command was sent", evidence, details)
     last = watch.last
-    if watch.command_state == "fail" and watch.command_result is not None:
+    if watch.command_state == CommandState.FAIL and watch.command_result is not None:
         never = f"`{watch.command}` exited {watch.command_result.exit_status}"
     elif watch.crash_loop:
         never = f"crash loop ({len(watch.new_pids)} new PIDs)"
@@ -253,7 +266,7 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
 
 def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
     pending = []
-    if watch.command_state != "ok":
+    if watch.command_state != CommandState.OK:
         pending.append(f"the restart command ({watch.command_state})")
     if not watch.is_new(poll):
         pending.append(f"a new PID (still {plan.before.main_pid})")
@@ -263,6 +276,6 @@ def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
         pending.append(f"health 200 (now {poll.health.status or 'no answer'})")
     pid = watch.pid_of(poll)
     read = watch.cmdlines.get(pid) if pid is not None else None
-    if read is None or read.state != "ok":
+    if read is None or read.state != Signal.OK:
         pending.append("the right cmdline" if read is None else f"the right cmdline ({read.state})")
     return pending
