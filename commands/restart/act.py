@@ -42,7 +42,7 @@ from commands.ssh import HostConnection, connect
 from commands.store import locks
 from commands.store.events import AuditStore
 from commands.verify.runner import ask, read_facts
-from commands.vocabulary import CheckStatus, CommandState, Signal
+from commands.vocabulary import CheckStatus, CommandState, EventKind, Operation, Signal
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
@@ -66,36 +66,37 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
     if not request_recorded:
         fleet = {"fleet_operation_id": fleet_operation_id} if fleet_operation_id else {}
-        await run.event("requested", {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
+        await run.event(EventKind.REQUESTED, {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
                                       "checks": check_names(plan), "origin": origin.to_json(), **fleet})
     try:
-        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
+        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, Operation.RESTART, origin.actor,
                                     origin.channel, origin.thread_ts)
     except Locked as exc:
-        await run.event("refused", {"reason": str(exc), "holder": exc.holder})
+        await run.event(EventKind.REFUSED, {"reason": str(exc), "holder": exc.holder})
         raise
     try:
         await run.execute()
     except PlanVoid as exc:
-        await run.event("refused", {"reason": str(exc), "plan_hash": plan.plan_hash})
+        await run.event(EventKind.REFUSED, {"reason": str(exc), "plan_hash": plan.plan_hash})
         raise
     except BaseException as exc:
-        await asyncio.shield(run.event("interrupted", {"reason": repr(exc), "what_is_known": run.watch.timeline()}))
+        await asyncio.shield(run.event(EventKind.INTERRUPTED, {"reason": repr(exc),
+                                                               "what_is_known": run.watch.timeline()}))
         raise
     finally:
         await run.progress.close()
         await locks.release(audit, lock)
     findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
     for finding in findings:
-        await run.event("check", finding.to_event())
+        await run.event(EventKind.CHECK, finding.to_event())
         if on_finding:
             await on_finding(finding)
     extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,
                              "ready_after_s": round(run.watch.ready_s, 3) if run.watch.ready_s is not None else None,
                              "pid_changes": len(run.watch.new_pids), "plan_hash": plan.plan_hash}
-    result = OperationResult(plan.operation_id, "restart", plan.host.name, run.started_at,
+    result = OperationResult(plan.operation_id, Operation.RESTART, plan.host.name, run.started_at,
                              time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
-    await run.event("finished", {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
+    await run.event(EventKind.FINISHED, {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
                                  "statuses": {f.name: f.status for f in findings}, **extra})
     return result
 
@@ -128,7 +129,7 @@ class _Run:
         self.sent_at: float | None = None
         self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
 
-    async def event(self, kind: str, details: dict[str, Any]) -> None:
+    async def event(self, kind: EventKind, details: dict[str, Any]) -> None:
         await self.audit.append(kind, operation_id=self.plan.operation_id, operation="restart",
                                 host=self.plan.host.name, actor=self.origin.actor, details=details)
 
@@ -152,7 +153,8 @@ class _Run:
         except CouldNotCheck as exc:
             if not self.watch.lost:
                 self.watch.link_lost(str(exc), self.elapsed())
-            await self.event("step", {"step": "link-lost", "at_s": round(self.elapsed(), 3), "problem": str(exc)})
+            await self.event(EventKind.STEP, {"step": "link-lost", "at_s": round(self.elapsed(), 3),
+                                              "problem": str(exc)})
         self.report("done", force=True)
 
     async def _recheck(self, conn: HostConnection) -> None:
@@ -161,7 +163,7 @@ class _Run:
         if changed := changes_since(self.plan.before, now):
             raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")
-        await self.event("step", {"step": "before", "state": asdict(now)})
+        await self.event(EventKind.STEP, {"step": "before", "state": asdict(now)})
 
     async def _act_and_watch(self, conn: HostConnection) -> None:
         argv = restart_argv(self.service)
@@ -171,7 +173,7 @@ class _Run:
         command = asyncio.create_task(conn.run(argv, timeout_s=self.service.ready_timeout_s + COMMAND_GRACE_S))
         self.report("restarting", force=True)
         try:
-            await self.event("step", {"step": "restart-sent", "command": watch.command})
+            await self.event(EventKind.STEP, {"step": "restart-sent", "command": watch.command})
             await self._wait_ready(conn, command)
             if watch.ready_s is not None and not watch.lost:
                 await self._probe_and_settle(conn)
@@ -205,7 +207,7 @@ class _Run:
         while True:
             if self._command_finished(command):
                 result = watch.command_result
-                await self.event("step", {"step": "restart-returned", "at_s": round(self.elapsed(), 3),
+                await self.event(EventKind.STEP, {"step": "restart-returned", "at_s": round(self.elapsed(), 3),
                                           "exit_status": result.exit_status if result else None,
                                           "state": watch.command_state})
             if watch.lost:
@@ -216,7 +218,7 @@ class _Run:
             polls_after_return += 1 if returned else 0
             self.report("waiting")
             if watch.ready_s is not None:
-                await self.event("step", {"step": "ready", "ready_after_s": round(watch.ready_s, 3),
+                await self.event(EventKind.STEP, {"step": "ready", "ready_after_s": round(watch.ready_s, 3),
                                           "new_pid": watch.new_pid})
                 return
             if watch.command_state in (CommandState.FAIL, CommandState.LOST) and polls_after_return >= 1:
@@ -274,14 +276,14 @@ class _Run:
         task = asyncio.create_task(ask(conn, self.manager.probe(probe))) if probe else None
         if task is not None:
             watch.probe_state = Signal.PENDING
-            await self.event("step", {"step": "probe-sent", "url": probe.url if probe else None})
+            await self.event(EventKind.STEP, {"step": "probe-sent", "url": probe.url if probe else None})
         settle_until = watch.ready_s + self.settle_s
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:
                     self.probe = task.result()
                     watch.probe_state = Signal.OK if self.probe.status == CheckStatus.PASS else Signal.FAIL
-                    await self.event("step", {"step": "probe-answered", "status": self.probe.status})
+                    await self.event(EventKind.STEP, {"step": "probe-answered", "status": self.probe.status})
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)
                 if self.elapsed() >= settle_until and (task is None or task.done()):

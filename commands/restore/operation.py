@@ -24,7 +24,7 @@ from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.events import AuditStore
-from commands.vocabulary import CheckStatus
+from commands.vocabulary import CheckStatus, Verdict
 
 
 async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
@@ -39,8 +39,8 @@ async def request_restore(inventory: Inventory, host: Host, *, backup_name: str 
 
     def nothing_to_approve(plan: RestorePlan) -> tuple[str, str] | None:
         if plan.unreadable:
-            return "error", "source unreadable"
-        return None if plan.changes else ("pass", "nothing differs")
+            return Verdict.ERROR, "source unreadable"
+        return None if plan.changes else (Verdict.PASS, "nothing differs")
 
     return await request_plan(host, RestorePlan.operation, inventory=inventory, origin=origin, audit=audit,
                               details={"backup": backup_name, "undo": undo_snapshot}, make_plan=make_plan,
@@ -85,7 +85,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
     except (PlanVoid, asyncio.CancelledError):
         raise
     except Exception as exc:  # a bug must not leave the plan open: it is finished, and the host freed below
-        await asyncio.shield(finish(audit, plan, actor, "error", f"the restore stopped on an internal error: "
+        await asyncio.shield(finish(audit, plan, actor, Verdict.ERROR, f"the restore stopped on an internal error: "
                                     f"{type(exc).__name__}; run proofbot verify {plan.host.name}"))
         raise
     finally:

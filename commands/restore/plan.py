@@ -38,7 +38,7 @@ from commands.restore.source import RestoreSource, backup_source, check_snapshot
 from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
 from commands.verify.runner import read_facts
-from commands.vocabulary import CheckStatus
+from commands.vocabulary import CheckStatus, Operation
 
 _FIND_COMPLAINTS = re.compile(r"\A(?:find: [^\n]*\n)+")
 FileChangeState = Literal["differs", "missing", "same", "unreadable"]
@@ -89,7 +89,7 @@ class FileState:
 class RestorePlan(Plan):
     """Which files a restore would replace, from which source, with the hashes it was built on."""
 
-    operation: ClassVar[str] = "restore"
+    operation: ClassVar[Operation] = Operation.RESTORE
     operation_id: str
     host: Host
     source: RestoreSource
