@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+import asyncssh
 import pytest
 
 from bot.demo.host import DemoHost
@@ -16,7 +18,10 @@ from commands.checks.managers import MANAGERS, checks_for
 from commands.checks.service import SupervisordMainPid, SystemdMainPid
 from commands.findings import Evidence, Finding
 from commands.inventory import Service
+from commands.operation import Origin
 from commands.ssh import connect
+from commands.store.events import AuditStore
+from commands.verify import verify
 from commands.verify.plan import VerifyPlan
 from commands.verify.runner import batch_of, findings_of, read_facts
 from commands.vocabulary import CheckStatus
@@ -127,3 +132,22 @@ def test_a_verify_plan_names_its_checks_from_the_check_objects(seeded_host: Demo
     assert plan.check_names() == [check.name for check in plan.checks()]
     assert plan.check_names() == ["file:eagle_info.py", "file:spec_info.py", "extra-files", "main-pid", "health",
                                   "cmdline", "stale-process", "probe"]
+
+
+async def test_a_changed_host_key_gets_no_advice_to_trust_it_from_a_real_refusal(clean_host: DemoHost,
+                                                                                  tmp_path: Path) -> None:
+    """Issue 20 item 3 end to end: the next step reads the refusal's kind from the exception chain of a real
+    handshake (not the message's words), and never advises adding the key."""
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{clean_host.ssh_port} {other}\n")
+    host = host_of(clean_host, known_hosts=str(known))
+    audit = AuditStore.open(tmp_path / "audit.db")
+    try:
+        result = await verify(VerifyPlan.for_host(host, None), origin=Origin.local_user(), audit=audit)
+    finally:
+        audit.close()
+    first = result.checks[0]
+    assert first.status == CheckStatus.ERROR and "the host key changed" in first.summary, first.summary
+    assert first.details == {"cause": "connection", "key_refusal": "changed"}
+    assert first.next_step is not None and "do not add or replace its key" in first.next_step.advice
