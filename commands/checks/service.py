@@ -76,6 +76,18 @@ class MainPid(Check):
     def steps(self) -> list[Step]:
         return [state_script(self.argv(), self.pid_filter())]
 
+    def invocation(self, state: ServiceState) -> str | None:
+        """What tells one run of the unit from the next where a PID may be reused (None: the manager has none)."""
+        return None
+
+    def restart_count(self, state: ServiceState) -> str | None:
+        """How many times the manager restarted the unit by itself, as it said it (None: it does not say)."""
+        return None
+
+    def is_new(self, state: ServiceState, before_pid: int | None, before_invocation: str | None) -> bool:
+        """A new process since ``before``: a new main PID."""
+        return state.main_pid is not None and state.main_pid != before_pid
+
     def parse(self, read: Read) -> Finding:
         return main_pid_finding(self.service, read.own[0])[0]
 
@@ -89,6 +101,17 @@ class SystemdMainPid(MainPid):
 
     def pid_filter(self) -> str:
         return "sed -n 's/^MainPID=\\([0-9]*\\)$/\\1/p' | head -n 1"  # the one `MainPID=` line
+
+    def invocation(self, state: ServiceState) -> str | None:
+        return state.properties.get("InvocationID") or None
+
+    def restart_count(self, state: ServiceState) -> str | None:
+        return state.properties.get("NRestarts", "?")
+
+    def is_new(self, state: ServiceState, before_pid: int | None, before_invocation: str | None) -> bool:
+        """A new InvocationID with a main PID: PIDs get reused, an invocation never is."""
+        invocation = self.invocation(state)
+        return state.main_pid is not None and invocation is not None and invocation != before_invocation
 
     def state(self, result: CommandResult) -> ServiceState | None:
         props = dict(line.split("=", 1) for line in result.text.splitlines() if "=" in line)

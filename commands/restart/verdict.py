@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable
 
 from commands.checks.cmdline import cmdline_finding
-from commands.checks.service import service_state_argv
+from commands.checks.service import main_pid_check, service_state_argv
 from commands.findings import Evidence, Finding
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import Poll, Watch
@@ -86,12 +86,11 @@ def _pid_evidence(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Ev
     if last is None:
         return None
     lines, previous = [], ""
+    main_pid = main_pid_check(plan.service)
     for poll in watch.polls:
         state = f"{poll.state.state} pid {poll.state.main_pid or '-'}" if poll.state else "unreadable"
-        if poll.state and plan.service.manager == "systemd":
-            props = poll.state.properties
-            invocation = props.get("InvocationID", "")[:12] or "-"
-            state += f" InvocationID {invocation} NRestarts {props.get('NRestarts', '?')}"
+        if poll.state and (restarts := main_pid.restart_count(poll.state)) is not None:
+            state += f" InvocationID {(main_pid.invocation(poll.state) or '')[:12] or '-'} NRestarts {restarts}"
         if state != previous:
             lines.append(f"+{poll.at_s:7.3f} s  {state}")
             previous = state
@@ -111,8 +110,8 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
     chain = " → ".join(str(pid) for pid in [old or "none", *(pid for pid, _ in watch.new_pids)])
     if watch.crash_loop:
         restarts = ""
-        if plan.service.manager == "systemd" and last.state is not None:
-            restarts = f"; NRestarts {plan.before.n_restarts} → {last.state.properties.get('NRestarts', '?')}"
+        if last.state is not None and (count := main_pid_check(plan.service).restart_count(last.state)) is not None:
+            restarts = f"; NRestarts {plan.before.n_restarts} → {count}"
         return Finding("main-pid", CheckStatus.FAIL,
                        f"crash loop: the main PID changed {len(watch.new_pids)} times within "
                        f"{watch.new_pids[-1][1]:.1f} s of the restart: {chain}{restarts}", evidence, details)
@@ -121,9 +120,8 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
     if new is not None:
         tail = " (seen before the link dropped)" if watch.lost else ""
         invocation = ""
-        if plan.service.manager == "systemd" and last.state is not None:
-            invocation = (f", InvocationID {(plan.before.invocation_id or '-')[:8]}… → "
-                          f"{last.state.properties.get('InvocationID', '-')[:8]}…")
+        if last.state is not None and (now := main_pid_check(plan.service).invocation(last.state)) is not None:
+            invocation = f", InvocationID {(plan.before.invocation_id or '-')[:8]}… → {now[:8]}…"
         reused = " (PID number reused by a new process)" if new == old else ""
         if last.state is not None and last.state.active and watch.pid_of(last) == new:
             return Finding("main-pid", CheckStatus.PASS,

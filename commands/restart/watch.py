@@ -13,7 +13,7 @@ from typing import Literal
 
 from commands.checks.cmdline import flag_problems, parse_cmdline
 from commands.checks.health import HttpOutcome
-from commands.checks.service import ServiceState
+from commands.checks.service import ServiceState, main_pid_check
 from commands.command_result import CommandResult
 from commands.inventory import Service
 from commands.restart.plan import ServiceSnapshot
@@ -141,12 +141,9 @@ class Watch:
 
     def is_new(self, poll: Poll) -> bool:
         """A new process: a new main PID, and on systemd a new InvocationID (PIDs get reused)."""
-        if poll.state is None or poll.state.main_pid is None:
+        if poll.state is None:
             return False
-        if self.service.manager == "systemd":
-            invocation = poll.state.properties.get("InvocationID") or None
-            return invocation is not None and invocation != self.before.invocation_id
-        return poll.state.main_pid != self.before.main_pid
+        return main_pid_check(self.service).is_new(poll.state, self.before.main_pid, self.before.invocation_id)
 
     def green(self, poll: Poll) -> bool:
         pid = self.pid_of(poll)
