@@ -1,4 +1,4 @@
-"""Tier 1: verify's host-side script reads the main PID itself (real sh, sed, awk, cat on loopback).
+"""Tier 1: the main-pid check's host-side script reads the main PID itself (real sh, sed, awk, cat on loopback).
 
 A service manager stand-in earlier in the batch's PATH prints what a broken or hostile host
 could: only a PID proper is read from, and nothing it printed runs.
