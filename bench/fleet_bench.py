@@ -45,7 +45,7 @@ import yaml
 from commands.checks.check import Fact, Script
 from commands.checks.file_times import FILE_TIMES
 from commands.inventory import Host, parse_inventory
-from commands.ssh import _batch_script  # the exact script proofbot's run_batch sends
+from commands.ssh.batch import batch_script  # the exact script proofbot's run_batch sends
 from commands.verify import VerifyPlan
 from commands.verify.operation import host_batch
 from tests.lab import require_root_netns
@@ -162,7 +162,7 @@ def floor_script(host: Host) -> str:
     """proofbot's own one batch for host, with health and the probe as curl at its end."""
     steps = host_batch(VerifyPlan.for_host(host, None))
     extra = [health_argv(host), probe_argv(host)] if host.service and host.service.probe else []
-    return _batch_script(secrets.token_hex(8), [*steps, *extra])
+    return batch_script(secrets.token_hex(8), [*steps, *extra])
 
 
 def floor_spec(hosts: list[Host], path: Path) -> Path:

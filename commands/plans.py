@@ -20,7 +20,10 @@ from commands.inventory import Host, Inventory
 from commands.operation import Origin, new_operation_id
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore, append_event
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished, Refusal
+from commands.store.log import Within, audit_log
+from commands.vocabulary import PlanState, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -112,11 +115,10 @@ async def request_plan(host: Host, operation: str, *, inventory: Inventory, orig
                                origin.thread_ts)
     kept = False
     try:
-        await audit.append("requested", operation_id=operation_id, operation=operation, host=host.name,
-                           actor=origin.actor, details={**details, "origin": origin.to_json()})
+        log = audit_log(audit, operation, operation_id, host.name, origin.actor)
+        await log.requested(origin, **details)
         plan = await make_plan(operation_id)
-        await audit.append("plan-shown", operation_id=operation_id, operation=operation, host=host.name,
-                           actor=origin.actor, details=plan.to_json())
+        await log.plan_shown(plan.to_json())
         ended = nothing_to_approve(plan)
         if ended is None:
             await approvals.create(audit, plan_id=operation_id, operation=operation, host=host.name,
@@ -128,8 +130,7 @@ async def request_plan(host: Host, operation: str, *, inventory: Inventory, orig
             await finish(audit, plan, origin.actor, *ended)
         return plan
     except BaseException as exc:
-        await audit.append("finished", operation_id=operation_id, operation=operation, host=host.name,
-                           actor=origin.actor, details={"verdict": "error", "summary": f"planning failed: {exc}"})
+        await log.finished(Finished(Verdict.ERROR, f"planning failed: {exc}"))
         raise
     finally:
         if not kept:
@@ -142,7 +143,7 @@ async def lock_for_apply(plan: Plan, decided: PendingPlan, actor: str, audit: Au
         raise Refused(f"plan {plan.operation_id} is not approved ({decided.state})", hint="nothing was done")
     if decided.plan_hash != plan.plan_hash:
         await approvals.close(audit, decided.id, "void")
-        await finish(audit, plan, actor, "void", "the plan differs from the one approved")
+        await finish(audit, plan, actor, Verdict.REFUSED, "the plan differs from the one approved")
         raise PlanVoid(f"plan void: plan {decided.id} no longer matches the hash that was approved",
                        hint="request a new plan")
     try:
@@ -152,10 +153,10 @@ async def lock_for_apply(plan: Plan, decided: PendingPlan, actor: str, audit: Au
         raise
 
 
-async def finish(audit: AuditStore, plan: Plan, actor: str, verdict: str, summary: str,
+async def finish(audit: AuditStore, plan: Plan, actor: str, verdict: Verdict | str, summary: str,
                  extra: dict[str, Any] | None = None) -> None:
-    await audit.append("finished", operation_id=plan.operation_id, operation=plan.operation, host=plan.host.name,
-                       actor=actor, details={"verdict": verdict, "summary": summary, **(extra or {})})
+    await audit_log(audit, plan.operation, plan.operation_id, plan.host.name, actor).finished(
+        Finished(Verdict(verdict), summary, extra=extra or {}))
 
 
 async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: bool, reason: str) -> None:
@@ -163,10 +164,12 @@ async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: b
     in one transaction the plan is closed, the event says why (``refused`` or ``cancelled``), the
     host is freed."""
     def close(db: sqlite_utils.Database) -> None:
-        db.execute("UPDATE plans SET state = 'void' WHERE id = ?", [plan.operation_id])
-        append_event(db, "refused" if refused else "cancelled", operation_id=plan.operation_id,
-                     operation=plan.operation, host=plan.audit_host, actor=actor,
-                     details={"reason": reason, "plan_hash": plan.plan_hash})
+        db.execute("UPDATE plans SET state = ? WHERE id = ?", [PlanState.VOID, plan.operation_id])
+        log = Within(plan.operation, plan.operation_id, plan.audit_host, actor, db=db)
+        if refused:
+            log.refused(Refusal(reason, plan_hash=plan.plan_hash))
+        else:
+            log.cancelled(reason, plan.plan_hash)
         for host in plan.locked_hosts:
             locks.free(db, host, plan.operation_id)
 

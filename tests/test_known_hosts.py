@@ -27,7 +27,8 @@ from commands.findings import Finding, could_not_check
 from commands.inventory import parse_inventory
 from commands.known_hosts import Decision, Trust, decide, lookup_for, trust_for
 from commands.known_hosts_file import load, parse_text
-from commands.ssh_options import HostKeyRefused, effective
+from commands.ssh.failures import HostKeyRefused
+from commands.ssh.options import effective
 from commands.verify.causes import cause_of
 from commands.verify.next_steps import next_step
 from commands.verify.plan import VerifyPlan

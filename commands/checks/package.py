@@ -22,6 +22,7 @@ from typing import Any
 
 from commands.checks.check import Check, Read, Step
 from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT, refusals
+from commands.checks.package_probe import UNREADABLE
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
 from commands.vocabulary import CheckStatus
@@ -88,7 +89,7 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     check = f"package:{dist}"
     records, stray = _records(result.output)
     env = next((r for r in records if r.get("t") == "env"), None)
-    error = next((r for r in records if r.get("t") == "error"), None)
+    error = next((r for r in records if r.get("t") == UNREADABLE), None)
     dist_line = next((r for r in records if r.get("t") == "dist"), None)
     end = next((r for r in records if r.get("t") == "end"), None)
     tally = _Tally()

@@ -15,6 +15,7 @@ from commands.checks.check import Check, Read, Step
 from commands.checks.file_times import FILE_TIMES, Listing, parse_listing, unparsed_finding
 from commands.checks.pid_read import MAIN_PID_READ, as_read, process_start_steps
 from commands.checks.service import agreed_pid
+from commands.clock import utc_at
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding, could_not_check
 from commands.inventory import Service
@@ -77,8 +78,8 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
         return Finding("stale-process", CheckStatus.ERROR, "none of the watched files could be listed", evidence)
     newer = sorted((path for path, mtime in known.items() if mtime > start.started_at + MTIME_TOLERANCE_S),
                    key=lambda path: known[path])
-    started = _utc(start.started_at)
-    details = {"process_started_at": started, "changed_after_start": {p: _utc(known[p]) for p in newer}}
+    started = utc_at(start.started_at)
+    details = {"process_started_at": started, "changed_after_start": {p: utc_at(known[p]) for p in newer}}
     if newer:
         names = ", ".join(map(short_path, newer[:5])) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
         return Finding("stale-process", CheckStatus.WARN,
@@ -87,12 +88,8 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
                        evidence, details)
     newest = max(known.values())
     return Finding("stale-process", CheckStatus.PASS,
-                   f"PID {start.pid} started {start.words()}, after every watched file (newest {_utc(newest)})",
+                   f"PID {start.pid} started {start.words()}, after every watched file (newest {utc_at(newest)})",
                    evidence, details)
-
-
-def _utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 from commands.operation import OperationResult
-from commands.vocabulary import Verdict
 
 # A group's order: what needs a human first.
 VERDICT_RANK: dict[str, int] = {"fail": 0, "error": 1, "warn": 2, "pass": 3}
@@ -31,7 +30,7 @@ class OutcomeGroup:
 
 
 def outcome_of(result: OperationResult) -> str:
-    verdict: Verdict = result.verdict
+    verdict = result.verdict
     if verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
         return "warn"
     return verdict

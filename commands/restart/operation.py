@@ -17,7 +17,7 @@ from commands.restart.plan import RestartPlan, plan_restart
 from commands.restart.progress import OnProgress
 from commands.store import approvals
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 
 async def request_restart(inventory: Inventory, host: Host, *, origin: Origin, audit: AuditStore) -> RestartPlan:

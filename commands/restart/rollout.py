@@ -26,10 +26,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from commands.clock import utc_now
 from commands.errors import CouldNotCheck, Locked, PlanVoid, Refused, UsageError
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host, Inventory
-from commands.operation import OperationResult, Origin, new_operation_id, utc_now
+from commands.operation import OperationResult, Origin, new_operation_id
 from commands.plans import Decidable
 from commands.redact import redact_data
 from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
@@ -38,9 +39,12 @@ from commands.restart.progress import OnProgress
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished, Refusal
+from commands.store.log import audit_log
+from commands.vocabulary import Operation, Verdict
 
-OPERATION = "rollout"
+OPERATION = Operation.ROLLOUT
 HostState = Literal["done", "failed", "untouched"]
 RolloutVerdict = Literal["pass", "fail", "error", "refused"]
 OnHostStart = Callable[[str, int, int], Awaitable[None]]  # (host, batch number, batches)
@@ -209,18 +213,15 @@ async def request_rollout(inventory: Inventory, target: str, *, origin: Origin, 
     for host in hosts:
         await locks.refuse_if_busy(audit, host.name)
     operation_id = new_operation_id()
-    await audit.append("requested", operation_id=operation_id, operation=OPERATION, host=None, actor=origin.actor,
-                       details={"fleet": _fleet_details([h.name for h in hosts], target, inventory.fleet),
-                                "origin": origin.to_json()})
+    log = audit_log(audit, OPERATION, operation_id, None, origin.actor)
+    await log.requested(origin, fleet=_fleet_details([h.name for h in hosts], target, inventory.fleet))
     try:
         plan = await plan_rollout(inventory, target, operation_id=operation_id)
     except BaseException as exc:
-        verdict = "refused" if isinstance(exc, Refused) else "error"
-        await audit.append("finished", operation_id=operation_id, operation=OPERATION, host=None,
-                           actor=origin.actor, details={"verdict": verdict, "summary": f"planning failed: {exc}"})
+        verdict = Verdict.REFUSED if isinstance(exc, Refused) else Verdict.ERROR
+        await log.finished(Finished(verdict, f"planning failed: {exc}"))
         raise
-    await audit.append("plan-shown", operation_id=operation_id, operation=OPERATION, host=None, actor=origin.actor,
-                       details=plan.to_json())
+    await log.plan_shown(plan.to_json())
     await approvals.create(audit, plan_id=operation_id, operation=OPERATION, host=target,
                            requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
                            approvals=inventory.approvals, channel=origin.channel, message_ts=origin.thread_ts)
@@ -232,22 +233,18 @@ class _Rollout:
 
     def __init__(self, plan: RolloutPlan, origin: Origin, audit: AuditStore) -> None:
         self.plan, self.origin, self.audit = plan, origin, audit
+        self.log = audit_log(audit, OPERATION, plan.operation_id, None, origin.actor)
         self.locks: dict[str, locks.LockHolder] = {}
         self.outcomes: dict[str, HostOutcome] = {}
         self.started_at, self.started = utc_now(), time.monotonic()
 
-    async def event(self, kind: str, details: dict[str, Any]) -> None:
-        await self.audit.append(kind, operation_id=self.plan.operation_id, operation=OPERATION, host=None,
-                                actor=self.origin.actor, details=details)
 
     async def refuse(self, exc: Refused) -> None:
         """Nothing was restarted: the plan is closed void and the rollout finished refused."""
         await approvals.close(self.audit, self.plan.operation_id, "void")
-        details: dict[str, Any] = {"reason": str(exc), "plan_hash": self.plan.plan_hash}
-        if isinstance(exc, Locked):
-            details["holder"] = exc.holder
-        await self.event("refused", details)
-        await self.event("finished", {"verdict": "refused", "summary": exc.message})
+        await self.log.refused(Refusal(str(exc), plan_hash=self.plan.plan_hash,
+                                       holder=exc.holder if isinstance(exc, Locked) else None))
+        await self.log.finished(Finished(Verdict.REFUSED, exc.message))
 
     async def release_untaken(self) -> None:
         for host, lock in list(self.locks.items()):
@@ -304,8 +301,8 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     try:
         halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
     except BaseException as exc:
-        await asyncio.shield(run.event("interrupted", {"reason": repr(exc), "outcomes": {
-            host: outcome.state for host, outcome in run.outcomes.items()}}))
+        await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
+            host: outcome.state for host, outcome in run.outcomes.items()}))
         raise
     finally:
         await run.release_untaken()
@@ -315,11 +312,11 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
                            [run.outcomes[p.host.name] for p in plan.hosts], halted)
     await approvals.close(audit, plan.operation_id, "applied")
-    await run.event("finished", {
-        "verdict": result.verdict, "duration_s": round(result.duration_s, 3),
-        "counts": dict(sorted(result.counts().items())), "halted": halted or None,
-        "done": result.named("done"), "failed": result.named("failed"), "untouched": result.named("untouched"),
-        "hosts": {o.host: o.result.operation_id for o in result.hosts if o.result is not None}})
+    await run.log.finished(Finished(
+        Verdict(result.verdict), duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
+        hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
+        extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
+               "untouched": result.named("untouched")}))
     return result
 
 
@@ -328,8 +325,7 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
     """Each batch restarted concurrently and proven; returns why it halted ("" when it did not)."""
     batches = run.plan.batches()
     for number, batch in enumerate(batches, 1):
-        await run.event("step", {"step": "batch", "batch": number, "of": len(batches),
-                                 "hosts": [p.host.name for p in batch]})
+        await run.log.step("batch", batch=number, of=len(batches), hosts=[p.host.name for p in batch])
 
         async def one(host_plan: RestartPlan, number: int = number) -> HostOutcome:
             name = host_plan.host.name
@@ -362,7 +358,7 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
             why = ", ".join(f"{o.host} {_what_went_wrong(o)}" for o in bad)
             halted = (f"halted after batch {number} of {len(batches)}: {why}"
                       + (f"; the rest of that batch finished ({', '.join(rest)})" if rest else ""))
-            await run.event("step", {"step": "halted", "batch": number, "reason": halted})
+            await run.log.step("halted", batch=number, reason=halted)
             return halted
     return ""
 

@@ -12,10 +12,11 @@ import asyncio
 import time
 
 from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.clock import utc_now
 from commands.errors import CouldNotCheck, PlanVoid
 from commands.findings import Finding, could_not_check
 from commands.inventory import Host, Inventory
-from commands.operation import OnFinding, OperationResult, Origin, utc_now
+from commands.operation import OnFinding, OperationResult, Origin
 from commands.plans import finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
 from commands.restore.plan import RestorePlan, read_plan
@@ -23,7 +24,8 @@ from commands.restore.source import backup_source, snapshot_source
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.log import audit_log
 from commands.vocabulary import CheckStatus, Verdict
 
 
@@ -54,10 +56,11 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
     started_at, started = utc_now(), time.monotonic()
     findings: list[Finding] = []
 
+    log = audit_log(audit, plan.operation, plan.operation_id, plan.host.name, actor)
+
     async def record(finding: Finding) -> None:
         findings.append(finding)
-        await audit.append("step", operation_id=plan.operation_id, operation=plan.operation, host=plan.host.name,
-                           actor=actor, details=finding.to_event())
+        await log.step(finding)
         if on_step:
             await on_step(finding)
 
@@ -68,7 +71,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
                 await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
         except PlanVoid:
             await approvals.close(audit, plan.operation_id, "void")
-            await finish(audit, plan, actor, "void", "changed since the plan")
+            await finish(audit, plan, actor, Verdict.REFUSED, "changed since the plan")
             raise
         except CouldNotCheck as exc:
             await record(could_not_check("apply", f"link lost during the restore: {exc}; each live file is either "

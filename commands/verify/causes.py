@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from commands.errors import BastionUnreachable, CouldNotCheck
-from commands.ssh_options import HostKeyRefused
+from commands.ssh.failures import HostKeyRefused
 
 CAUSE, KEY_REFUSAL = "cause", "key_refusal"  # the keys of a could-not-check finding's details
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from commands.errors import UnknownBackup, UsageError
 from commands.inventory import Backup, Host
-from commands.inventory_check import NOTHING_TO_CHECK, nothing_configured
+from commands.inventory.check import NOTHING_TO_CHECK, nothing_configured
 
 if TYPE_CHECKING:
     from commands.checks.check import AnyCheck, Fact
