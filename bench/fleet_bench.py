@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from commands.checks.check import Fact, Script
+from commands.checks.check import Fact
 from commands.checks.file_times import FILE_TIMES
 from commands.inventory import Host, parse_inventory
 from commands.ssh.batch import batch_script  # the exact script proofbot's run_batch sends
@@ -135,8 +135,8 @@ def check_commands(host: Host) -> list[tuple[str, str]]:
     _, backup = host.backup(None)
     plan = VerifyPlan.for_host(host, None)
     # each check's own argv, by its name (the main PID's reads are written by hand below)
-    argv_of = {item.name: item.steps()[0] for item in [*plan.facts(), *plan.checks()]
-               if isinstance(item, Fact) and len(item.steps()) == 1 and not isinstance(item.steps()[0], Script)}
+    argv_of = {item.name: step for item in [*plan.facts(), *plan.checks()] if isinstance(item, Fact)
+               for step in item.steps()[:1] if isinstance(step, list)}
     state = shlex.join(["supervisorctl", "status", host.service.unit])
     pid = f"$(supervisorctl pid {shlex.quote(host.service.unit)})"
     commands = [("main-pid", state), ("cmdline", f"cat /proc/{pid}/cmdline"),

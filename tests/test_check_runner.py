@@ -20,7 +20,7 @@ from commands.findings import Evidence, Finding
 from commands.inventory import Service
 from commands.operation import Origin
 from commands.ssh import connect
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import verify
 from commands.verify.plan import VerifyPlan
 from commands.verify.runner import batch_of, findings_of, read_facts

@@ -102,9 +102,11 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         said, details = cause
         done = {finding.name for finding in findings}
         left = [name for name in plan.check_names() if name not in done]
-        for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
-            await found(could_not_check(name, said if index == 0 else f"not checked: the same cause as `{left[0]}`",
-                                        details=details))
+        first, *rest = left or [""]
+        if left:  # the cause is said once (and its next step given once), on the first check it stopped
+            await found(could_not_check(first, said, details=details))
+        for name in rest:
+            await found(could_not_check(name, f"not checked: the same cause as `{first}`"))
     result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await logged
