@@ -14,6 +14,7 @@ from commands.errors import CouldNotCheck
 from commands.findings import Evidence, Finding
 from commands.inventory import Host
 from commands.ssh import connect
+from commands.vocabulary import CheckStatus
 
 PARALLEL = 16
 
@@ -28,16 +29,17 @@ async def ping(host: Host) -> Finding:
                 result = await conn.run(["true"])
                 fingerprint = conn.host_key_fingerprint()
     except CouldNotCheck as exc:
-        return Finding("ping", "error", str(exc))
+        return Finding("ping", CheckStatus.ERROR, str(exc))
     except TimeoutError:
-        return Finding("ping", "error", f"{host.name}: no answer within "
+        return Finding("ping", CheckStatus.ERROR, f"{host.name}: no answer within "
                                         f"{ssh.connect_timeout_s + ssh.command_timeout_s:g} s")
     elapsed = time.monotonic() - started
     evidence = Evidence.of(f"ssh -p {host.port} {ssh.user}@{host.address} true", result.exit_status,
                            f"host key {fingerprint}", elapsed)
     if result.exit_status != 0:
-        return Finding("ping", "fail", f"logged in, but `true` exited {result.exit_status}", evidence)
-    return Finding("ping", "pass", f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
+        return Finding("ping", CheckStatus.FAIL, f"logged in, but `true` exited {result.exit_status}", evidence)
+    return Finding("ping", CheckStatus.PASS,
+                   f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
                                    f"{fingerprint} as in {', '.join(ssh.known_hosts_list())}", evidence)
 
 

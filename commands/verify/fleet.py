@@ -15,7 +15,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from commands.clock import utc_now
-from commands.findings import Verdict
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
@@ -25,7 +24,7 @@ from commands.store.kinds import Finished
 from commands.store.log import audit_log
 from commands.verify.operation import verify
 from commands.verify.plan import VerifyPlan
-from commands.vocabulary import Operation
+from commands.vocabulary import Operation, Verdict
 
 OnHostDone = Callable[[OperationResult], Awaitable[None]]
 OnHostFinding = Callable[[str], OnFinding | None]
@@ -44,7 +43,7 @@ class FleetResult:
     def verdict(self) -> Verdict:
         """The worst host's: a failure outranks a could-not-check, which outranks a pass."""
         verdicts = {result.verdict for result in self.results}
-        return "fail" if "fail" in verdicts else "error" if "error" in verdicts or not verdicts else "pass"
+        return Verdict.worst(verdicts)
 
     def counts(self) -> Counter[str]:
         """Hosts per outcome: pass, warn (a pass with a warning), fail, error."""
