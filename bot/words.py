@@ -122,11 +122,11 @@ def rollout_proof_words(plan: RolloutPlan) -> str:
 
 def runs_old_code(result: OperationResult) -> bool:
     """The service is older than files it runs: Slack's thread offers "Restart now", the CLI says restart."""
-    return any(f.name == "stale-process" and CheckStatus(f.status) == CheckStatus.WARN for f in result.checks)
+    return any(f.name == "stale-process" and f.status == CheckStatus.WARN for f in result.checks)
 
 
 def warned_checks(result: OperationResult) -> list[str]:
     """The checks of a passing result that warned (its outcome is ``warn`` exactly when there are some)."""
     if Outcome.of(result.verdict, (f.status for f in result.checks)) != Outcome.WARN:
         return []
-    return [f.name for f in result.checks if CheckStatus(f.status) == CheckStatus.WARN]
+    return [f.name for f in result.checks if f.status == CheckStatus.WARN]

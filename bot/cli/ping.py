@@ -29,4 +29,4 @@ async def run_ping(args: argparse.Namespace) -> int:
             print(f"{MARKS[finding.status]}  {host.name.ljust(width)}  {finding.summary}")
             if args.verbose:
                 print(render_ssh_values(effective(host)))
-    return 0 if all(CheckStatus(finding.status) == CheckStatus.PASS for finding in findings) else 3
+    return 0 if all(finding.status == CheckStatus.PASS for finding in findings) else 3

@@ -39,7 +39,7 @@ def finding_lines(findings: Sequence[Finding], *, verbose: bool, evidence: bool 
         if finding.next_step:
             indent = " " * (len(MARKS[CheckStatus.PASS]) + 2 + width)
             lines.append(f"  {indent}  → {next_step_words(finding.next_step)}")
-        if evidence and (verbose or CheckStatus(finding.status) != CheckStatus.PASS):
+        if evidence and (verbose or finding.status != CheckStatus.PASS):
             lines.extend(evidence_lines(finding))
     return lines
 
@@ -116,7 +116,7 @@ def restore_hints(result: OperationResult, *, restart: Sequence[str], undo: Sequ
     are the argv of ``proofbot restart HOST``, the undo of this restore, and the restore itself)."""
     hints: list[str] = []
     extras = next((f for f in result.checks
-                   if f.name == "extra-files" and CheckStatus(f.status) == CheckStatus.WARN), None)
+                   if f.name == "extra-files" and f.status == CheckStatus.WARN), None)
     if extras is not None and undo is not None:
         # the files now match the backup, so the same restore has nothing to apply (and moves nothing)
         hints.append(f"hint: {extras.summary.split(' (', 1)[0]}; to move them aside too, undo and restore again "

@@ -163,7 +163,7 @@ async def _show_finding(finding: Finding) -> None:
 
 
 def _failures(result: OperationResult) -> set[str]:
-    return {finding.name for finding in result.checks if CheckStatus(finding.status) == CheckStatus.FAIL}
+    return {finding.name for finding in result.checks if finding.status == CheckStatus.FAIL}
 
 
 async def run_demo(db_file: Path, *, keep: bool = False) -> int:
@@ -233,15 +233,15 @@ def _tell_the_story(first: OperationResult, restored: OperationResult, again: Op
               {item["path"] for item in package.details["changed"] + package.details["unlisted"]}
               == {"sgl_kernel/speculative.py", "sgl_kernel/ddtree_kernels.py"}),
              ("restore replaced spec_info.py and moved ddtree_utils.py aside, proved by re-reading",
-              Verdict(restored.verdict) == Verdict.PASS and restored.extra["restored"] == ["spec_info.py"]),
+              restored.verdict == Verdict.PASS and restored.extra["restored"] == ["spec_info.py"]),
              (f"verify again: files match the backup; the running process still has --enable-ddtree; {DIST} "
               "still patched (no backup knew it)", _failures(again) == AFTER_RESTORE_FAILURES),
              ("restart: new PID and health 200, but the forbidden flag came back: FAIL, said plainly",
-              Verdict(still_flagged.verdict) == Verdict.FAIL and _failures(still_flagged) >= {"cmdline"}
+              still_flagged.verdict == Verdict.FAIL and _failures(still_flagged) >= {"cmdline"}
               and still_flagged.extra["new_pid"] != still_flagged.extra["old_pid"]),
              ("launch config fixed, restart: new PID, health, flags and one real request all green",
-              Verdict(fixed.verdict) == Verdict.PASS),
-             ("final verify: every check passes", Verdict(final.verdict) == Verdict.PASS and not _failures(final))]
+              fixed.verdict == Verdict.PASS),
+             ("final verify: every check passes", final.verdict == Verdict.PASS and not _failures(final))]
     for line, held in story:
         _say(f"  {'✓' if held else '✗'} {line}")
     return all(held for _, held in story)

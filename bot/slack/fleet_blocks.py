@@ -112,7 +112,7 @@ def _group_section(group: OutcomeGroup) -> str:
 
 def not_passing_count(fleet: FleetResult) -> int:
     """The hosts the Re-verify button re-runs: those whose verdict is not pass."""
-    return sum(1 for result in fleet.results if Verdict(result.verdict) != Verdict.PASS)
+    return sum(1 for result in fleet.results if result.verdict != Verdict.PASS)
 
 
 def attaches_file(fleet: FleetResult, groups: Sequence[OutcomeGroup]) -> bool:
