@@ -209,7 +209,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         "rejected, expired), and approval in the CLI's words",
         # As commands/store/trail.py tells an operation: the last `finished` gives the verdict, else the
         # first refusal, cancel, interruption or decision that ended it. `approval` is
-        # bot/plain_text.py approval_words' wording; restore and restart are the operations that need
+        # bot/words.py approval_words' wording; restore and restart are the operations that need
         # one (commands/registry.py; tests/test_datasette_metadata.py holds the two together).
         """
         DROP VIEW operations;
