@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from bot.cli.command import CliCommand
 from bot.cli.terminal import (
+    EXIT_FOR_VERDICT,
     SCHEMA_VERSION,
     Session,
     approve_at_terminal,
@@ -35,6 +36,7 @@ from bot.plain_text import (
     rollout_host_done_line,
 )
 from commands.errors import ProofbotError
+from commands.vocabulary import Verdict
 
 if TYPE_CHECKING:
     from commands.restart import RestartProgress
@@ -74,16 +76,18 @@ async def run(args: argparse.Namespace) -> int:
     return code
 
 
-EXIT_FOR_ROLLOUT = {"pass": 0, "fail": 1, "error": 3, "refused": 4}
+EXIT_FOR_ROLLOUT = {**EXIT_FOR_VERDICT, Verdict.REFUSED: 4}
 
 
 async def _rollout(cli: Session, args: argparse.Namespace) -> int:
     """A group: one plan, one confirmation, hosts restarted batch by batch, each proven before the next."""
-    from commands.restart.rollout import apply_rollout, request_rollout  # loaded here: verify never needs it
+    from commands.restart.operation import admit_restart  # loaded here: verify never needs them
+    from commands.restart.rollout import apply_rollout, request_rollout
 
     target = args.host
     try:
-        plan = await request_rollout(cli.inventory, target, origin=cli.origin, audit=cli.audit)
+        request = await admit_restart(cli.inventory, target, cli.audit)
+        plan = await request_rollout(cli.inventory, request, origin=cli.origin, audit=cli.audit)
     except ProofbotError as exc:
         await cli.refused("restart", target, exc)
         raise
@@ -110,8 +114,7 @@ def _print_rollout(result: RolloutResult, args: argparse.Namespace) -> int:
         print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
         print(render_rollout_result(result, verbose=args.verbose))
-    warned = any(f.status == "warn" for o in result.hosts if o.result is not None for f in o.result.checks)
-    if args.strict and result.verdict == "pass" and warned:
+    if args.strict and result.verdict == Verdict.PASS and result.warned:
         return 1
     return EXIT_FOR_ROLLOUT[result.verdict]
 

@@ -45,6 +45,7 @@ from commands.restore import apply_restore, request_restore
 from commands.store import approvals
 from commands.store.events import AuditStore
 from commands.verify import VerifyPlan, verify
+from commands.vocabulary import PlanState
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
@@ -147,7 +148,7 @@ async def _approval_terms(inventory: Inventory, audit: AuditStore, plan: Plan) -
 
 
 async def _approve(inventory: Inventory, audit: AuditStore, plan_id: str) -> approvals.PendingPlan:
-    return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+    return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", PlanState.APPROVED, inventory.approvals,
                                   user_id=APPROVER)
 
 

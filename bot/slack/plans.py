@@ -22,6 +22,7 @@ from bot.slack.blocks import REASON_BLOCK, REASON_INPUT, REASON_LIMIT, reject_mo
 from bot.slack.context import Approvable, Body, BotContext, Click
 from commands.errors import PlanVoid, Refused
 from commands.store import approvals
+from commands.vocabulary import PlanState, Verdict
 
 
 async def on_decision(context: BotContext, approvable: Approvable[Any], ack: AsyncAck, body: Body,
@@ -39,7 +40,7 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
     pending = await approvals.get(context.audit, str(action["value"]))
     # The apply is work in flight for the approver: refused over a limit before anything is decided.
     with context.start(str(user), pending.operation, [pending.host], plan_id=pending.id) as ticket:
-        decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", "approved",
+        decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", PlanState.APPROVED,
                                          context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
         ticket.at(decided.channel or str(channel), decided.message_ts or str(clicked_on.message_ts), decided.id)
         await ack()
@@ -53,7 +54,7 @@ async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncW
     try:
         return approvable.plan_type.load(context.inventory, click.decided)
     except PlanVoid as void:
-        await approvals.close_unapplied(context.audit, click.decided.id, "proofbot", "void", void.message)
+        await approvals.close_unapplied(context.audit, click.decided.id, "proofbot", Verdict.REFUSED, void.message)
         await client.chat_update(channel=click.channel, ts=click.ts,
                                  text=f"{click.decided.operation} plan void: {void.message}", blocks=[])
         raise
@@ -63,7 +64,7 @@ async def _ask_why(context: BotContext, ack: AsyncAck, body: Body, client: Async
                    clicked_on: approvals.ClickedOn) -> None:
     """Reject: refused at once if this user may not reject this plan now, else a modal asking why."""
     plan_id, user = str(body["actions"][0]["value"]), str(body["user"]["id"])
-    pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", "rejected",
+    pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", PlanState.REJECTED,
                                          context.inventory.approvals, user_id=user, clicked_on=clicked_on)
     await ack()
     metadata = json.dumps({"plan": plan_id, "operation": clicked_on.operation, "channel": clicked_on.channel,
@@ -86,14 +87,14 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
     if approvable is None:
         raise Refused(f"not decided: no {operation!r} plans here")
     clicked_on = approvals.ClickedOn(operation, where.get("channel"), where.get("message_ts"))
-    decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", "rejected",
+    decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", PlanState.REJECTED,
                                      context.inventory.approvals, user_id=user, clicked_on=clicked_on,
                                      reason=reason)
     await ack()
     click = Click(user, approvable.reject_action, decided, decided.channel or str(clicked_on.channel),
                   decided.message_ts or str(clicked_on.message_ts))
     plan = await _load(context, approvable, client, click)
-    await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected",
+    await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", Verdict.REJECTED,
                                     f"rejected in Slack: {reason}")
     status = rejected_status(user, decided.decided_at, reason, approvable.nothing_done)
     text, blocks = approvable.decided_message(plan, click.requester, status)
@@ -118,7 +119,7 @@ async def _expire_later(context: BotContext, client: AsyncWebClient, plan_id: st
 async def show_expired(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
     """Close an expired plan and take the buttons off its message."""
     pending = await approvals.get(context.audit, plan_id)
-    await approvals.close_unapplied(context.audit, plan_id, "proofbot", "expired",
+    await approvals.close_unapplied(context.audit, plan_id, "proofbot", Verdict.EXPIRED,
                                     "no decision before the plan expired")
     approvable = context.approvables[pending.operation]
     if pending.channel and pending.message_ts:

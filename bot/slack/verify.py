@@ -21,7 +21,7 @@ from bot.slack.blocks import (
     verdict_message,
 )
 from bot.slack.context import Body, BotContext, SlackCommand
-from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
+from bot.slack.fleet import verify_fleet_in_thread
 from bot.slack.thread import OperationThread
 from commands.errors import UnknownHost, UsageError
 from commands.findings import Finding
@@ -29,8 +29,9 @@ from commands.inflight import Ticket
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
+from commands.verify.fleet import FleetRequest
 from commands.verify.plan import plan_fleet
-from commands.verify.rerun import not_passing
+from commands.verify.reverify import reverify_request
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
 
@@ -83,7 +84,7 @@ async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: As
     """Re-verify the hosts that did not pass, read from the audit log by the fleet operation id the
     button carries; a new fleet operation with its own parent message."""
     context.check_channel(body["channel"]["id"])
-    request = rerun_request(context.inventory, await not_passing(context.audit, str(body["actions"][0]["value"])))
+    request = await reverify_request(context.inventory, context.audit, str(body["actions"][0]["value"]))
     command = {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"]}
     with verify_work(context, command["user_id"], request) as ticket:
         await ack()

@@ -2,7 +2,8 @@
 
 The fleet operation's own events say what was asked (the targets, the hosts) and, at the end,
 the counts; each host's verify is a full operation of its own (``/audit HOST`` lists it) that
-names the fleet operation in its request.
+names the fleet operation in its request. A ``FleetRequest`` carries its operation id from the
+moment it is asked, so a front-end can show it before the first host is reached.
 """
 
 from __future__ import annotations
@@ -12,19 +13,28 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from commands.findings import Verdict
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
 from commands.store.events import AuditStore
 from commands.verify.operation import verify
-from commands.verify.plan import VerifyPlan
+from commands.verify.plan import FleetPlan, VerifyPlan
+from commands.vocabulary import Operation, Verdict
 
 OnHostDone = Callable[[OperationResult], Awaitable[None]]
 OnHostFinding = Callable[[str], OnFinding | None]
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """A fleet verify as asked: the words that named it, each host's plan, and its operation id."""
+
+    target: str  # as asked: "gpu-west", "ct129 ct130", "the 3 not passing in op-…"
+    plan: FleetPlan
+    operation_id: str = field(default_factory=new_operation_id)
 
 
 @dataclass(frozen=True)
@@ -38,13 +48,12 @@ class FleetResult:
 
     @property
     def verdict(self) -> Verdict:
-        """The worst host's: a failure outranks a could-not-check, which outranks a pass."""
-        verdicts = {result.verdict for result in self.results}
-        return "fail" if "fail" in verdicts else "error" if "error" in verdicts or not verdicts else "pass"
+        """The worst host's (``Verdict.worst``): a failure outranks a could-not-check, which outranks a pass."""
+        return Verdict.worst(result.verdict for result in self.results)
 
     def counts(self) -> Counter[str]:
         """Hosts per outcome: pass, warn (a pass with a warning), fail, error."""
-        return Counter(outcome_of(result) for result in self.results)
+        return Counter[str](outcome_of(result) for result in self.results)
 
 
 async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, audit: AuditStore,
@@ -58,7 +67,7 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     ``host_slots`` (``commands.inflight``), entered around each host's verify, bounds hosts across fleets."""
     operation_id = operation_id or new_operation_id()
     started_at, started = utc_now(), time.monotonic()
-    await audit.append("requested", operation_id=operation_id, operation="verify", host=None,
+    await audit.append("requested", operation_id=operation_id, operation=Operation.VERIFY, host=None,
                        actor=origin.actor,
                        details={"fleet": {"target": target, "hosts": [plan.host.name for plan in plans],
                                           # what each host is to be compared with: a re-verify of a host
@@ -80,8 +89,8 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
             await on_host_done(result)
 
     results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done)
-    outcome = FleetResult(operation_id, "verify", target, started_at, time.monotonic() - started, results)
-    await audit.append("finished", operation_id=operation_id, operation="verify", host=None, actor=origin.actor,
+    outcome = FleetResult(operation_id, Operation.VERIFY, target, started_at, time.monotonic() - started, results)
+    await audit.append("finished", operation_id=operation_id, operation=Operation.VERIFY, host=None, actor=origin.actor,
                        details={"verdict": outcome.verdict, "duration_s": round(outcome.duration_s, 3),
                                 "counts": dict(sorted(outcome.counts().items())),
                                 "hosts": {result.host: result.operation_id for result in results}})
