@@ -36,7 +36,7 @@ from bot.plain_text import (
     rollout_host_done_line,
 )
 from commands.errors import ProofbotError
-from commands.vocabulary import Verdict
+from commands.vocabulary import Operation, Verdict
 
 if TYPE_CHECKING:
     from commands.restart import RestartProgress
@@ -54,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
         try:
             host = cli.inventory.host(args.host)
         except ProofbotError as exc:
-            await cli.refused("restart", args.host, exc)
+            await cli.refused(Operation.RESTART, args.host, exc)
             raise
         plan = await request_restart(cli.inventory, host, origin=cli.origin, audit=cli.audit)
         print(render_restart_plan(plan), file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -81,15 +81,13 @@ EXIT_FOR_ROLLOUT = {**EXIT_FOR_VERDICT, Verdict.REFUSED: 4}
 
 async def _rollout(cli: Session, args: argparse.Namespace) -> int:
     """A group: one plan, one confirmation, hosts restarted batch by batch, each proven before the next."""
-    from commands.restart.operation import admit_restart  # loaded here: verify never needs them
-    from commands.restart.rollout import apply_rollout, request_rollout
+    from commands.restart.rollout import apply_rollout, request_rollout  # loaded here: verify never needs it
 
     target = args.host
     try:
-        request = await admit_restart(cli.inventory, target, cli.audit)
-        plan = await request_rollout(cli.inventory, request, origin=cli.origin, audit=cli.audit)
+        plan = await request_rollout(cli.inventory, target, origin=cli.origin, audit=cli.audit)
     except ProofbotError as exc:
-        await cli.refused("restart", target, exc)
+        await cli.refused(Operation.RESTART, target, exc)
         raise
     out = sys.stderr if args.json else sys.stdout
     print(render_rollout_plan(plan), file=out, flush=True)

@@ -33,7 +33,7 @@ from commands.errors import CouldNotCheck, PlanVoid, Refused, UsageError
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host, Inventory
 from commands.operation import OperationResult, Origin, utc_now
-from commands.plans import Decidable, PlanRequest, begin_apply, hash_of, request_plan
+from commands.plans import Decidable, PlanRequest, admit, begin_apply, hash_of, request_plan
 from commands.redact import redact_data
 from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
 from commands.restart.plan import RestartPlan, ServiceSnapshot, plan_restart, read_snapshot
@@ -237,9 +237,12 @@ async def plan_rollout(inventory: Inventory, request: PlanRequest, operation_id:
                        tuple(replace(plan, evidence=()) for plan in plans if isinstance(plan, RestartPlan)))
 
 
-async def request_rollout(inventory: Inventory, request: PlanRequest, *, origin: Origin,
+async def request_rollout(inventory: Inventory, target: str | PlanRequest, *, origin: Origin,
                           audit: AuditStore) -> RolloutPlan:
-    """Plan a rolling restart of an admitted group request (``admit_restart``); it awaits one approval."""
+    """Plan a rolling restart of a group; it awaits one approval. ``target``: the group's name (judged
+    here), or the request a front-end already admitted (``admit_restart``), not judged again."""
+    request = target if isinstance(target, PlanRequest) else await admit(audit, rollout_request(inventory, target))
+
     async def make_plan(operation_id: str) -> RolloutPlan:
         return await plan_rollout(inventory, request, operation_id)
 
