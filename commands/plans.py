@@ -152,6 +152,18 @@ async def admit(audit: AuditStore, request: PlanRequest) -> PlanRequest:
 P = TypeVar("P", bound=Decidable)
 
 
+async def load_decided(plan_type: type[P], inventory: Inventory, audit: AuditStore, decided: PendingPlan) -> P:
+    """The decided plan rebuilt against today's inventory (``Decidable.load``); a void one is ended here
+    (an approved plan closed void, finished refused, its hosts freed) and ``PlanVoid`` raised."""
+    try:
+        return plan_type.load(inventory, decided)
+    except PlanVoid as void:
+        if decided.state == PlanState.APPROVED:
+            await approvals.close(audit, decided.id, PlanState.VOID)
+        await approvals.close_unapplied(audit, decided.id, "proofbot", Verdict.REFUSED, void.message)
+        raise
+
+
 async def request_plan(request: PlanRequest, *, inventory: Inventory, origin: Origin, audit: AuditStore,
                        make_plan: Callable[[str], Awaitable[P]],
                        nothing_to_approve: Callable[[P], tuple[str, str] | None] = lambda plan: None) -> P:

@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.blocks import REASON_BLOCK, REASON_INPUT, REASON_LIMIT, reject_modal, rejected_status, rejection_reply
 from bot.slack.context import Approvable, Body, BotContext, Click
 from commands.errors import PlanVoid, Refused
+from commands.plans import load_decided
 from commands.store import approvals
 from commands.vocabulary import PlanState, Verdict
 
@@ -52,9 +53,8 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
 async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:
     """The decided plan rebuilt from the inventory; a void one is closed, said on its message, and raised."""
     try:
-        return approvable.plan_type.load(context.inventory, click.decided)
+        return await load_decided(approvable.plan_type, context.inventory, context.audit, click.decided)
     except PlanVoid as void:
-        await approvals.close_unapplied(context.audit, click.decided.id, "proofbot", Verdict.REFUSED, void.message)
         await client.chat_update(channel=click.channel, ts=click.ts,
                                  text=f"{click.decided.operation} plan void: {void.message}", blocks=[])
         raise
