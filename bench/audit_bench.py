@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from commands.store.chain import verify_chain
-from commands.store.events import GENESIS_HASH, AuditStore, event_hash
+from commands.store.db import AuditStore
+from commands.store.events import GENESIS_HASH, event_hash
 from commands.store.trail import recent_operations
 
 HOSTS = [f"ct{n}" for n in range(125, 133)]

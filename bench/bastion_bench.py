@@ -20,7 +20,7 @@ import yaml
 
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan
 from commands.verify.fleet import verify_fleet
 from tests.lab import require_root_netns

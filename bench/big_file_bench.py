@@ -54,7 +54,7 @@ async def bench(size_mb: int) -> None:
     from commands.inventory import parse_inventory
     from commands.restore.plan import backup_source, read_plan
     from commands.ssh import connect
-    from commands.store.events import AuditStore
+    from commands.store.db import AuditStore
     from tests.slack_fake.server import FakeSlack
 
     async with demo_host("ct150", patched=False, extra_file=False) as host:

@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from commands.inventory import Host, parse_inventory
-from commands.ssh import ShellStep, _batch_script  # the exact script proofbot's run_batch sends
+from commands.ssh.batch import ShellStep, batch_script  # the exact script proofbot's run_batch sends
 from commands.verify import VerifyPlan
 from commands.verify.operation import host_batch
 from tests.lab import require_root_netns
@@ -159,7 +159,7 @@ def floor_script(host: Host) -> str:
     """proofbot's own one batch for host, with health and the probe as curl at its end."""
     steps, _ = host_batch(VerifyPlan.for_host(host, None))
     extra = [health_argv(host), probe_argv(host)] if host.service and host.service.probe else []
-    return _batch_script(secrets.token_hex(8), [*steps, *extra])
+    return batch_script(secrets.token_hex(8), [*steps, *extra])
 
 
 def floor_spec(hosts: list[Host], path: Path) -> Path:

@@ -26,7 +26,7 @@ from commands import known_hosts_file
 from commands.inventory import parse_inventory
 from commands.known_hosts import decide, lookup_for, trust_for
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 
 PORT = 2222

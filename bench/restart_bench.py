@@ -23,7 +23,7 @@ import yaml
 from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.restart import RestartProgress, plan_restart, restart
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.lab import require_root_netns
 from tests.lab.common import BaseLab, Scenario
 from tests.lab.netns import NetnsLab

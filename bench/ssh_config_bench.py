@@ -64,7 +64,7 @@ def per_host(function: object, names: list[str]) -> list[float]:
 
 
 def asyncssh_parser(config: Path) -> object:
-    from asyncssh.config import SSHClientConfig  # the parser proofbot used before (commands/ssh_config.py)
+    from asyncssh.config import SSHClientConfig  # the parser proofbot used before (before commands/ssh_config/)
 
     user = getpass.getuser()
     return lambda name: SSHClientConfig.load(None, [config], False, False, False, user, (), name, ())

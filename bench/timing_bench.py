@@ -33,7 +33,7 @@ from commands.findings import Finding
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.restart import plan_restart, restart
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab import require_nspawn
 from tests.lab.common import Scenario

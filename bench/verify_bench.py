@@ -24,7 +24,7 @@ from commands.checks.listing import listing_argv, listing_paths
 from commands.checks.service import service_state_argv
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab import require_root_netns
 from tests.lab.common import LabHost

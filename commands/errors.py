@@ -2,7 +2,7 @@
 
 Exceptions mean "could not do or check it"; a check that ran and found a problem is a
 finding, never an exception. Each class carries the exit code the CLI maps it to
-(README "Using it"). SSH failures are mapped into this tree once, in ``commands.ssh``.
+(README "Using it"). SSH failures are mapped into this tree once, in ``commands.ssh.failures``.
 
     ProofbotError                 exit 3 unless a subclass says otherwise
     ├── UsageError                exit 2: bad arguments or inventory

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from commands.clock import utc_now
 from commands.errors import Refused
 from commands.inventory import Limits
-from commands.operation import utc_now
 
 SHOWN_MAX = 5  # running operations named in one refusal; the rest are counted
 

@@ -8,7 +8,7 @@ user's files, then the global ones) is searched for the host's name lower-cased,
 the alias), its dates, critical options and CA signature algorithm; one that fails falls back to
 its plain key. ``@revoked`` lines for the name refuse a key or a CA in every form. A port other
 than 22 with no key listed under ``[name]:port`` is looked up again without the port.
-``decide`` gives the verdict and its reason for the key a host presents; ``commands.ssh_options``
+``decide`` gives the verdict and its reason for the key a host presents; ``commands.ssh.options``
 makes asyncssh apply it.
 """
 

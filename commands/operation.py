@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from commands.findings import Finding, Verdict, verdict_of
+from commands.findings import Finding
 from commands.holder import Holder
 from commands.redact import redact_data
+from commands.vocabulary import Operation, Verdict
 
 OnFinding = Callable[[Finding], Awaitable[None]]
 
@@ -41,14 +42,10 @@ def new_operation_id() -> str:
     return f"op-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass
 class OperationResult:
     operation_id: str
-    operation: str
+    operation: Operation | str
     host: str
     started_at: str
     duration_s: float
@@ -58,7 +55,7 @@ class OperationResult:
 
     @property
     def verdict(self) -> Verdict:
-        return verdict_of(self.checks)
+        return Verdict.of_statuses(finding.status for finding in self.checks)
 
     def to_json(self) -> dict[str, Any]:
         return redact_data({

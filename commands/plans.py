@@ -26,8 +26,10 @@ from commands.inventory import FleetSettings, Host, Inventory
 from commands.operation import Origin, new_operation_id
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore, append_event
-from commands.vocabulary import EventKind, PlanState, Verdict
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished, Refusal
+from commands.store.log import PROOFBOT, Within, audit_log
+from commands.vocabulary import PlanState, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -160,7 +162,7 @@ async def load_decided(plan_type: type[P], inventory: Inventory, audit: AuditSto
     except PlanVoid as void:
         if decided.state == PlanState.APPROVED:
             await approvals.close(audit, decided.id, PlanState.VOID)
-        await approvals.close_unapplied(audit, decided.id, "proofbot", Verdict.REFUSED, void.message)
+        await approvals.close_unapplied(audit, decided.id, PROOFBOT, Verdict.REFUSED, void.message)
         raise
 
 
@@ -179,12 +181,11 @@ async def request_plan(request: PlanRequest, *, inventory: Inventory, origin: Or
     held = (await locks.acquire_all(audit, list(request.hosts), operation_id, request.operation, origin.actor,
                                     origin.channel, origin.thread_ts)) if request.hold_while_pending else []
     kept = False
-    events = {"operation_id": operation_id, "operation": request.operation, "host": request.audit_host,
-              "actor": origin.actor}
+    log = audit_log(audit, request.operation, operation_id, request.audit_host, origin.actor)
     try:
-        await audit.append(EventKind.REQUESTED, **events, details={**request.details, "origin": origin.to_json()})
+        await log.requested(origin, **request.details)
         plan = await make_plan(operation_id)
-        await audit.append(EventKind.PLAN_SHOWN, **events, details=plan.to_json())
+        await log.plan_shown(plan.to_json())
         ended = nothing_to_approve(plan)
         if ended is None:
             await approvals.create(audit, plan_id=operation_id, operation=request.operation, host=request.subject,
@@ -197,8 +198,7 @@ async def request_plan(request: PlanRequest, *, inventory: Inventory, origin: Or
         return plan
     except BaseException as exc:
         verdict = Verdict.REFUSED if isinstance(exc, Refused) else Verdict.ERROR
-        await audit.append(EventKind.FINISHED, **events,
-                           details={"verdict": verdict, "summary": f"planning failed: {exc}"})
+        await log.finished(Finished(verdict, f"planning failed: {exc}"))
         raise
     finally:
         if not kept:
@@ -250,19 +250,16 @@ async def refuse(audit: AuditStore, plan: Decidable, actor: str, exc: Refused) -
     """An approved plan that will not be applied (nothing changed): closed void, the refusal and its end
     logged (a busy host's holder named)."""
     await approvals.close(audit, plan.operation_id, PlanState.VOID)
-    details: dict[str, Any] = {"reason": str(exc), "plan_hash": plan.plan_hash}
-    if isinstance(exc, Locked):
-        details["holder"] = exc.holder
-    await audit.append(EventKind.REFUSED, operation_id=plan.operation_id, operation=plan.operation,
-                       host=plan.audit_host, actor=actor, details=details)
-    await finish(audit, plan, actor, Verdict.REFUSED, exc.message)
+    log = audit_log(audit, plan.operation, plan.operation_id, plan.audit_host, actor)
+    await log.refused(Refusal(str(exc), plan_hash=plan.plan_hash,
+                              holder=exc.holder if isinstance(exc, Locked) else None))
+    await log.finished(Finished(Verdict.REFUSED, exc.message))
 
 
-async def finish(audit: AuditStore, plan: Decidable, actor: str, verdict: str, summary: str,
+async def finish(audit: AuditStore, plan: Decidable, actor: str, verdict: Verdict | str, summary: str,
                  extra: dict[str, Any] | None = None) -> None:
-    await audit.append(EventKind.FINISHED, operation_id=plan.operation_id, operation=plan.operation,
-                       host=plan.audit_host, actor=actor, details={"verdict": verdict, "summary": summary,
-                                                                   **(extra or {})})
+    await audit_log(audit, plan.operation, plan.operation_id, plan.audit_host, actor).finished(
+        Finished(Verdict(verdict), summary, extra=extra or {}))
 
 
 async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: bool, reason: str) -> None:
@@ -271,9 +268,11 @@ async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: b
     hosts are freed."""
     def close(db: sqlite_utils.Database) -> None:
         approvals.set_state(db, plan.operation_id, PlanState.VOID)
-        append_event(db, EventKind.REFUSED if refused else EventKind.CANCELLED, operation_id=plan.operation_id,
-                     operation=plan.operation, host=plan.audit_host, actor=actor,
-                     details={"reason": reason, "plan_hash": plan.plan_hash})
+        log = Within(plan.operation, plan.operation_id, plan.audit_host, actor, db=db)
+        if refused:
+            log.refused(Refusal(reason, plan_hash=plan.plan_hash))
+        else:
+            log.cancelled(reason, plan.plan_hash)
         for host in plan.locked_hosts:
             locks.free(db, host, plan.operation_id)
 

@@ -1,13 +1,16 @@
-"""The one list of operations: it drives the CLI subcommands, the Slack commands and the manifest."""
+"""The one list of operations: it drives the CLI subcommands, the Slack commands and manifest.yml's slash commands
+(written from it by scripts/manifest.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commands.vocabulary import Operation
+
 
 @dataclass(frozen=True)
 class OperationSpec:
-    name: str
+    name: Operation
     usage: str
     summary: str
     mutating: bool
@@ -15,25 +18,25 @@ class OperationSpec:
 
 OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
-        name="verify",
+        name=Operation.VERIFY,
         usage="HOST|GROUP... [BACKUP]",
         summary="Prove a host's state: files vs backup, main PID, health, flags, stale process",
         mutating=False,
     ),
     OperationSpec(
-        name="restore",
+        name=Operation.RESTORE,
         usage="HOST [BACKUP]",
         summary="Put a backup's files back after approval: snapshot, atomic replace, re-read as proof",
         mutating=True,
     ),
     OperationSpec(
-        name="restart",
+        name=Operation.RESTART,
         usage="HOST | GROUP",
         summary="Restart a service after approval and prove it: new PID, health 200, right flags, a real request",
         mutating=True,
     ),
     OperationSpec(
-        name="audit",
+        name=Operation.AUDIT,
         usage="[HOST] [N]",
         summary="Show the last N operations (default 10), newest first: who asked, who approved, verdict, thread",
         mutating=False,

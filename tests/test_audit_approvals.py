@@ -14,7 +14,7 @@ import pytest
 from commands.errors import Refused
 from commands.inventory import Approvals
 from commands.store import approvals, locks
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 APPROVALS = Approvals(approvers=["U2", "U3"])
 

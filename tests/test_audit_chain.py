@@ -15,8 +15,9 @@ import pytest
 import pytest_asyncio
 
 from commands.store.chain import GUARD_TRIGGERS, Anchor, ChainReport, guard_trigger_sql, verify_chain
-from commands.store.events import AuditStore, event_hash
-from tests.audit_events import cli_origin, record_operation, slack_origin
+from commands.store.db import AuditStore
+from commands.store.events import event_hash
+from tests.audit_events import cli_origin, raw_append, record_operation, slack_origin
 
 EVENTS = 3 * 8  # three operations: requested, 6 checks, finished
 
@@ -151,7 +152,7 @@ async def test_truncation_followed_by_new_appends_is_caught(db: Path) -> None:
     """The bot keeps appending after the tail was cut: the chain links again, the count does not."""
     attacker(db).execute("DELETE FROM events WHERE id > 20")
     store = AuditStore.open(db)
-    await store.append("bot-started")
+    await raw_append(store, "bot-started")
     store.close()
     report = await check(db)
     assert report.broken is not None and report.broken.problem == "deleted"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.conftest import run_cli, write_inventory
 

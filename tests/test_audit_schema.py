@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from commands.store.chain import guard_trigger_sql
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.schema import expected_schema
-from tests.audit_events import cli_origin, record_operation, slack_origin
+from tests.audit_events import cli_origin, raw_append, record_operation, slack_origin
 from tests.conftest import CliRun, run_cli
 from tests.test_audit_upgrade import upgraded_copy
 
@@ -57,8 +57,8 @@ async def test_a_trigger_that_drops_one_users_refusals_breaks_the_log(tmp_path: 
               f"AND NEW.actor = '{MALLORY}' BEGIN SELECT RAISE(IGNORE); END;")
     store = AuditStore.open(db)  # the edit works: mallory's refusals vanish, anyone else's are kept
     try:
-        await store.append("refused", operation="restart", host="ct129", actor=MALLORY, details={"reason": "x"})
-        await store.append("refused", operation="restart", host="ct129", actor="slack:U0ALICE", details={})
+        await raw_append(store, "refused", operation="restart", host="ct129", actor=MALLORY, details={"reason": "x"})
+        await raw_append(store, "refused", operation="restart", host="ct129", actor="slack:U0ALICE", details={})
         refused = "SELECT actor FROM events WHERE kind = 'refused'"
         actors = await store.read(lambda c: [r[0] for r in c.execute(refused)])
     finally:

@@ -15,8 +15,10 @@ from pathlib import Path
 from commands.inventory import Approvals
 from commands.store import approvals, locks
 from commands.store.chain import verify_chain
-from commands.store.events import MIGRATIONS, AuditStore
+from commands.store.db import AuditStore
+from commands.store.migrations import MIGRATIONS
 from commands.store.trail import recent_operations
+from tests.audit_events import raw_append
 
 FIXTURE = Path(__file__).parent / "recorded" / "audit_v4_demo.db"
 HEAD_ID = 67
@@ -78,7 +80,7 @@ async def test_db_from_the_previous_store_opens_with_its_chain_and_trail(tmp_pat
         assert plan.details["plan_hash"] == plan.plan_hash
         assert [e.kind for e in await store.events_of(RESTORE_PLAN)][:3] == ["requested", "plan-shown", "approved"]
 
-        event = await store.append("bot-started", actor="proofbot")
+        event = await raw_append(store, "bot-started", actor="proofbot")
         assert (event.id, event.prev_hash) == (HEAD_ID + 1, HEAD_HASH)
         report = await verify_chain(store)
         assert (report.intact, report.events, report.head_id, report.head_hash) == (True, HEAD_ID + 1, event.id,

@@ -1,6 +1,6 @@
 """Batch framing under fuzz: any output either splits into results whose end markers are all there, or is an error.
 
-Pure (``_split_batch`` on recorded bytes) plus one tier-1 run for the per-channel output cap.
+Pure (``split_batch`` on recorded bytes) plus one tier-1 run for the per-channel output cap.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from bot.demo.host import DemoHost
 from commands.errors import CouldNotCheck, MissingOutput, ProofbotError
-from commands.ssh import MAX_OUTPUT_BYTES, _split_batch, connect
+from commands.ssh import MAX_OUTPUT_BYTES, connect
+from commands.ssh.batch import split_batch
 from tests.test_ssh import host_of
 
 NONCE = "0123456789abcdef"
@@ -47,7 +48,7 @@ PIECES = st.one_of(
 def test_any_output_splits_or_is_an_error_never_a_guess(with_start: bool, pieces: list[bytes]) -> None:
     output = (start() if with_start else b"") + b"".join(pieces)
     try:
-        results = _split_batch(NONCE, COMMANDS, output)
+        results = split_batch(NONCE, COMMANDS, output)
     except ProofbotError as exc:  # only for a marker that is there but malformed: quoted from the output
         assert isinstance(exc, MissingOutput) and "malformed end marker after `cmd" in exc.message, exc
         shown = exc.message.split(": ", 1)[1].strip("'\"")
@@ -67,7 +68,7 @@ def test_any_output_splits_or_is_an_error_never_a_guess(with_start: bool, pieces
 def test_well_framed_output_gives_back_every_body_and_status(runs: list[tuple[bytes, int]], tail: bytes) -> None:
     """What the script prints for the commands that ran, then anything cut short: each ran command comes back exact."""
     output = start() + b"".join(body + end_marker(i, str(status).encode()) for i, (body, status) in enumerate(runs))
-    results = _split_batch(NONCE, COMMANDS, output + tail.replace(NONCE.encode(), b""))
+    results = split_batch(NONCE, COMMANDS, output + tail.replace(NONCE.encode(), b""))
     assert [(r.output, r.exit_status) for r in results[: len(runs)]] == runs
 
 
@@ -75,7 +76,7 @@ def test_well_framed_output_gives_back_every_body_and_status(runs: list[tuple[by
 def test_a_malformed_end_marker_is_missing_output_not_a_value_error(fields: bytes) -> None:
     output = start() + b"out\n" + NONCE.encode() + b" end 0 " + fields + b"\n"
     with pytest.raises(MissingOutput, match="malformed end marker after `cmd0`"):
-        _split_batch(NONCE, COMMANDS, output)
+        split_batch(NONCE, COMMANDS, output)
 
 
 async def test_output_past_the_cap_is_an_error_saying_so(clean_host: DemoHost) -> None:
@@ -96,4 +97,4 @@ def test_a_malformed_marker_after_well_framed_runs_is_refused_naming_its_command
     good = b"".join(body.replace(NONCE.encode(), b"") + end_marker(i, str(code).encode())
                     for i, (body, code) in enumerate(runs))
     with pytest.raises(MissingOutput, match=f"malformed end marker after `{COMMANDS[len(runs)]}`"):
-        _split_batch(NONCE, COMMANDS, start() + good + b"body" + end_marker(len(runs), status))
+        split_batch(NONCE, COMMANDS, start() + good + b"body" + end_marker(len(runs), status))

@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 import commands.store
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from tests.audit_events import raw_append
 from tests.conftest import REPO
 
 METADATA = Path(commands.store.__file__).with_name("datasette-metadata.yml")
@@ -70,10 +71,10 @@ async def with_every_ending(tmp_path: Path, name: str) -> Path:
                 ("op-expired", "restart", [("expired", "proofbot")]),
                 ("op-interrupted", "verify", [("finished", "proofbot")]),
                 ("op-running", "verify", [])]:
-            await store.append("requested", operation_id=operation_id, operation=operation, host="ct129",
+            await raw_append(store, "requested", operation_id=operation_id, operation=operation, host="ct129",
                                actor="alice@box", details={"origin": {"via": "cli"}})
             for kind, actor in endings:
-                await store.append(kind, operation_id=operation_id, operation=operation, host="ct129", actor=actor,
+                await raw_append(store, kind, operation_id=operation_id, operation=operation, host="ct129", actor=actor,
                                    details={"verdict": "interrupted"} if kind == "finished" else {"reason": "test"})
     finally:
         store.close()
@@ -104,13 +105,30 @@ async def test_the_operations_view_tells_each_operation_as_proofbot_audit_does(t
     assert view["op-refused"][2] == "no approval recorded" and view["op-running"][2] == "no approval needed"
 
 
+def test_the_metadata_names_every_kind_operation_and_verdict_of_the_vocabulary() -> None:
+    from commands.vocabulary import EventKind, Operation, Verdict
+
+    tables = yaml.safe_load(METADATA.read_text())["databases"]["proofbot"]["tables"]
+
+    def named(table: str, column: str) -> set[str]:
+        return set(re.findall(r"[a-z][a-z-]*", tables[table]["columns"][column]))
+
+    assert set(EventKind) <= named("events", "kind")
+    assert set(Operation) <= named("events", "operation") & named("operations", "operation")
+    assert set(Verdict) <= named("operations", "verdict")
+
+
 def test_the_view_needs_approval_for_exactly_the_mutating_operations() -> None:
     from commands.registry import OPERATIONS
-    from commands.store.events import MIGRATIONS
+    from commands.store.migrations import MIGRATIONS
+    from commands.vocabulary import Operation
 
+    # A rolling restart (`restart GROUP`, audited as operation `rollout`) needs one too (docs/restart.md).
     _, sql = MIGRATIONS[-1]
-    mutating = ", ".join(f"'{spec.name}'" for spec in OPERATIONS if spec.mutating)
-    assert f"WHEN r.operation IN ({mutating}) THEN 'no approval recorded'" in sql
+    needing = sorted({spec.name for spec in OPERATIONS if spec.mutating} | {Operation.ROLLOUT})
+    assert needing == ["restart", "restore", "rollout"]
+    listed = ", ".join(f"'{name}'" for name in needing)
+    assert f"WHEN r.operation IN ({listed}) THEN 'no approval recorded'" in sql
 
 
 async def test_datasette_serves_every_canned_query_on_the_demos_database(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import yaml
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab.common import BaseLab, Scenario
 from tests.lab.fixtures import running_lab

@@ -31,8 +31,9 @@ from commands.redact import redact, redact_data
 from commands.store import approvals, locks
 from commands.store.approvals import ClickedOn
 from commands.store.chain import Anchor, ChainReport, parse_anchor, verify_chain
-from commands.store.events import AuditStore, event_hash, stored_details
-from tests.audit_events import cli_origin, record_operation
+from commands.store.db import AuditStore
+from commands.store.events import event_hash, stored_details
+from tests.audit_events import cli_origin, raw_append, record_operation
 
 RECORDED = Path(__file__).parent / "recorded"
 NOBODY = 65534
@@ -171,7 +172,7 @@ async def test_one_deleted_last_row_is_caught_after_the_bot_appends_again(db: Pa
     conn.execute("DELETE FROM events WHERE id = ?", (last,))
     conn.close()
     store = AuditStore.open(db)
-    await store.append("bot-started")
+    await raw_append(store, "bot-started")
     store.close()
     report = await check(db)
     assert report.broken is not None and report.broken.problem == "deleted", report

@@ -20,7 +20,7 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.recovery import recover
 from commands.verify import VerifyPlan, verify
 from tests.conftest import REPO, write_inventory

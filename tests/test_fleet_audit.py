@@ -22,10 +22,11 @@ from bot.slack.blocks import audit_operation_message, interrupted_message
 from bot.slack.context import BotContext
 from bot.slack.recovery import recover_in_slack
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.recovery import recover
 from commands.store.trail import recent_operations
 from commands.verify.rerun import not_passing
+from tests.audit_events import raw_append
 from tests.conftest import REPO, run_cli
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
@@ -160,13 +161,13 @@ async def test_after_a_restart_only_the_fleets_thread_is_told(tmp_path: Path) ->
             parent = str((await client.chat_postMessage(channel="C0OPS", text="verify gpu-west: 1/2 hosts"))["ts"])
             origin = {"actor": "slack:U0ALICE", "via": "slack", "channel": "C0OPS", "thread_ts": parent,
                       "process": {"machine": socket.gethostname(), "pid": gone.pid, "started": None}}
-            await store.append("requested", operation_id="op-fleet", operation="verify", host=None,
+            await raw_append(store, "requested", operation_id="op-fleet", operation="verify", host=None,
                                actor="slack:U0ALICE",
                                details={"fleet": {"target": "gpu-west", "hosts": ["ct129", "ct130"]}, "origin": origin})
             for host in ("ct129", "ct130"):
-                await store.append("requested", operation_id=f"op-{host}", operation="verify", host=host,
+                await raw_append(store, "requested", operation_id=f"op-{host}", operation="verify", host=host,
                                    actor="slack:U0ALICE", details={"fleet_operation_id": "op-fleet", "origin": origin})
-            await store.append("finished", operation_id="op-ct129", operation="verify", host="ct129",
+            await raw_append(store, "finished", operation_id="op-ct129", operation="verify", host="ct129",
                                actor="slack:U0ALICE", details={"verdict": "pass"})
             slack.calls.clear()
             interrupted = await recover_in_slack(BotContext(parse_inventory(INVENTORY, "i.yml"), store), client)
@@ -187,15 +188,15 @@ async def test_re_verifying_an_interrupted_fleet_takes_the_hosts_not_passed_each
               "process": {"machine": socket.gethostname(), "pid": gone.pid, "started": None}}
     store = AuditStore.open(tmp_path / "a.db")
     try:
-        await store.append("requested", operation_id="op-fleet", operation="verify", host=None, actor="cli:ops",
+        await raw_append(store, "requested", operation_id="op-fleet", operation="verify", host=None, actor="cli:ops",
                            details={"fleet": {"target": "gpu-west", "hosts": ["ct129", "ct130", "ct131"],
                                               "backups": {"ct129": "pre-a", "ct130": "pre-b", "ct131": "pre-c"}},
                                     "origin": origin})
         for host, backup in (("ct129", "pre-a"), ("ct130", "pre-b")):
-            await store.append("requested", operation_id=f"op-{host}", operation="verify", host=host,
+            await raw_append(store, "requested", operation_id=f"op-{host}", operation="verify", host=host,
                                actor="cli:ops", details={"fleet_operation_id": "op-fleet", "backup": backup,
                                                          "origin": origin})
-        await store.append("finished", operation_id="op-ct129", operation="verify", host="ct129", actor="cli:ops",
+        await raw_append(store, "finished", operation_id="op-ct129", operation="verify", host="ct129", actor="cli:ops",
                            details={"verdict": "pass"})
         await recover(store)
         again = await not_passing(store, "op-fleet")
@@ -212,9 +213,9 @@ async def test_any_fleet_operation_reads_as_one_line_with_its_own_counts(tmp_pat
     try:
         common: dict[str, Any] = {"operation_id": "op-roll", "operation": "rollout", "host": None,
                                   "actor": "root@ops1"}
-        await store.append("requested", **common, details={
+        await raw_append(store, "requested", **common, details={
             "fleet": {"target": "gpu-west", "hosts": ["ct1", "ct2", "ct3", "ct4"]}, "origin": {"via": "cli"}})
-        await store.append("finished", **common, details={
+        await raw_append(store, "finished", **common, details={
             "verdict": "fail", "counts": {"done": 2, "failed": 1, "untouched": 1}})
         records = await recent_operations(store)
     finally:

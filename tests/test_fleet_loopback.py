@@ -10,7 +10,7 @@ from bot.demo.host import DemoHost
 from commands.fleet import group_outcomes, run_bounded
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan
 from commands.verify.fleet import verify_fleet
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts

@@ -28,7 +28,7 @@ from commands.host_http import _default_ssl_context, fetch_via_host, run_probe
 from commands.operation import Origin
 from commands.restart import plan_restart, restart
 from commands.ssh import connect
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.drip_server import port_of, serve
 from tests.lab.waits import until

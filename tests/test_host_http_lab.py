@@ -12,7 +12,7 @@ import yaml
 
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab.common import Scenario
 from tests.lab.fixtures import running_lab

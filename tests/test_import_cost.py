@@ -16,7 +16,7 @@ from tests.conftest import REPO
 # Loaded while the handshake is in flight (bot.cli.verify RUNNING_PARTS, the audit log, redaction, HTTP), or never.
 NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx",
                          "commands.host_http", "detect_secrets", "sqlite_utils", "commands.verify.operation",
-                         "bot.plain_text", "commands.store.events")
+                         "bot.plain_text", "commands.store.db", "commands.store.events")
 
 
 def loaded_by(code: str) -> set[str]:

@@ -81,16 +81,46 @@ async def test_a_file_that_cannot_be_read_is_refused_and_a_fifo_does_not_hang_it
         ("ssh.client_keys", f"client key {folder} is not a regular file")]
 
 
-async def test_a_known_hosts_file_another_user_can_write_is_refused_with_its_line(tmp_path: Path) -> None:
-    document = usable_inventory(tmp_path)
-    os.chmod(document["ssh"]["known_hosts"], 0o666)
+async def test_files_another_user_can_write_are_named_once_at_the_key_that_names_them(tmp_path: Path) -> None:
+    """Real modes: a known_hosts file every host shares (world-writable), proofbot's default key (readable by
+    others) for two hosts, and one host's own key in a directory anyone can write: each file once, at its key."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    default_key = home / ".ssh" / "id_ed25519"
+    default_key.write_text("")
+    default_key.chmod(0o644)
+    shared = tmp_path / "drop"
+    shared.mkdir()
+    shared.chmod(0o777)
+    own_key = shared / "id_ct3"
+    own_key.write_text("")
+    own_key.chmod(0o600)
+    document = usable_inventory(tmp_path, ct1={"address": "127.0.0.1", "service": SERVICE},
+                                ct2={"address": "127.0.0.2", "service": SERVICE},
+                                ct3={"address": "127.0.0.3", "service": SERVICE,
+                                     "ssh": {"client_keys": [str(own_key)]}})
+    known_hosts = document["ssh"]["known_hosts"]
+    os.chmod(known_hosts, 0o666)
+    del document["ssh"]["client_keys"]
     path = write_inventory(tmp_path / "i.yml", document)
-    code, _, problems = await check(path)
-    assert code == 2 and len(problems) == 1
-    # refused when the inventory loads, for every command (commands/ssh_config/files.py), at the host
-    host_line = path.read_text().splitlines().index("  ct1:") + 1
-    assert problems[0]["key"] == "hosts.ct1" and problems[0]["line"] == host_line
-    assert "can be written by another user" in problems[0]["message"]
+    text = path.read_text().splitlines()
+    for args in (["inventory", "check"], ["ping", "ct1"]):  # refused when the inventory loads, for every command
+        run = await run_cli(*args, "--json", "--inventory", str(path), env={"HOME": str(home)})
+        assert run.code == 2, run.stderr
+        problems = json.loads(run.stdout)["error"]["problems"]
+        assert [(p["line"], p["key"]) for p in problems] == [
+            (text.index("ssh:") + 1, "ssh.client_keys"),  # not written: proofbot's default, at the ssh section
+            (text.index(f"  known_hosts: {known_hosts}") + 1, "ssh.known_hosts"),
+            (text.index("      client_keys:") + 1, "hosts.ct3.ssh.client_keys")]
+        default, shared_file, own = (p["message"] for p in problems)
+        assert default.startswith(f"client key {default_key} is readable by others (mode 644)")
+        assert "(proofbot's default)" in default
+        assert shared_file.startswith(f"known_hosts {known_hosts} (uid {os.getuid()}, mode 666) can be written by "
+                                      "another user; it decides what proofbot, as root, trusts")
+        assert own.startswith(f"client key {own_key}: directory {shared} (uid {os.getuid()}, mode 777) can be "
+                              "written by another user")
+    said = await run_cli("inventory", "check", "--inventory", str(path), env={"HOME": str(home)})
+    assert said.stderr.splitlines()[1:] == [f"{p['file']}:{p['line']}: {p['key']}: {p['message']}" for p in problems]
 
 
 async def test_a_host_with_nothing_to_check_is_named_but_a_bastion_is_not(tmp_path: Path) -> None:

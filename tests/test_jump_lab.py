@@ -19,7 +19,7 @@ from commands.errors import HostUnreachable
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.ssh import connect
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.conftest import run_cli, write_inventory
 from tests.lab import net

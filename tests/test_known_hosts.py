@@ -26,7 +26,7 @@ from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.known_hosts import Trust, decide, lookup_for, trust_for
 from commands.known_hosts_file import load, parse_text
-from commands.ssh_options import effective
+from commands.ssh.options import effective
 from commands.verify.next_steps import next_step
 from commands.verify.plan import VerifyPlan
 from tests.known_hosts_lab import hashed

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from bot.slack.app import COMMANDS, build_app
 from bot.slack.context import BotContext
 from commands.inventory import parse_inventory
 from commands.registry import OPERATIONS
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
@@ -58,6 +60,18 @@ def test_manifest_commands_match_registry_and_cli() -> None:
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(manifest["oauth_config"]["scopes"]["bot"])
+
+
+def test_the_manifest_commands_texts_are_the_registrys() -> None:
+    """manifest.yml's slash commands are written by scripts/manifest.py from the registry: the committed file is
+    what it writes (run as a user would), and each command's description and usage are the registry's."""
+    checked = subprocess.run([sys.executable, str(MANIFEST.parent / "scripts" / "manifest.py"), "--check"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    written = {entry["command"]: entry for entry in yaml.safe_load(MANIFEST.read_text())["features"]["slash_commands"]}
+    for spec in OPERATIONS:
+        assert written[f"/{spec.name}"]["description"] == spec.summary
+        assert written[f"/{spec.name}"]["usage_hint"] == f"{spec.usage} | help"
 
 
 def test_every_rendered_button_belongs_to_a_command() -> None:

@@ -20,7 +20,7 @@ from bot.demo.wheel import make_env, pip_install, site_packages, write_source
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 
 SCRIPT = "sgl-tool"

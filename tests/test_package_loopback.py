@@ -13,7 +13,7 @@ from bot.demo.wheel import pip_install, write_source
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 
 GOOD_FLAGS = ["--speculative-algorithm", "NEXTN"]

@@ -31,7 +31,20 @@ def test_wheel_holds_every_module(tmp_path: Path) -> None:
                for package in ("commands", "bot") for path in (REPO / package).rglob("*.py")}
     assert modules, "no modules found to compare"
     assert modules - packaged == set()
-    assert "commands/store/datasette-metadata.yml" in packaged
+    # every data file the packages hold (tracked by git, not a module) is in the wheel too
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "commands", "bot"], capture_output=True, text=True,
+                             check=True, timeout=60).stdout.split()
+    data = {path for path in tracked if not path.endswith(".py")}
+    assert "commands/store/datasette-metadata.yml" in data
+    assert data - packaged == set()
+
+
+def test_every_package_data_pattern_matches_a_file() -> None:
+    """An entry that matches nothing (as `bot = ["*.yml"]` did) says a file is shipped that is not."""
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for package, globs in patterns.items():
+        for glob in globs:
+            assert list((REPO / package.replace(".", "/")).glob(glob)), f"{package}: {glob} matches no file"
 
 
 def test_the_lock_pins_every_runtime_dependency_within_its_range() -> None:

@@ -23,7 +23,7 @@ from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
 from bot.slack.redacting import RedactingWebClient
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import REPO, run_cli, write_inventory
 from tests.slack_fake.server import FakeSlack
 from tests.test_slack_restore import CHANNEL, Rig, make_rig

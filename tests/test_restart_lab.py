@@ -21,7 +21,7 @@ from commands.errors import PlanVoid
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.restart import RestartProgress, plan_restart, restart
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab

@@ -21,7 +21,7 @@ from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.restart import RestartProgress, plan_restart, restart
 from commands.store import locks
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.lab.sysutil import pid_alive

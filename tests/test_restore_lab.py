@@ -18,7 +18,7 @@ from commands.inventory import Inventory, parse_inventory
 from commands.operation import OperationResult, Origin
 from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import BACKUP_DIR, LIVE_FILES, SPEC_DIR, BaseLab, LabHost, Scenario
 from tests.lab.fixtures import running_lab

@@ -17,7 +17,7 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import CliRun, run_cli, write_inventory
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv"

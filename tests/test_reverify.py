@@ -15,10 +15,11 @@ from bot.demo.host import DemoHost
 from commands.errors import Refused
 from commands.inventory import load_inventory, parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.recovery import recover
 from commands.verify.fleet import verify_fleet
 from commands.verify.reverify import reverify_request
+from tests.audit_events import raw_append
 from tests.conftest import run_cli
 from tests.fleet_rig import fleet_document, fleet_entry
 
@@ -66,15 +67,15 @@ async def test_reverify_plans_each_host_with_the_backup_it_compared_as_today_s_i
         "ct131": {"address": "192.0.2.3", "backups": {"other": backup}}}}), "inventory.yml")
     store = AuditStore.open(tmp_path / "a.db")
     try:
-        await store.append("requested", operation_id="op-fleet", operation="verify", host=None, actor="cli:ops",
+        await raw_append(store, "requested", operation_id="op-fleet", operation="verify", host=None, actor="cli:ops",
                            details={"fleet": {"target": "gpu-west", "hosts": ["ct129", "ct130", "ct131", "ct132"],
                                               "backups": {"ct130": "pre-b", "ct131": "pre-c", "ct132": None}},
                                     "origin": origin})
         for host, compared in (("ct129", None), ("ct130", "pre-b")):
-            await store.append("requested", operation_id=f"op-{host}", operation="verify", host=host,
+            await raw_append(store, "requested", operation_id=f"op-{host}", operation="verify", host=host,
                                actor="cli:ops", details={"fleet_operation_id": "op-fleet", "backup": compared,
                                                          "origin": origin})
-        await store.append("finished", operation_id="op-ct129", operation="verify", host="ct129", actor="cli:ops",
+        await raw_append(store, "finished", operation_id="op-ct129", operation="verify", host="ct129", actor="cli:ops",
                            details={"verdict": "pass"})
         await recover(store)  # the fleet was interrupted: ct130 cut off, ct131 and ct132 never started
         request = await reverify_request(inventory, store, "op-fleet")

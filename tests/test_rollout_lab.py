@@ -23,7 +23,7 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.restart.rollout import apply_rollout, request_rollout
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab.common import LabHost, Scenario
 from tests.lab.fixtures import running_lab

@@ -26,7 +26,7 @@ from commands.restart.operation import admit_restart
 from commands.restart.rollout import RolloutPlan, RolloutResult, apply_rollout, request_rollout
 from commands.ssh import HostConnection
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.vocabulary import Operation, PlanState
 
 NAMES = ["ct129", "ct130"]

@@ -19,7 +19,7 @@ from commands.restart.plan import RestartPlan, ServiceSnapshot
 from commands.restart.rollout import RolloutPlan, apply_rollout
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 NAMES = ["ct129", "ct130", "ct131"]
 

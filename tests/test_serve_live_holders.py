@@ -12,8 +12,9 @@ from pathlib import Path
 from bot.demo.host import demo_host
 from commands.holder import Holder
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.recovery import recover
+from tests.audit_events import raw_append
 from tests.conftest import REPO, run_cli, write_inventory
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
@@ -49,7 +50,7 @@ async def test_recovery_leaves_an_operation_whose_process_is_alive(tmp_path: Pat
     alive = Origin.local_user().to_json()
     dead = {**alive, "process": {**Holder.current().to_json(), "pid": await dead_pid()}}
     for operation_id, origin in (("op-alive", alive), ("op-dead", dead)):
-        await audit.append("requested", operation_id=operation_id, operation="verify", host="ct1", actor="t",
+        await raw_append(audit, "requested", operation_id=operation_id, operation="verify", host="ct1", actor="t",
                            details={"origin": origin})
     interrupted, _ = await recover(audit)
     assert [op.operation_id for op in interrupted] == ["op-dead"]

@@ -21,7 +21,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack, HttpAck
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, sign, slash_command_body

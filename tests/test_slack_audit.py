@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.plain_text import no_thread
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.serving import serving
@@ -149,6 +149,13 @@ async def test_unknown_host_is_ephemeral_and_audited(rig: AuditRig) -> None:
     assert rig.slack.calls_to("chat.postMessage") == []
     kind, _, details = rig.events()[-1]
     assert kind == "refused" and details["text"] == "ct999"
+    assert (details["requested_host"], details["origin"]["via"], details["origin"]["channel"]) == (
+        "ct999", "slack", CHANNEL), "the CLI's refusal shape (bot/cli/terminal.py Session.refused)"
+    # one refusal shape for both front-ends: the view names what was asked, by whom, through which, where
+    refusal = sqlite3.connect(rig.db).execute(
+        "SELECT requested_host, via, channel, actor, reason FROM refusals WHERE kind = 'refused'").fetchall()
+    assert [row[:4] for row in refusal] == [("ct999", "slack", CHANNEL, f"slack:{USER}")]
+    assert "unknown host" in refusal[0][4]
 
 
 async def test_bad_count_and_wrong_channel_are_ephemeral(rig: AuditRig) -> None:

@@ -35,7 +35,7 @@ from commands.findings import Evidence, Finding
 from commands.fleet import group_outcomes
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan
 from commands.verify.fleet import FleetRequest, FleetResult
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts

@@ -21,8 +21,9 @@ from bot.slack.app import BotContext, build_app
 from bot.slack.home import HOME_MIN_INTERVAL_S
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
+from tests.audit_events import raw_append
 from tests.slack_fake.server import BOT_USER_ID, FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
@@ -122,9 +123,9 @@ async def test_a_fleet_past_100_blocks_is_summarised_with_the_hosts_that_did_not
         audit, actor = rig.context.audit, "ops@cli"
         for n in range(140):  # 140 verified from the CLI: the last three of them failed
             verdict = "fail" if n in (7, 120, 121) else "pass"
-            await audit.append("requested", operation_id=f"op-{n}", operation="verify", host=f"gpu{n:03d}",
+            await raw_append(audit, "requested", operation_id=f"op-{n}", operation="verify", host=f"gpu{n:03d}",
                                actor=actor, details={"origin": {"via": "cli"}})
-            await audit.append("finished", operation_id=f"op-{n}", operation="verify", host=f"gpu{n:03d}",
+            await raw_append(audit, "finished", operation_id=f"op-{n}", operation="verify", host=f"gpu{n:03d}",
                                actor=actor, details={"verdict": verdict})
         view = await rig.open_home()
         assert len(view["blocks"]) <= 100  # and the fake accepted it as a valid Home view

@@ -27,7 +27,7 @@ from bot.slack.app import BotContext, build_app
 from commands.errors import InventoryError
 from commands.inflight import InFlight, OverLimit, Work
 from commands.inventory import Limits, parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.conftest import write_inventory
 from tests.fleet_rig import fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy

@@ -19,7 +19,7 @@ import yaml
 from bot.demo.host import DemoHost, demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack, HttpAck, Message
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import block_actions_body, slash_command_body

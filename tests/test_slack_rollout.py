@@ -19,7 +19,7 @@ from bot.slack.blocks import rollout_plan_message, rollout_result_message, rollo
 from commands.inventory import parse_inventory
 from commands.restart.plan import RestartPlan, ServiceSnapshot
 from commands.restart.rollout import HostOutcome, RolloutPlan, RolloutResult
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.blockkit import validate_blocks
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving

@@ -14,7 +14,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from bot.demo.host import demo_host
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack, Message
 
 CHANNEL = "C0OPS"

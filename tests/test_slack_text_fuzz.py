@@ -19,7 +19,7 @@ from bot.slack.context import BotContext
 from bot.slack.verify import verify_plan
 from commands.errors import ProofbotError
 from commands.inventory import parse_inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body

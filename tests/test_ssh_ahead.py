@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from bot.demo.host import DemoHost
-from commands import ssh
 from commands.errors import ProofbotError
+from commands.ssh import ahead as ssh_ahead
 from commands.ssh import connect, connect_ahead, open_connections
+from commands.ssh import pool as ssh_pool
 from tests.conftest import run_cli, write_inventory
 from tests.lab.waits import until
 from tests.test_ssh import host_of
@@ -58,7 +59,7 @@ async def test_a_failure_ahead_is_raised_by_the_operation_without_a_second_attem
         host = host_of(clean_host).model_copy(update={"port": port})  # an sshd that hangs up at once
         connect_ahead([host])
         await until("the attempt ahead to fail", lambda: attempts == 1 and all(
-            ahead.settled.is_set() for ahead in ssh._registries[asyncio.get_running_loop()].ahead.values()))
+            ahead.settled.is_set() for ahead in ssh_pool.registries[asyncio.get_running_loop()].ahead.values()))
         with pytest.raises(ProofbotError) as raised:
             async with connect(host):
                 pass
@@ -85,7 +86,7 @@ async def test_an_operation_cancelled_while_the_handshake_ahead_runs_lets_its_co
 
 
 async def test_a_connection_nobody_takes_is_closed(clean_host: DemoHost, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ssh, "AHEAD_HOLD_S", 0.3)
+    monkeypatch.setattr(ssh_ahead, "AHEAD_HOLD_S", 0.3)
     before = clean_host.logins.total
     connect_ahead([host_of(clean_host)])
     await until("the login ahead", lambda: clean_host.logins.total == before + 1)

@@ -15,7 +15,7 @@ from commands.errors import ConnectionLost, InventoryError
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
 from commands.ssh import connect, connect_ahead, open_connections
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until

@@ -15,6 +15,7 @@ import yaml
 
 from commands.errors import InventoryError
 from commands.inventory import parse_inventory
+from commands.ssh_config.files import UNSAFE_ADVICE
 from tests.conftest import run_cli, write_inventory
 
 
@@ -113,11 +114,24 @@ def test_files_another_user_could_write_are_refused_at_load(tmp_path: Path, key:
         os.chown(path, pwd.getpwnam(owner).pw_uid, -1)
     written: Any = str(path) if key == "known_hosts" else [str(path)]
     inventory = {"ssh": {key: written}, "hosts": {"ct1": {"address": "127.0.0.1"}}}
-    with pytest.raises(InventoryError, match=rf"hosts\.ct1: {key} \(inventory ssh\.{key}\): {path}.*{words}"):
+    with pytest.raises(InventoryError, match=rf"i\.yml:\d+: ssh\.{key}: [a-z_ ]+ {path}.*{words}"):
         parse_inventory(yaml.safe_dump(inventory), "i.yml")
     path.chmod(0o600)
     os.chown(path, os.getuid(), -1)
     assert parse_inventory(yaml.safe_dump(inventory), "i.yml").host("ct1").origins[key] == f"inventory ssh.{key}"
+
+
+def test_a_file_the_config_names_is_refused_once_at_the_config_key_with_its_line(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path)
+    known = tmp_path / "fleet_known_hosts"
+    known.chmod(0o666)
+    text = yaml.safe_dump(document(config), sort_keys=False)
+    with pytest.raises(InventoryError) as raised:
+        parse_inventory(text, "i.yml")
+    lines = raised.value.message.splitlines()
+    unsafe = f"known_hosts {known} (uid {os.getuid()}, mode 666) can be written by another user"
+    # gpu-1 and plain both take it from `Host *`: said once, at the inventory key that names the config
+    assert lines == [f"i.yml:2: ssh.config: {unsafe} ({config} line 13 (Host *)); {UNSAFE_ADVICE}"]
 
 
 def test_a_directory_others_can_write_is_refused_a_sticky_one_is_not(tmp_path: Path) -> None:

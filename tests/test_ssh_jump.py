@@ -24,7 +24,7 @@ from commands.fleet import group_outcomes
 from commands.inventory import FleetSettings, Inventory, parse_inventory
 from commands.operation import Origin
 from commands.ssh import connect
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from commands.verify.fleet import verify_fleet
 from tests.lab.waits import until

@@ -13,7 +13,7 @@ import pytest
 
 from commands.errors import Locked
 from commands.store import locks
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
 
 

@@ -10,7 +10,7 @@ from bot.demo.host import DemoHost, demo_host
 from commands.findings import Finding
 from commands.inventory import parse_inventory
 from commands.operation import Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.lab.proxy import DelayProxy
 

@@ -11,7 +11,7 @@ import yaml
 from bot.demo.host import DemoHost
 from commands.inventory import parse_inventory
 from commands.operation import OperationResult, Origin
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from tests.conftest import run_cli, via_port, write_inventory
 from tests.lab.proxy import DelayProxy

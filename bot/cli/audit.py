@@ -18,7 +18,7 @@ from bot.plain_text import render_chain, render_operations
 from commands.errors import UsageError
 from commands.operation import Origin
 from commands.store.chain import ChainReport, parse_anchor, verify_chain
-from commands.store.events import AuditStore, db_path
+from commands.store.db import AuditStore, db_path
 from commands.store.trail import recent_operations, record_view
 
 

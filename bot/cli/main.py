@@ -167,7 +167,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
         from bot.slack.serve import is_served, serve  # Slack's libraries are only loaded for serve
-        from commands.store.events import db_path
+        from commands.store.db import db_path
 
         if args.check:
             return 0 if is_served(db_path(getattr(args, "db", None))) else 1

@@ -19,9 +19,10 @@ from bot.cli.terminal import (
 )
 from bot.plain_text import render_restore_plan, restore_hints
 from bot.typed_command import GIVEN, PROGRAM, command_line
+from commands.clock import utc_now
 from commands.errors import Refused
 from commands.findings import Finding
-from commands.operation import OperationResult, utc_now
+from commands.operation import OperationResult
 
 if TYPE_CHECKING:
     from commands.restore import RestorePlan

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from commands.operation import OperationResult, Origin
     from commands.plans import Decidable
     from commands.store.approvals import PendingPlan
-    from commands.store.events import AuditStore
+    from commands.store.db import AuditStore
 
 EXIT_FOR_VERDICT = {"pass": 0, "fail": 1, "error": 3}
 SCHEMA_VERSION = 1  # of every --json object; raised when a key changes meaning or goes away
@@ -43,9 +43,11 @@ class Session:
 
     async def refused(self, operation: str, host: str, exc: ProofbotError) -> None:
         """A request refused before it became an operation (unknown host, bad backup…) is still audited."""
-        await self.audit.append("refused", operation=operation, actor=self.origin.actor,
-                                details={"reason": str(exc), "requested_host": host,
-                                         "origin": self.origin.to_json()})
+        from commands.store.kinds import Refusal
+        from commands.store.log import audit_log
+
+        await audit_log(self.audit, operation, actor=self.origin.actor).refused(
+            Refusal(str(exc), requested_host=host, origin=self.origin.to_json()))
 
 
 @asynccontextmanager
@@ -54,7 +56,7 @@ async def session(args: argparse.Namespace, inventory: Inventory | None = None) 
     thread: a handshake started ahead (``commands.ssh.connect_ahead``) goes on meanwhile."""
     inventory = inventory if inventory is not None else inventory_of(args)
     from commands.operation import Origin
-    from commands.store.events import AuditStore, db_path
+    from commands.store.db import AuditStore, db_path
 
     audit = await asyncio.to_thread(AuditStore.open, db_path(getattr(args, "db", None)))
     try:

@@ -12,9 +12,9 @@ import json
 from bot.cli.terminal import SCHEMA_VERSION, inventory_of
 from bot.plain_text import MARKS, render_ssh_values
 from commands.inventory import inventory_path
-from commands.inventory_check import check_inventory
+from commands.inventory.check import check_inventory
 from commands.ping import ping_all
-from commands.ssh_options import effective
+from commands.ssh.options import effective
 
 
 async def run_ping(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ from commands.plans import Plan
 from commands.restart import RestartProgress, apply_restart, request_restart
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
 from commands.vocabulary import PlanState
 

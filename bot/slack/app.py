@@ -30,8 +30,11 @@ from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError
 from commands.inflight import SHOWN_MAX
+from commands.operation import Origin
 from commands.redact import redact
 from commands.registry import OPERATIONS
+from commands.store.kinds import Refusal
+from commands.store.log import audit_log
 
 log = logging.getLogger("proofbot.slack")
 
@@ -84,15 +87,15 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             action = (body.get("actions") or [{}])[0]
             user = body.get("user_id") or body.get("user", {}).get("id", "?")
             submitted = _metadata(body) if in_modal else {}
-            await context.audit.append(
-                "refused", operation=body.get("command", "").lstrip("/") or action.get("action_id")
-                or body.get("view", {}).get("callback_id"),
-                operation_id=action.get("value") or submitted.get("plan"), actor=f"slack:{user}",
-                details={"reason": str(error), "text": body.get("text"),
-                         **({"running": running} if (running := getattr(error, "running", None)) else {}),
-                         "channel": body.get("channel_id") or body.get("channel", {}).get("id")
-                         or submitted.get("channel")},
-            )
+            operation = (body.get("command", "").lstrip("/") or action.get("action_id")
+                         or body.get("view", {}).get("callback_id"))
+            origin = Origin(f"slack:{user}", "slack", body.get("channel_id") or body.get("channel", {}).get("id")
+                            or submitted.get("channel"))
+            text = body.get("text") or ""
+            await audit_log(context.audit, operation, action.get("value") or submitted.get("plan"),
+                            actor=origin.actor).refused(Refusal(
+                str(error), requested_host=text.split()[0] if text.split() else None, origin=origin.to_json(),
+                text=body.get("text"), running=getattr(error, "running", None) or None))
             said = f"{error.message}. {error.hint}"
             text = error_message(getattr(error, "headline", error.message),  # `running` is listed below it
                                  error.hint + await _link_to_holder(client, error))

@@ -21,7 +21,7 @@ from commands.errors import UsageError
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.store import DEFAULT_LIMIT
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.store.trail import OperationRecord, recent_operations, record_view
 
 SLACK_MAX_LIMIT = 25  # one reply each; chat.postMessage allows about one a second per channel

@@ -21,7 +21,7 @@ from commands.inflight import InFlight, Ticket, Work
 from commands.inventory import Inventory
 from commands.plans import Decidable
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 Body = dict[str, Any]
 P = TypeVar("P", bound=Decidable)

@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import NOT_YOURS, home_outside_view, home_view, join_help_message
 from bot.slack.context import Body, BotContext
-from commands.operation import utc_now
+from commands.clock import utc_now
 from commands.store.trail import last_finished_id, last_per_host
 
 log = logging.getLogger("proofbot.slack")

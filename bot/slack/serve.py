@@ -24,7 +24,8 @@ from bot.slack.context import BotContext
 from bot.slack.recovery import recover_in_slack
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.log import bot_log
 
 API_URL_ENV = "PROOFBOT_SLACK_API_URL"
 T = TypeVar("T")
@@ -101,13 +102,12 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
             logging.info("proofbot stopped before it was connected to Slack")
             return 0
         # Recorded only now: the tokens were accepted and the bot is reachable.
-        await audit.append("bot-started", actor="proofbot",
-                           details={"mode": "http" if http_port else "socket", "hosts": sorted(inventory.hosts)})
+        await bot_log(audit).bot_started("http" if http_port else "socket", sorted(inventory.hosts))
         try:
             await stop.wait()
         finally:
             await close()
-            await audit.append("bot-stopped", actor="proofbot")
+            await bot_log(audit).bot_stopped()
     finally:
         for timer in list(context.timers):
             timer.cancel()

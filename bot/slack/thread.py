@@ -13,7 +13,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message, summary_message
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 
 UPDATE_INTERVAL_S = 2.0
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from commands.checks.listing import Listing, unparsed_finding
+from commands.clock import utc_at
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding, age_words, short_path
 
@@ -69,8 +70,8 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
         return Finding("stale-process", "error", "none of the watched files could be listed", evidence)
     newer = sorted((path for path, mtime in known.items() if mtime > start.started_at + MTIME_TOLERANCE_S),
                    key=lambda path: known[path])
-    started = _utc(start.started_at)
-    details = {"process_started_at": started, "changed_after_start": {p: _utc(known[p]) for p in newer}}
+    started = utc_at(start.started_at)
+    details = {"process_started_at": started, "changed_after_start": {p: utc_at(known[p]) for p in newer}}
     if newer:
         names = ", ".join(map(short_path, newer[:5])) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
         return Finding("stale-process", "warn",
@@ -79,9 +80,6 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
                        evidence, details)
     newest = max(known.values())
     return Finding("stale-process", "pass",
-                   f"PID {start.pid} started {start.words()}, after every watched file (newest {_utc(newest)})",
+                   f"PID {start.pid} started {start.words()}, after every watched file (newest {utc_at(newest)})",
                    evidence, details)
 
-
-def _utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

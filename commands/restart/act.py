@@ -28,18 +28,22 @@ from typing import Any
 
 from commands.checks.cmdline import cmdline_argv
 from commands.checks.service import parse_service_state, service_state_argv
+from commands.clock import utc_now
 from commands.command_result import CommandResult
 from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
 from commands.host_http import fetch_via_host, run_probe
-from commands.operation import OnFinding, OperationResult, Origin, utc_now
+from commands.operation import OnFinding, OperationResult, Origin
 from commands.restart.plan import RestartPlan, ServiceSnapshot, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
 from commands.restart.verdict import check_names, restart_findings
 from commands.restart.watch import Phase, Poll, Watch
 from commands.ssh import HostConnection, connect
 from commands.store import locks
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished, Refusal
+from commands.store.log import audit_log
+from commands.vocabulary import Operation
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
@@ -63,38 +67,36 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
     run.checked = checked
     if not request_recorded:
-        fleet = {"fleet_operation_id": fleet_operation_id} if fleet_operation_id else {}
-        await run.event("requested", {"plan_hash": plan.plan_hash, "plan": plan.to_json(),
-                                      "checks": check_names(plan), "origin": origin.to_json(), **fleet})
+        await run.log.requested(origin, plan_hash=plan.plan_hash, plan=plan.to_json(), checks=check_names(plan),
+                                fleet_operation_id=fleet_operation_id)
     try:
         lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
                                     origin.channel, origin.thread_ts)
     except Locked as exc:
-        await run.event("refused", {"reason": str(exc), "holder": exc.holder})
+        await run.log.refused(Refusal(str(exc), holder=exc.holder))
         raise
     try:
         await run.execute()
     except PlanVoid as exc:
-        await run.event("refused", {"reason": str(exc), "plan_hash": plan.plan_hash})
+        await run.log.refused(Refusal(str(exc), plan_hash=plan.plan_hash))
         raise
     except BaseException as exc:
-        await asyncio.shield(run.event("interrupted", {"reason": repr(exc), "what_is_known": run.watch.timeline()}))
+        await asyncio.shield(run.log.interrupted(repr(exc), what_is_known=run.watch.timeline()))
         raise
     finally:
         await run.progress.close()
         await locks.release(audit, lock)
     findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
     for finding in findings:
-        await run.event("check", finding.to_event())
+        await run.log.check(finding)
         if on_finding:
             await on_finding(finding)
     extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,
                              "ready_after_s": round(run.watch.ready_s, 3) if run.watch.ready_s is not None else None,
                              "pid_changes": len(run.watch.new_pids), "plan_hash": plan.plan_hash}
-    result = OperationResult(plan.operation_id, "restart", plan.host.name, run.started_at,
+    result = OperationResult(plan.operation_id, Operation.RESTART, plan.host.name, run.started_at,
                              time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
-    await run.event("finished", {"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
-                                 "statuses": {f.name: f.status for f in findings}, **extra})
+    await run.log.finished(Finished.of(result, **extra))
     return result
 
 
@@ -115,6 +117,7 @@ class _Run:
     def __init__(self, plan: RestartPlan, origin: Origin, audit: AuditStore, on_progress: OnProgress | None,
                  poll_interval_s: float, settle_s: float) -> None:
         self.plan, self.origin, self.audit = plan, origin, audit
+        self.log = audit_log(audit, Operation.RESTART, plan.operation_id, plan.host.name, origin.actor)
         self.service = plan.service
         self.poll_interval_s, self.settle_s = poll_interval_s, settle_s
         self.watch = Watch(self.service, plan.before)
@@ -125,9 +128,6 @@ class _Run:
         self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
         self.checked: ServiceSnapshot | None = None
 
-    async def event(self, kind: str, details: dict[str, Any]) -> None:
-        await self.audit.append(kind, operation_id=self.plan.operation_id, operation="restart",
-                                host=self.plan.host.name, actor=self.origin.actor, details=details)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.sent_at if self.sent_at is not None else 0.0
@@ -149,7 +149,7 @@ class _Run:
         except CouldNotCheck as exc:
             if not self.watch.lost:
                 self.watch.link_lost(str(exc), self.elapsed())
-            await self.event("step", {"step": "link-lost", "at_s": round(self.elapsed(), 3), "problem": str(exc)})
+            await self.log.step("link-lost", at_s=round(self.elapsed(), 3), problem=str(exc))
         self.report("done", force=True)
 
     async def _recheck(self, conn: HostConnection) -> None:
@@ -158,7 +158,7 @@ class _Run:
         if changed := changes_since(self.plan.before, now):
             raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")
-        await self.event("step", {"step": "before", "state": asdict(now)})
+        await self.log.step("before", state=asdict(now))
 
     async def _act_and_watch(self, conn: HostConnection) -> None:
         argv = restart_argv(self.service)
@@ -168,7 +168,7 @@ class _Run:
         command = asyncio.create_task(conn.run(argv, timeout_s=self.service.ready_timeout_s + COMMAND_GRACE_S))
         self.report("restarting", force=True)
         try:
-            await self.event("step", {"step": "restart-sent", "command": watch.command})
+            await self.log.step("restart-sent", command=watch.command)
             await self._wait_ready(conn, command)
             if watch.ready_s is not None and not watch.lost:
                 await self._probe_and_settle(conn)
@@ -202,9 +202,8 @@ class _Run:
         while True:
             if self._command_finished(command):
                 result = watch.command_result
-                await self.event("step", {"step": "restart-returned", "at_s": round(self.elapsed(), 3),
-                                          "exit_status": result.exit_status if result else None,
-                                          "state": watch.command_state})
+                await self.log.step("restart-returned", at_s=round(self.elapsed(), 3),
+                                    exit_status=result.exit_status if result else None, state=watch.command_state)
             if watch.lost:
                 return
             returned = watch.command_state != "running"
@@ -213,8 +212,7 @@ class _Run:
             polls_after_return += 1 if returned else 0
             self.report("waiting")
             if watch.ready_s is not None:
-                await self.event("step", {"step": "ready", "ready_after_s": round(watch.ready_s, 3),
-                                          "new_pid": watch.new_pid})
+                await self.log.step("ready", ready_after_s=round(watch.ready_s, 3), new_pid=watch.new_pid)
                 return
             if watch.command_state in ("fail", "lost") and polls_after_return >= 1:
                 return  # the manager said no (or nothing): one look at the state after it is the evidence
@@ -270,14 +268,14 @@ class _Run:
         task = asyncio.create_task(run_probe(conn, probe)) if probe else None
         if task is not None:
             watch.probe_state = "pending"
-            await self.event("step", {"step": "probe-sent", "url": probe.url if probe else None})
+            await self.log.step("probe-sent", url=probe.url if probe else None)
         settle_until = watch.ready_s + self.settle_s
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:
                     self.probe = task.result()
                     watch.probe_state = "ok" if self.probe.status == "pass" else "fail"
-                    await self.event("step", {"step": "probe-answered", "status": self.probe.status})
+                    await self.log.step("probe-answered", status=self.probe.status)
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)
                 if self.elapsed() >= settle_until and (task is None or task.done()):

@@ -20,7 +20,7 @@ from commands.restart.progress import OnProgress
 from commands.restart.rollout import rollout_request
 from commands.store import approvals
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.vocabulary import Operation, PlanState
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from commands.checks.cmdline import cmdline_argv, parse_cmdline
 from commands.checks.service import ServiceState, parse_service_state, service_state_argv, supervisorctl
 from commands.checks.stale import parse_process_start, process_start_argvs
+from commands.clock import utc_at, utc_now
 from commands.command_result import CommandResult
 from commands.errors import MissingOutput, PlanVoid, UsageError
 from commands.findings import Evidence
 from commands.inventory import Host, Service
-from commands.operation import new_operation_id, utc_now
+from commands.operation import new_operation_id
 from commands.plans import Plan, hash_of
 from commands.redact import redact, redact_data
 from commands.ssh import HostConnection, connect
@@ -49,7 +49,7 @@ class ServiceSnapshot:
         return cls(state.main_pid, state.active, state.state,
                    props.get("InvocationID") or None, _int(props.get("NRestarts")),
                    _int(props.get("ExecMainStartTimestampMonotonic")),
-                   _utc(start_epoch) if start_epoch is not None else None,
+                   utc_at(start_epoch) if start_epoch is not None else None,
                    round(start_epoch, 2) if start_epoch is not None else None, cmdline)
 
 
@@ -150,6 +150,3 @@ def _shown(result: CommandResult) -> str:
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
-
-def _utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

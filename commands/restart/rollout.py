@@ -29,10 +29,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from commands.clock import utc_now
 from commands.errors import CouldNotCheck, PlanVoid, Refused, UsageError
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host, Inventory
-from commands.operation import OperationResult, Origin, utc_now
+from commands.operation import OperationResult, Origin
 from commands.plans import Decidable, PlanRequest, admit, begin_apply, hash_of, request_plan
 from commands.redact import redact_data
 from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
@@ -41,8 +42,10 @@ from commands.restart.progress import OnProgress
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
-from commands.vocabulary import CheckStatus, EventKind, Operation, Outcome, PlanState, Verdict
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished
+from commands.store.log import audit_log
+from commands.vocabulary import CheckStatus, Operation, Outcome, PlanState, Verdict
 
 OPERATION = Operation.ROLLOUT
 HostState = Literal["done", "failed", "untouched"]
@@ -254,13 +257,10 @@ class _Rollout:
 
     def __init__(self, plan: RolloutPlan, origin: Origin, audit: AuditStore) -> None:
         self.plan, self.origin, self.audit = plan, origin, audit
+        self.log = audit_log(audit, OPERATION, plan.operation_id, None, origin.actor)
         self.locks: dict[str, locks.LockHolder] = {}
         self.outcomes: dict[str, HostOutcome] = {}
         self.started_at, self.started = utc_now(), time.monotonic()
-
-    async def event(self, kind: str, details: dict[str, Any]) -> None:
-        await self.audit.append(kind, operation_id=self.plan.operation_id, operation=OPERATION, host=None,
-                                actor=self.origin.actor, details=details)
 
     async def release_untaken(self) -> None:
         for host, lock in list(self.locks.items()):
@@ -285,8 +285,8 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     try:
         halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
     except BaseException as exc:
-        await asyncio.shield(run.event(EventKind.INTERRUPTED, {"reason": repr(exc), "outcomes": {
-            host: outcome.state for host, outcome in run.outcomes.items()}}))
+        await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
+            host: outcome.state for host, outcome in run.outcomes.items()}))
         raise
     finally:
         await run.release_untaken()
@@ -296,11 +296,11 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
                            [run.outcomes[p.host.name] for p in plan.hosts], halted)
     await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
-    await run.event(EventKind.FINISHED, {
-        "verdict": result.verdict, "duration_s": round(result.duration_s, 3),
-        "counts": dict(sorted(result.counts().items())), "halted": halted or None,
-        "done": result.named("done"), "failed": result.named("failed"), "untouched": result.named("untouched"),
-        "hosts": {o.host: o.result.operation_id for o in result.hosts if o.result is not None}})
+    await run.log.finished(Finished(
+        result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
+        hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
+        extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
+               "untouched": result.named("untouched")}))
     return result
 
 
@@ -309,8 +309,7 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
     """Each batch restarted concurrently and proven; returns why it halted ("" when it did not)."""
     batches = run.plan.batches()
     for number, batch in enumerate(batches, 1):
-        await run.event(EventKind.STEP, {"step": "batch", "batch": number, "of": len(batches),
-                                 "hosts": [p.host.name for p in batch]})
+        await run.log.step("batch", batch=number, of=len(batches), hosts=[p.host.name for p in batch])
 
         async def one(host_plan: RestartPlan, number: int = number) -> HostOutcome:
             name = host_plan.host.name
@@ -341,7 +340,7 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
             why = ", ".join(f"{o.host} {_what_went_wrong(o)}" for o in bad)
             halted = (f"halted after batch {number} of {len(batches)}: {why}"
                       + (f"; the rest of that batch finished ({', '.join(rest)})" if rest else ""))
-            await run.event(EventKind.STEP, {"step": "halted", "batch": number, "reason": halted})
+            await run.log.step("halted", batch=number, reason=halted)
             return halted
     return ""
 

@@ -12,18 +12,20 @@ import asyncio
 import time
 
 from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.clock import utc_now
 from commands.errors import CouldNotCheck, PlanVoid
 from commands.findings import Finding, could_not_check
 from commands.inventory import Host, Inventory
-from commands.operation import OnFinding, OperationResult, Origin, utc_now
+from commands.operation import OnFinding, OperationResult, Origin
 from commands.plans import PlanRequest, finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
 from commands.restore.plan import RestorePlan, backup_source, read_plan, snapshot_source
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
-from commands.store.events import AuditStore
-from commands.vocabulary import PlanState
+from commands.store.db import AuditStore
+from commands.store.log import audit_log
+from commands.vocabulary import PlanState, Verdict
 
 
 async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
@@ -53,10 +55,11 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
     started_at, started = utc_now(), time.monotonic()
     findings: list[Finding] = []
 
+    log = audit_log(audit, plan.operation, plan.operation_id, plan.host.name, actor)
+
     async def record(finding: Finding) -> None:
         findings.append(finding)
-        await audit.append("step", operation_id=plan.operation_id, operation=plan.operation, host=plan.host.name,
-                           actor=actor, details=finding.to_event())
+        await log.step(finding)
         if on_step:
             await on_step(finding)
 
@@ -67,7 +70,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
                 await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
         except PlanVoid:
             await approvals.close(audit, plan.operation_id, PlanState.VOID)
-            await finish(audit, plan, actor, "void", "changed since the plan")
+            await finish(audit, plan, actor, Verdict.REFUSED, "changed since the plan")
             raise
         except CouldNotCheck as exc:
             await record(could_not_check("apply", f"link lost during the restore: {exc}; each live file is either "
@@ -84,7 +87,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
     except (PlanVoid, asyncio.CancelledError):
         raise
     except Exception as exc:  # a bug must not leave the plan open: it is finished, and the host freed below
-        await asyncio.shield(finish(audit, plan, actor, "error", f"the restore stopped on an internal error: "
+        await asyncio.shield(finish(audit, plan, actor, Verdict.ERROR, f"the restore stopped on an internal error: "
                                     f"{type(exc).__name__}; run proofbot verify {plan.host.name}"))
         raise
     finally:

@@ -2,7 +2,9 @@
 
 lexer (lines as ssh splits them), patterns (match.c), tokens (``%`` ``${}`` ``~``), evaluate and taken
 (one pass: Host, Match, Include, first value wins), resolve (ssh.c's order), files (owner and mode
-checks), entry (the inventory host entry: its values are ssh's command line), show (``inventory show``).
+checks; an unsafe file at the inventory key that names it), entry (the inventory host entry: its values are
+ssh's command line), show (``inventory show``), defaults (the one home of SSH defaults, the hop limit, and
+what a user name and an address may be).
 """
 
 from commands.ssh_config.entry import resolve_entry

@@ -11,20 +11,17 @@ refused here, at load, with its file and line.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from commands.errors import InventoryError
+from commands.ssh_config.defaults import ADDRESS, MAX_HOPS, USER_NAME
 from commands.ssh_config.evaluate import ConfigError, Jump
-from commands.ssh_config.files import UnsafeFile, check_config_file, unsafe_file
+from commands.ssh_config.files import UnsafeFile, UnsafeFiles, check_config_file, unsafe_files
 from commands.ssh_config.keywords import REFUSED_WHEN
 from commands.ssh_config.resolve import CommandLine, Resolution, resolve
 from commands.ssh_config.tokens import ExpandError
 
-MAX_HOPS = 8
-ADDRESS = re.compile(r"[A-Za-z0-9.:-]{1,253}")
-USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 SSH_KEYS = ("user", "client_keys", "client_certs", "known_hosts", "global_known_hosts", "host_key_alias")
 
 
@@ -61,7 +58,7 @@ def _checked(where: str, resolution: Resolution, agent: bool) -> None:
     if not ADDRESS.fullmatch(resolution.hostname):
         raise InventoryError(f"{where}: HostName {resolution.hostname!r} ({origin.get('hostname', 'the name')}) "
                              "is not a host name or IP address")
-    if not USER.fullmatch(resolution.user):
+    if not USER_NAME.fullmatch(resolution.user):
         raise InventoryError(f"{where}: User {resolution.user!r} ({origin.get('user', 'this user')}) "
                              "is not a valid user name")
     if not resolution.user_known_hosts:
@@ -74,21 +71,10 @@ def _checked(where: str, resolution: Resolution, agent: bool) -> None:
             hint="set ssh.known_hosts in the inventory to a file with this host's key or its CA")
 
 
-FILE_DEFAULTS: dict[str, Any] = {"known_hosts": "~/.ssh/known_hosts", "client_keys": ["~/.ssh/id_ed25519"],
-                                 "global_known_hosts": ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"]}
-
-
-def check_files(where: str, ssh: Mapping[str, Any], origins: Mapping[str, str]) -> None:
-    """Every known_hosts, identity and certificate file that exists must be safe from other users (files.py)."""
-    for key, kind in (("known_hosts", "known_hosts"), ("global_known_hosts", "known_hosts"),
-                      ("client_keys", "identity"), ("client_certs", "certificate")):
-        value = ssh.get(key, FILE_DEFAULTS.get(key))
-        for path in _listed(value):
-            problem = unsafe_file(os.path.expanduser(path), kind)
-            if problem is not None:
-                raise InventoryError(f"{where}: {key} ({origins.get(key, 'default')}): {problem}",
-                                     hint="it decides what proofbot, as root, trusts or logs in with: make it and "
-                                          "its directories owned by root or this user, writable by no one else")
+def _refuse_unsafe(name: str, ssh: Mapping[str, Any], origins: Mapping[str, str], context: str = "") -> None:
+    unsafe = unsafe_files(name, ssh, origins, context)
+    if unsafe:
+        raise UnsafeFiles(unsafe)
 
 
 def resolve_config(config: str, name: str, command_line: CommandLine, where: str,
@@ -143,12 +129,12 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
     resolution = resolve_config(config, name, command_line, where, given)
     _checked(where, resolution, bool(ssh.get("agent")))
     origins = _origins(resolution, given, config_origin, jump_written)
-    check_files(where, _settings(resolution), origins)
+    _refuse_unsafe(name, _settings(resolution), origins)
     resolved = {**entry, "name": name, "origins": origins, "address": resolution.hostname, "port": resolution.port,
                 "ssh": {**ssh, **_settings(resolution)}}
     if resolution.jump is None or jump_written is not None:
         return resolved, []
-    hops = _hops(resolution.jump, origins["jump"], config, where, {} if hop_cache is None else hop_cache)
+    hops = _hops(resolution.jump, origins, config, where, {} if hop_cache is None else hop_cache, name)
     origins["jump"] += f": {resolution.jump.written}"  # `ping -v`: the line, and the hops as written there
     return resolved, hops
 
@@ -194,15 +180,16 @@ def _without_config(name: str, entry: Mapping[str, Any], top: Mapping[str, Any],
     if jump_written is not None:
         origins["jump"] = f"inventory {jump_written}"
     if isinstance(ssh, Mapping):
-        check_files(f"hosts.{name}", ssh, origins)
+        _refuse_unsafe(name, ssh, origins)
     return {**entry, "name": name, "origins": origins, "ssh": dict(ssh)}, []
 
 
-def _hops(jump: Jump, origin: str, config: str, where: str,
-          cache: dict[tuple[Any, ...], Resolution]) -> list[dict[str, Any]]:
+def _hops(jump: Jump, origins: Mapping[str, str], config: str, where: str,
+          cache: dict[tuple[Any, ...], Resolution], name: str) -> list[dict[str, Any]]:
     """ProxyJump ``a,b,c`` as ssh runs it: c reached by ``ssh [-l] [-p] -J a,b c``, b by ``ssh -J a b``, a by
     ``ssh a``: each hop resolved through the same config with only its own user and port given (the
     host's inventory keys and known_hosts are not passed on, as ssh does not pass them)."""
+    origin = origins["jump"]
     written = [*(jump.extra.split(",") if jump.extra else []), ""]
     if len(written) > MAX_HOPS:
         raise InventoryError(f"{where}: ProxyJump ({origin}) has more than {MAX_HOPS} hops")
@@ -228,7 +215,8 @@ def _hops(jump: Jump, origin: str, config: str, where: str,
                                  f"it is the same bastion); proofbot does not follow it: exclude the bastion from that "
                                  f"block (`Host * !{alias}`)")
         _checked(hop_where, resolution, False)
-        check_files(hop_where, _settings(resolution), {})
+        _refuse_unsafe(name, _settings(resolution), _origins(resolution, {}, origins["config"], None),
+                       context=f"ProxyJump hop {shown!r} ({origin}): ")
         if any((resolution.hostname, resolution.port) == (seen["address"], seen["port"]) for seen in hops):
             raise InventoryError(f"{where}: ProxyJump ({origin}) reaches {resolution.hostname}:{resolution.port} twice")
         hops.append({"name": shown, "alias": alias, "address": resolution.hostname, "port": resolution.port,

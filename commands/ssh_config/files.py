@@ -16,7 +16,20 @@ import grp
 import os
 import pwd
 import stat
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
+
+from commands.errors import InventoryError
+from commands.ssh_config.defaults import CLIENT_KEYS, GLOBAL_KNOWN_HOSTS, KNOWN_HOSTS
+
+FILE_DEFAULTS: dict[str, Any] = {"known_hosts": KNOWN_HOSTS, "client_keys": CLIENT_KEYS,
+                                 "global_known_hosts": GLOBAL_KNOWN_HOSTS}
+# (inventory key, the kind unsafe_file checks, how a message names it)
+FILE_KEYS = (("known_hosts", "known_hosts", "known_hosts"), ("global_known_hosts", "known_hosts", "known_hosts"),
+             ("client_keys", "identity", "client key"), ("client_certs", "certificate", "certificate"))
+UNSAFE_ADVICE = ("it decides what proofbot, as root, trusts or logs in with: make it and its directories owned by "
+                 "root or this user, writable by no one else")
 
 
 class UnsafeFile(ValueError):
@@ -106,6 +119,48 @@ def unsafe_file(path: str, kind: str) -> str | None:
         if problem is not None:
             return f"{path}: {problem} can be written by another user"
     return None
+
+
+KeyPath = tuple[str, ...]
+
+
+class UnsafeFiles(InventoryError):
+    """Files another user could write (or a key others can read), each at the inventory key that names it:
+    ``unsafe`` is (key path, message), the message the same for every host that shares the file."""
+
+    def __init__(self, unsafe: list[tuple[KeyPath, str]]) -> None:
+        super().__init__("\n".join(f"{'.'.join(path)}: {message}" for path, message in unsafe))
+        self.unsafe = unsafe
+
+
+def unsafe_files(name: str, ssh: Mapping[str, Any], origins: Mapping[str, str], context: str = ""
+                 ) -> list[tuple[KeyPath, str]]:
+    """Every known_hosts, identity and certificate file of host ``name`` that exists and is not safe from other
+    users (``unsafe_file``), at the key that names it: the inventory's own key, the ``ssh.config`` key for a file
+    the config decided, the top-level ``ssh`` key for proofbot's default."""
+    found: list[tuple[KeyPath, str]] = []
+    for key, kind, word in FILE_KEYS:
+        value = ssh.get(key, FILE_DEFAULTS.get(key))
+        for path in (value,) if isinstance(value, str) else tuple(str(item) for item in value or ()):
+            problem = unsafe_file(os.path.expanduser(path), kind)
+            if problem is not None:
+                where, origin = _naming(name, key, origins)
+                found.append((where, f"{context}{word} {problem}{origin}; {UNSAFE_ADVICE}"))
+    return found
+
+
+def _naming(name: str, key: str, origins: Mapping[str, str]) -> tuple[KeyPath, str]:
+    """The inventory key where host ``name``'s value of ``key`` is written, and where it came from otherwise."""
+    origin = origins.get(key, "default")
+    if origin == f"inventory hosts.{name}.ssh.{key}":
+        return ("hosts", name, "ssh", key), ""
+    if origin == f"inventory ssh.{key}":
+        return ("ssh", key), ""
+    config = origins.get("config")
+    if config is not None:  # the config decided it (or ssh's default, the config naming none)
+        at = ("hosts", name, "ssh", "config") if config == f"inventory hosts.{name}.ssh.config" else ("ssh", "config")
+        return at, f" ({'the default' if origin == 'default' else origin})"
+    return ("ssh", key), " (proofbot's default)"
 
 
 def clear_caches() -> None:

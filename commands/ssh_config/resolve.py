@@ -12,15 +12,12 @@ import concurrent.futures
 import socket
 from dataclasses import dataclass, field
 
+from commands.ssh_config.defaults import OPENSSH_IDENTITIES, OPENSSH_USER_HOSTFILES, SYSTEM_HOSTFILES
 from commands.ssh_config.evaluate import ConfigError, Context, Jump, Options, read_config
 from commands.ssh_config.lexer import Line
 from commands.ssh_config.patterns import lower_ascii
 from commands.ssh_config.tokens import ExpandError, LocalUser, client_tokens, expand, tilde
 
-DEFAULT_IDENTITIES = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk", "~/.ssh/id_ed25519",
-                      "~/.ssh/id_ed25519_sk", "~/.ssh/id_xmss", "~/.ssh/id_dsa")
-DEFAULT_USER_HOSTFILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
-DEFAULT_SYSTEM_HOSTFILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 RESOLVE_TIMEOUT_S = 5.0
 
 
@@ -188,9 +185,9 @@ def _finish(options: Options, name: str, host: str, canonicalized: bool, local: 
                           "and runs no command an ssh config names (use ProxyJump, or ssh.jump in the inventory)")
     alias = lower_ascii(options.host_key_alias) if options.host_key_alias is not None else None
     tokens = client_tokens(host=host, host_arg=name, port=port, user=user, key_alias=alias, local=local)
-    identities_raw = [path for path, _ in options.identity_files] or list(DEFAULT_IDENTITIES)
-    user_files = list(options.user_hostfiles) or list(DEFAULT_USER_HOSTFILES)
-    system_raw = list(options.system_hostfiles) or list(DEFAULT_SYSTEM_HOSTFILES)
+    identities_raw = [path for path, _ in options.identity_files] or list(OPENSSH_IDENTITIES)
+    user_files = list(options.user_hostfiles) or list(OPENSSH_USER_HOSTFILES)
+    system_raw = list(options.system_hostfiles) or list(SYSTEM_HOSTFILES)
     for kind, files in (("UserKnownHostsFile", user_files), ("GlobalKnownHostsFile", system_raw)):
         if files and files[0].lower() == "none":
             if len(files) > 1:

@@ -23,7 +23,7 @@ def known_hosts_name(address: str, port: int, alias: str | None) -> str:
 
 
 def trust(settings: SshSettings, address: str, port: int) -> dict[str, Any]:
-    """The rules the host-key decision applies to this host (made by commands/ssh.py, as OpenSSH 9.2 makes it)."""
+    """The rules the host-key decision applies to this host (commands/known_hosts.py, as OpenSSH 9.2 decides)."""
     return {
         "looked_up_as": known_hosts_name(address, port, settings.host_key_alias),
         "files": [*settings.known_hosts_list(), *settings.global_known_hosts],

@@ -18,11 +18,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from commands.clock import utc_now
 from commands.errors import Refused
 from commands.inventory import Approvals
-from commands.operation import utc_now
 from commands.store import locks
-from commands.store.events import AuditStore, append_event, first_row, from_row
+from commands.store.db import AuditStore
+from commands.store.events import first_row, from_row
+from commands.store.kinds import Finished
+from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import PlanState, Verdict
 
 if TYPE_CHECKING:
@@ -122,9 +125,12 @@ def _settle(db: sqlite_utils.Database, plan_id: str, state: PlanState, decided_b
     return plan_of(rows[0]) if rows else None
 
 
-def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, Any]) -> None:
-    append_event(db, "expired", operation_id=plan.id, operation=plan.operation, host=plan.host, actor="proofbot",
-                 details={"expired_at": plan.expires_at_utc(), **details})
+def _log(plan: PendingPlan, actor: str, db: sqlite_utils.Database) -> Within:
+    return Within(plan.operation, plan.id, plan.host, actor, db=db)
+
+
+def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, str]) -> None:
+    _log(plan, PROOFBOT, db).expired(plan.expires_at_utc(), **details)
 
 
 def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approvals, user_id: str | None,
@@ -195,9 +201,9 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
             if decided is None:
                 return Judgement.DECIDED, plan
             plan = decided
-            append_event(db, decision, operation_id=plan.id, operation=plan.operation, host=plan.host, actor=actor,
-                         details={"plan_hash": plan.plan_hash, "requested_by": plan.requested_by,
-                                  **({"reason": reason} if reason else {})})
+            log = _log(plan, actor, db)
+            writer = {PlanState.APPROVED: log.approved, PlanState.REJECTED: log.rejected}[PlanState(decision)]
+            writer(plan.plan_hash, plan.requested_by, reason or None)
         return outcome, plan
 
     outcome, plan = await store.write(attempt)
@@ -253,7 +259,6 @@ async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: 
         row = first_row(db, "SELECT operation, host FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
-        append_event(db, "finished", operation_id=plan_id, operation=row["operation"], host=row["host"],
-                     actor=actor, details={"verdict": verdict, "summary": reason})
+        Within(row["operation"], plan_id, row["host"], actor, db=db).finished(Finished(Verdict(verdict), reason))
         locks.free(db, row["host"], plan_id)
     await store.write(finish)

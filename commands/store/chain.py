@@ -26,15 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from commands.errors import UsageError
-from commands.store.events import (
-    GENESIS_HASH,
-    MIGRATIONS,
-    AuditStore,
-    event_hash,
-    first_row,
-    statements,
-    stored_details,
-)
+from commands.store.db import AuditStore
+from commands.store.events import GENESIS_HASH, event_hash, first_row, stored_details
+from commands.store.migrations import MIGRATIONS, statements
 from commands.store.schema import (
     MASTER,
     SchemaDifference,

@@ -11,10 +11,12 @@ import socket
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from commands.clock import utc_now
 from commands.errors import Locked
 from commands.holder import pid_alive
-from commands.operation import utc_now
-from commands.store.events import AuditStore, first_row, from_row
+from commands.store.db import AuditStore
+from commands.store.events import first_row, from_row
+from commands.store.log import PROOFBOT, audit_log
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -56,10 +58,8 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
     stale: list[LockHolder] = []
     current = await store.write(take)
     for old in stale:
-        await store.append("lock-released-stale", operation_id=old.operation_id, operation=old.operation,
-                           host=host, actor="proofbot",
-                           details={"reason": f"holder process {old.pid} on {old.machine} is gone",
-                                    "holder": asdict(old), "released_for": operation_id})
+        await audit_log(store, old.operation, old.operation_id, host, PROOFBOT).lock_released_stale(
+            f"holder process {old.pid} on {old.machine} is gone", asdict(old), released_for=operation_id)
     if current is not None:
         raise Locked(
             f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "

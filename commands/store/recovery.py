@@ -19,17 +19,21 @@ from typing import TYPE_CHECKING
 
 from commands.holder import Holder
 from commands.store import approvals, locks
-from commands.store.events import AuditStore, append_event
+from commands.store.db import AuditStore
+from commands.store.events import sql_list
+from commands.store.kinds import Finished
+from commands.store.log import PROOFBOT, Within
+from commands.vocabulary import ENDING_KINDS, EventKind, PlanState, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-UNFINISHED = """
+UNFINISHED = f"""
 SELECT r.operation_id, r.operation, r.host, r.details FROM events r
-WHERE r.kind = 'requested' AND r.operation_id IS NOT NULL
+WHERE r.kind = '{EventKind.REQUESTED}' AND r.operation_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM events f WHERE f.operation_id = r.operation_id
-                  AND f.kind IN ('finished', 'refused', 'cancelled', 'interrupted'))
-  AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = r.operation_id AND p.state = 'pending')
+                  AND f.kind IN {sql_list(ENDING_KINDS)})
+  AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = r.operation_id AND p.state = '{PlanState.PENDING}')
 ORDER BY r.id
 """
 
@@ -69,7 +73,7 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
         await store.write(functools.partial(_interrupt, record=record))
         interrupted.append(record)
     plans = await store.snapshot(lambda db: [approvals.plan_of(row) for row in db.query(
-        "SELECT * FROM plans WHERE state = 'pending' ORDER BY created_at")])
+        "SELECT * FROM plans WHERE state = ? ORDER BY created_at", [PlanState.PENDING])])
     ours = []
     for plan in plans:
         lock = await locks.holder_of(store, plan.host)
@@ -90,14 +94,12 @@ async def _holder_gone(store: AuditStore, operation_id: str, host: str, holder: 
 
 def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> None:
     """Finish the operation as interrupted and free its host, in one transaction."""
-    where = {"operation_id": record.operation_id, "operation": record.operation, "host": record.host}
-    append_event(db, "finished", **where, actor="proofbot",
-                 details={"verdict": "interrupted", "summary": "proofbot stopped while this ran",
-                          "last_event": {"kind": record.last_kind, "at": record.last_at, "step": record.last_step}})
+    log = Within(record.operation, record.operation_id, record.host, PROOFBOT, db=db)
+    log.finished(Finished(Verdict.INTERRUPTED, "proofbot stopped while this ran",
+                          last_event={"kind": record.last_kind, "at": record.last_at, "step": record.last_step}))
     if record.host is None:  # a fleet operation holds no host's lock; its hosts' parts are recovered each
         return
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)
-        append_event(db, "lock-released-stale", **where, actor="proofbot",
-                     details={"reason": "operation interrupted by a bot restart", "holder": asdict(holder)})
+        log.lock_released_stale("operation interrupted by a bot restart", asdict(holder))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from commands.errors import ProofbotError
-from commands.store.events import MIGRATIONS, SCHEMA_MIGRATIONS, statements
+from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, statements
 
 # Statistics tables ANALYZE and `PRAGMA optimize` may make (hold no code, change no result): not schema.
 _STATISTICS = re.compile(r"^sqlite_stat[0-9]$")

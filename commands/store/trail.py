@@ -26,14 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 from commands.operation import Origin
 from commands.store import DEFAULT_LIMIT, MAX_LIMIT
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.events import sql_list
+from commands.store.log import audit_log
 from commands.store.schema import require_text
+from commands.vocabulary import ENDING_KINDS, EventKind, Operation
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-DECISIONS = ("approved", "rejected", "expired")
-ENDINGS = ("refused", "interrupted", "cancelled")
+DECISIONS = (EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED)
+# What ends an operation without a verdict of its own: the first of these is its verdict.
+ENDED_WITHOUT_VERDICT = (DECISIONS[1:] + tuple(sorted(ENDING_KINDS - {EventKind.FINISHED})))
 IN_PROGRESS = "in progress"
 # The request of a host's part of a fleet operation names the fleet; the partial index
 # events_listed_requests (migration 6) holds exactly the requests without this.
@@ -75,7 +79,7 @@ class OperationRecord:
 
     @property
     def approved_by(self) -> str | None:
-        return self.decided_by if self.decision == "approved" else None
+        return self.decided_by if self.decision == EventKind.APPROVED else None
 
     def to_json(self) -> dict[str, Any]:
         return {"operation_id": self.operation_id, "operation": self.operation, "host": self.host,
@@ -96,11 +100,11 @@ def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) ->
     limit = max(1, min(limit, MAX_LIMIT))
     # The ids come from the covering index alone; only the N rows chosen are read from the table.
     if host is None:  # a fleet's parts are left out: the fleet is their one line
-        newest = ("SELECT id FROM events INDEXED BY events_listed_requests WHERE kind = 'requested' "
+        newest = (f"SELECT id FROM events INDEXED BY events_listed_requests WHERE kind = '{EventKind.REQUESTED}' "
                   f"AND {NOT_A_PART} ORDER BY id DESC LIMIT ?")
         arguments: list[Any] = [limit]
     else:
-        newest = "SELECT id FROM events WHERE kind = 'requested' AND host = ? ORDER BY id DESC LIMIT ?"
+        newest = f"SELECT id FROM events WHERE kind = '{EventKind.REQUESTED}' AND host = ? ORDER BY id DESC LIMIT ?"
         arguments = [host, limit]
     return _records(db, newest, arguments)
 
@@ -108,7 +112,7 @@ def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) ->
 async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
     """Each host's last operation (verify, restore or restart, whatever became of it), for the App Home.
     One ``requested`` id per host from the covering index, then the same two queries as the trail."""
-    newest = "SELECT max(id) FROM events WHERE kind = 'requested' AND host IS NOT NULL GROUP BY host"
+    newest = f"SELECT max(id) FROM events WHERE kind = '{EventKind.REQUESTED}' AND host IS NOT NULL GROUP BY host"
     records = await store.snapshot(lambda db: _records(db, newest, []))
     return {record.host: record for record in records if record.host}
 
@@ -123,7 +127,7 @@ def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> li
                      nullable=("operation", "host", "actor"))
     outcomes: dict[str, list[dict[str, Any]]] = {str(row["operation_id"]): [] for row in requested}
     if outcomes:
-        kinds = ("finished", *DECISIONS, *ENDINGS)
+        kinds = (EventKind.FINISHED, *DECISIONS, *ENDED_WITHOUT_VERDICT)
         marks = ", ".join("?" for _ in outcomes)
         for row in db.query(f"SELECT id, operation_id, kind, actor, at, details FROM events "
                             f"WHERE operation_id IN ({marks}) AND kind IN ({', '.join('?' for _ in kinds)}) "
@@ -144,9 +148,9 @@ def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecor
     marks = ", ".join("?" for _ in wanted)
     fleets: dict[str, FleetRecord] = {}
     for row in db.query(f"SELECT operation_id, kind, details FROM events WHERE operation_id IN ({marks}) "
-                        "AND kind IN ('requested', 'finished') ORDER BY id", wanted):
+                        f"AND kind IN {sql_list((EventKind.REQUESTED, EventKind.FINISHED))} ORDER BY id", wanted):
         operation_id, details = str(row["operation_id"]), _json(row["details"])
-        if row["kind"] == "requested":
+        if row["kind"] == EventKind.REQUESTED:
             fleet = _fleet_record(operation_id, details)
             if fleet is not None:
                 fleets[operation_id] = fleet
@@ -181,10 +185,10 @@ def _record(requested: dict[str, Any], details: dict[str, Any], outcomes: list[d
         kind = outcome["kind"]
         if kind in DECISIONS and decision is None:  # the first decision is the one that counted
             decision, decided_by = kind, outcome["actor"]
-        if kind == "finished":
+        if kind == EventKind.FINISHED:
             finished = _json(outcome["details"])
             verdict, finished_at = str(finished.get("verdict") or "unknown"), outcome["at"]
-        elif kind in ("rejected", "expired", *ENDINGS) and verdict == IN_PROGRESS:
+        elif kind in ENDED_WITHOUT_VERDICT and verdict == IN_PROGRESS:
             verdict, finished_at = kind, outcome["at"]
     operation_id = str(requested["operation_id"])
     return OperationRecord(operation_id, requested["operation"], requested["host"],
@@ -209,14 +213,13 @@ def _str(value: Any) -> str | None:
 async def record_view(store: AuditStore, *, host: str | None, limit: int, origin: Origin,
                       listed: Sequence[OperationRecord]) -> None:
     """Reading the trail is itself recorded (kind ``viewed``): who looked, where, at what."""
-    await store.append("viewed", operation="audit", host=host, actor=origin.actor,
-                       details={"limit": limit, "origin": origin.to_json(),
-                                "listed": [record.operation_id for record in listed]})
+    await audit_log(store, Operation.AUDIT, host=host, actor=origin.actor).viewed(
+        limit, origin, [record.operation_id for record in listed])
 
 
 async def last_finished_id(store: AuditStore) -> int:
     """The id of the newest ``finished`` event (0: none yet): it moves when any operation ends, whoever
     ran it (Slack or the CLI on the same database); one lookup in the ``events(kind, at)`` index."""
     row = await store.snapshot(lambda db: next(iter(db.query(
-        "SELECT max(id) AS id FROM events WHERE kind = 'finished'")), {}))
+        f"SELECT max(id) AS id FROM events WHERE kind = '{EventKind.FINISHED}'")), {}))
     return int(row.get("id") or 0)

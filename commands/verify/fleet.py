@@ -15,11 +15,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+from commands.clock import utc_now
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
-from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
-from commands.store.events import AuditStore
+from commands.operation import OnFinding, OperationResult, Origin, new_operation_id
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished
+from commands.store.log import audit_log
 from commands.verify.operation import verify
 from commands.verify.plan import FleetPlan, VerifyPlan
 from commands.vocabulary import Operation, Verdict
@@ -67,16 +70,14 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     ``host_slots`` (``commands.inflight``), entered around each host's verify, bounds hosts across fleets."""
     operation_id = operation_id or new_operation_id()
     started_at, started = utc_now(), time.monotonic()
-    await audit.append("requested", operation_id=operation_id, operation=Operation.VERIFY, host=None,
-                       actor=origin.actor,
-                       details={"fleet": {"target": target, "hosts": [plan.host.name for plan in plans],
-                                          # what each host is to be compared with: a re-verify of a host
-                                          # that never started (an interrupted fleet) reads it here
-                                          "backups": {plan.host.name: plan.backup_name for plan in plans},
-                                          "max_parallel": fleet.max_parallel,
-                                          "host_deadline_s": fleet.host_deadline_s,
-                                          **({"without_backup": without_backup} if without_backup else {})},
-                                "origin": origin.to_json()})
+    log = audit_log(audit, Operation.VERIFY, operation_id, None, origin.actor)
+    await log.requested(origin, fleet={"target": target, "hosts": [plan.host.name for plan in plans],
+                                       # what each host is to be compared with: a re-verify of a host
+                                       # that never started (an interrupted fleet) reads it here
+                                       "backups": {plan.host.name: plan.backup_name for plan in plans},
+                                       "max_parallel": fleet.max_parallel,
+                                       "host_deadline_s": fleet.host_deadline_s,
+                                       **({"without_backup": without_backup} if without_backup else {})})
 
     async def one(plan: VerifyPlan) -> OperationResult:
         on_finding = on_host_finding(plan.host.name) if on_host_finding else None
@@ -90,10 +91,9 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
 
     results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done)
     outcome = FleetResult(operation_id, Operation.VERIFY, target, started_at, time.monotonic() - started, results)
-    await audit.append("finished", operation_id=operation_id, operation=Operation.VERIFY, host=None, actor=origin.actor,
-                       details={"verdict": outcome.verdict, "duration_s": round(outcome.duration_s, 3),
-                                "counts": dict(sorted(outcome.counts().items())),
-                                "hosts": {result.host: result.operation_id for result in results}})
+    await log.finished(Finished(outcome.verdict, duration_s=round(outcome.duration_s, 3),
+                                counts=dict(sorted(outcome.counts().items())),
+                                hosts={result.host: result.operation_id for result in results}))
     return outcome
 
 

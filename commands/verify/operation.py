@@ -20,12 +20,16 @@ from commands.checks.listing import extra_files_finding, listing_argv, listing_p
 from commands.checks.package import package_argv, parse_package
 from commands.checks.service import main_pid_finding
 from commands.checks.stale import parse_process_start, stale_finding
+from commands.clock import utc_now
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
 from commands.inventory import Backup
-from commands.operation import OnFinding, OperationResult, Origin, new_operation_id, utc_now
+from commands.operation import OnFinding, OperationResult, Origin, new_operation_id
 from commands.ssh import BatchStep, HostConnection, connect
-from commands.store.events import AuditStore, Event
+from commands.store.db import AuditStore
+from commands.store.events import Event
+from commands.store.kinds import Finished
+from commands.store.log import audit_log
 from commands.verify.next_steps import with_next_step
 from commands.verify.pid_steps import (
     as_read,
@@ -36,6 +40,7 @@ from commands.verify.pid_steps import (
     state_step,
 )
 from commands.verify.plan import VerifyPlan
+from commands.vocabulary import Operation
 
 
 async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
@@ -50,14 +55,10 @@ async def verify(plan: VerifyPlan, *, origin: Origin, audit: AuditStore,
     operation_id = new_operation_id()
     started_at, started = utc_now(), time.monotonic()
     host = plan.host
-    requested: dict[str, object] = {"backup": plan.backup_name, "checks": plan.check_names(),
-                                    "origin": origin.to_json()}
-    if fleet_operation_id:
-        requested["fleet_operation_id"] = fleet_operation_id
     # The request is written while the SSH handshake is in flight (a login, no command): every
     # command and every finding waits for it, so the log still says what was asked first.
-    logged = asyncio.ensure_future(audit.append("requested", operation_id=operation_id, operation="verify",
-                                                host=host.name, actor=origin.actor, details=requested))
+    logged = asyncio.ensure_future(audit_log(audit, Operation.VERIFY, operation_id, host.name, origin.actor).requested(
+        origin, backup=plan.backup_name, checks=plan.check_names(), fleet_operation_id=fleet_operation_id))
     try:
         return await _verified(plan, operation_id, started_at, started, logged, origin=origin, audit=audit,
                                on_finding=on_finding, deadline_s=deadline_s)
@@ -72,13 +73,13 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
     host = plan.host
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
+    log = audit_log(audit, Operation.VERIFY, operation_id, host.name, origin.actor)
 
     async def found(finding: Finding) -> None:
         await logged
         finding = with_next_step(finding, plan)
         findings.append(finding)
-        await audit.append("check", operation_id=operation_id, operation="verify", host=host.name,
-                           actor=origin.actor, details=finding.to_event())
+        await log.check(finding)
         if on_finding:
             await on_finding(finding)
 
@@ -116,13 +117,10 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
             await found(could_not_check(name, cause if index == 0 else
                                         f"not checked: the same cause as `{left[0]}`"))
-    result = OperationResult(operation_id, "verify", host.name, started_at, time.monotonic() - started,
+    result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await logged
-    await audit.append("finished", operation_id=operation_id, operation="verify", host=host.name,
-                       actor=origin.actor,
-                       details={"verdict": result.verdict, "duration_s": round(result.duration_s, 3),
-                                "statuses": {f.name: f.status for f in findings}})
+    await log.finished(Finished.of(result))
     return result
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from commands.errors import UnknownBackup, UsageError
 from commands.inventory import Backup, Host
-from commands.inventory_check import NOTHING_TO_CHECK, nothing_configured
+from commands.inventory.check import NOTHING_TO_CHECK, nothing_configured
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,11 @@ import sqlite3
 from dataclasses import dataclass
 
 from commands.errors import Refused
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
+from commands.store.events import sql_list
+from commands.vocabulary import EventKind, Operation, Verdict
+
+READ_KINDS = (EventKind.REQUESTED, EventKind.FINISHED)
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,11 @@ class NotPassing:
 async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
     """Refused when the id is not a finished fleet verify, or when every host passed."""
     events = await audit.events_of(fleet_operation_id)
-    requested = next((e for e in events if e.kind == "requested" and e.operation == "verify"
+    requested = next((e for e in events if e.kind == EventKind.REQUESTED and e.operation == Operation.VERIFY
                       and e.host is None and isinstance(e.details.get("fleet"), dict)), None)
     if requested is None:
         raise Refused(f"{fleet_operation_id!r} is not a fleet verify in the audit log: nothing to re-verify")
-    finished = next((e for e in events if e.kind == "finished"), None)
+    finished = next((e for e in events if e.kind == EventKind.FINISHED), None)
     if finished is None:
         raise Refused(f"fleet verify {fleet_operation_id} has not finished: re-verify once it has")
     asked = [str(host) for host in requested.details["fleet"].get("hosts") or []]
@@ -43,7 +47,8 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
         per_host = await audit.read(lambda db: _parts_of(db, fleet_operation_id))
     outcomes = await audit.read(lambda db: _outcomes(db, list(per_host.values())))
     order = asked or list(per_host)  # a host never started has no verify of its own: it did not pass either
-    hosts = [host for host in order if host not in per_host or outcomes.get(per_host[host], (None, None))[0] != "pass"]
+    hosts = [host for host in order
+             if host not in per_host or outcomes.get(per_host[host], (None, None))[0] != Verdict.PASS]
     if not hosts:
         raise Refused(f"every host passed in fleet verify {fleet_operation_id}: nothing to re-verify")
     planned = requested.details["fleet"].get("backups") or {}
@@ -56,7 +61,7 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
 def _parts_of(db: sqlite3.Connection, fleet_operation_id: str) -> dict[str, str]:
     """host -> its own verify's operation id, for the hosts of a fleet verify that started."""
     rows = db.execute(
-        "SELECT host, operation_id FROM events WHERE kind = 'requested' AND host IS NOT NULL "
+        f"SELECT host, operation_id FROM events WHERE kind = '{EventKind.REQUESTED}' AND host IS NOT NULL "
         "AND json_extract(details, '$.fleet_operation_id') = ? ORDER BY id", (fleet_operation_id,)).fetchall()
     return {str(host): str(operation_id) for host, operation_id in rows}
 
@@ -64,13 +69,13 @@ def _parts_of(db: sqlite3.Connection, fleet_operation_id: str) -> dict[str, str]
 def _outcomes(db: sqlite3.Connection, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
     """operation id -> (verdict, backup compared), one query for the whole fleet."""
     rows = db.execute(
-        "SELECT operation_id, kind, details FROM events WHERE kind IN ('requested', 'finished') "
+        f"SELECT operation_id, kind, details FROM events WHERE kind IN {sql_list(READ_KINDS)} "
         "AND operation_id IN (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(operation_ids),)).fetchall()
     verdicts: dict[str, str | None] = {}
     backups: dict[str, str | None] = {}
     for operation_id, kind, details in rows:
         data = json.loads(details) if details else {}
-        if kind == "finished":
+        if kind == EventKind.FINISHED:
             verdicts[operation_id] = data.get("verdict")
         else:
             backups[operation_id] = data.get("backup")

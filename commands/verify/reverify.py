@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from commands.errors import Refused
 from commands.inventory import Inventory
-from commands.store.events import AuditStore
+from commands.store.db import AuditStore
 from commands.verify.fleet import FleetRequest
 from commands.verify.plan import FleetPlan, VerifyPlan, plan_fleet
 from commands.verify.rerun import NotPassing, not_passing

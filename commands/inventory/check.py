@@ -2,7 +2,8 @@
 key and certificate files that are missing or unreadable, and hosts with nothing to verify.
 
 Files another user can write are refused when the inventory loads (commands/ssh_config/files.py, for
-every command); this adds what would only fail later, at connect time or as an empty verify.
+every command), each at the key that names it; this adds what would only fail later, at connect time or as
+an empty verify.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import os
 import stat
 from pathlib import Path
 
-from commands.inventory import Host, Inventory, Path_, _compose_and_load, _key_lines, _Problems, load_inventory
+from commands.inventory.hosts import Host, Inventory
+from commands.inventory.load import load_inventory
+from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines
 
 NOTHING_TO_CHECK = ("add a `service:` (manager, unit, health_url), a `backups:` entry or `packages:` "
                     "(dists or deb) to its inventory entry")
@@ -28,20 +31,17 @@ def check_inventory(path: Path) -> Inventory:
     """The inventory, or one InventoryError listing every problem (``FILE:LINE: KEY: message``)."""
     inventory = load_inventory(path)  # raises on what loading finds, files others can write included
     text = path.read_text(encoding="utf-8")
-    root, _ = _compose_and_load(text)
-    lines: dict[Path_, int] = {}
+    root, _ = compose_and_load(text)
+    lines: dict[KeyPath, int] = {}
     if root is not None:
-        _key_lines(root, (), lines, [])
-    problems = _Problems(str(path), lines)
-    said: set[tuple[str, str]] = set()
+        key_lines(root, (), lines, [])
+    problems = Problems(str(path), lines)
     # a host that is another's hop (by name, or `user@bastion:port` reaching its address and port)
     hops: set[object] = {key for host in inventory.hosts.values() for hop in host.ssh.jump
                          for key in (hop.name, (hop.address, hop.port))}
     for host in inventory.hosts.values():
         for where, key, message in _file_problems(host):
-            if (key, message) not in said:  # a top-level file shared by every host: said once
-                said.add((key, message))
-                problems.add(where, message, key=key)
+            problems.add(where, message, key=key)  # a top-level file shared by every host: said once
         why = nothing_configured(host)
         if why is not None and host.name not in hops and (host.address, host.port) not in hops:
             problems.add(("hosts", host.name), f"{why}: verify would have nothing to prove; {NOTHING_TO_CHECK}")
@@ -49,11 +49,11 @@ def check_inventory(path: Path) -> Inventory:
     return inventory
 
 
-def _file_problems(host: Host) -> list[tuple[Path_, str, str]]:
+def _file_problems(host: Host) -> list[tuple[KeyPath, str, str]]:
     """Files written for host that cannot be read, and no known_hosts or no key at all (defaults
     that are absent are skipped, as ssh skips them, unless nothing is left)."""
     ssh = host.ssh
-    found: list[tuple[Path_, str, str]] = []
+    found: list[tuple[KeyPath, str, str]] = []
     tried = [*ssh.known_hosts_list(), *ssh.global_known_hosts]
     if all(_unreadable(path) is not None for path in tried):
         found.append(_at(host, "known_hosts", "no known_hosts file can be read (" + ", ".join(
@@ -83,7 +83,7 @@ def _written(host: Host, key: str) -> bool:
     return host.origins.get(key, "default") != "default"
 
 
-def _at(host: Host, key: str, message: str) -> tuple[Path_, str, str]:
+def _at(host: Host, key: str, message: str) -> tuple[KeyPath, str, str]:
     """Where the value of ``key`` for host was written: its inventory key, else the host's ssh key
     with where the value came from (proofbot's default, a line of the ssh config)."""
     origin = host.origins.get(key, "default")

@@ -6,7 +6,7 @@ dates, loads agent keys only with ``ssh.agent: true``, and returns asyncssh keyw
 that check host keys always and never forward the agent. The host key is judged by proofbot's
 own decision (``TrustingClient``), not asyncssh's matching: asyncssh also matches the peer's IP
 and CIDR patterns and has no fallback from a failed certificate to its key, where OpenSSH does
-neither and does. Where each value came from was decided at load (``commands/ssh_config.py``).
+neither and does. Where each value came from was decided at load (``commands/ssh_config/``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import asyncssh
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
 from commands.known_hosts import Decision, Trust, decide, lookup_for, note_address_entry, trust_for
 from commands.known_hosts_file import FileTooBig
+from commands.ssh.failures import SSH_FAILURES, At, HostKeyRefused, Step, as_error
 
 if TYPE_CHECKING:
     from commands.inventory import Hop, Host
@@ -56,14 +57,6 @@ def host_trust(host: Host | Hop) -> Trust:
     except FileTooBig as exc:
         raise HostKeyNotVerified(f"{host.name}: {exc}", hint="a known_hosts file this big is not one OpenSSH "
                                  "tools write: check what wrote it") from None
-
-
-class HostKeyRefused(asyncssh.HostKeyNotVerifiable):
-    """proofbot's decision refused the presented host key; ``decision`` says why."""
-
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.reason)
-        self.decision = decision
 
 
 class TrustingClient(asyncssh.SSHClient):
@@ -124,12 +117,13 @@ def _utc(stamp: int) -> str:
     return datetime.datetime.fromtimestamp(stamp, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_certificate(host_name: str, path: str, now: float) -> None:
+def check_certificate(host: Host | Hop, path: str, now: float) -> None:
     """A user certificate past its valid_before (or before its valid_after) is refused with its dates."""
+    host_name = host.name
     try:
         cert = asyncssh.read_certificate(path)
-    except (OSError, asyncssh.KeyImportError) as exc:
-        raise AuthenticationFailed(f"{host_name}: cannot read user certificate {path}: {exc}") from None
+    except SSH_FAILURES as exc:
+        raise as_error(exc, At(host, Step.CERTIFICATE, shown=path)) from None
     valid_after = int(getattr(cert, "_valid_after", 0))
     valid_before = int(getattr(cert, "_valid_before", 2**64 - 1))
     if now >= valid_before:
@@ -150,9 +144,8 @@ async def _agent(host: Host | Hop) -> AsyncIterator[list[asyncssh.SSHKeyPair]]:
     try:
         agent = await asyncssh.connect_agent(socket_path)
         keys = list(await agent.get_keys())
-    except (OSError, asyncssh.Error, ValueError) as exc:
-        raise AuthenticationFailed(f"{host.name}: cannot use the ssh agent at SSH_AUTH_SOCK={socket_path}: {exc}") \
-            from None
+    except SSH_FAILURES as exc:
+        raise as_error(exc, At(host, Step.AGENT, shown=socket_path)) from None
     try:
         yield keys
     finally:
@@ -171,7 +164,7 @@ async def client_options(host: Host | Hop, now: float, trust: Trust | None = Non
     keys = _key_files(host)
     certs = _cert_files(host, keys)
     for path in certs:
-        check_certificate(host.name, path, now)
+        check_certificate(host, path, now)
     async with AsyncExitStack() as stack:
         client_keys: list[Any] = list(keys)
         if settings.agent:

@@ -1,0 +1,112 @@
+"""The audit DB's connection: one worker thread owns it and runs every transaction, so the event loop
+never blocks on SQLite; opening it applies the pending migrations (commands/store/migrations.py).
+
+Each append reads the chain head and inserts in one IMMEDIATE transaction, so two processes cannot
+fork the chain. Rows are read as dicts (sqlite-utils) and become dataclasses by column name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from commands.errors import UsageError
+from commands.store.events import Event, event_of
+from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+DB_ENV = "PROOFBOT_DB"
+DEFAULT_DB = "proofbot.db"
+T = TypeVar("T")
+
+
+def db_path(explicit: str | None) -> Path:
+    return Path(explicit or os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+class AuditStore:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self._db = db
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
+
+    @classmethod
+    def open(cls, path: Path) -> AuditStore:
+        try:
+            if path.parent and not path.parent.exists():
+                raise UsageError(f"audit database folder {path.parent} does not exist", hint="pass --db PATH")
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
+        import sqlite_utils  # ~70 ms of imports: a verify loads it here, while its SSH handshake runs
+
+        store = cls(sqlite_utils.Database(conn))
+        try:
+            store._worker.submit(store._migrate).result()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._db.conn.close()
+
+    def _migrate(self) -> None:
+        self._db.execute(SCHEMA_MIGRATIONS)
+        applied = {row["version"] for row in self._db.query("SELECT version FROM schema_migrations")}
+        for version, (description, sql) in enumerate(MIGRATIONS, start=1):
+            if version not in applied:
+                self._atomic("BEGIN IMMEDIATE", functools.partial(apply_pending, version=version,
+                                                                    description=description, sql=sql))
+
+    def _atomic(self, begin: str, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """work(db) between ``begin`` and COMMIT, rolled back if it raises; only ever on the worker thread."""
+        conn = self._db.conn
+        conn.execute(begin)
+        try:
+            value = work(self._db)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # a RAISE(ROLLBACK) or a failed COMMIT may have ended it already
+                conn.execute("ROLLBACK")
+            raise
+        return value
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        # One worker thread owns the connection: work never overlaps, even when the task
+        # awaiting it is cancelled mid-way (a cancelled to_thread would keep running
+        # while the next call started on the same connection).
+        return await asyncio.get_running_loop().run_in_executor(self._worker, work)
+
+    async def write(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
+
+        ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
+        return await self._run(lambda: self._atomic("BEGIN IMMEDIATE", work))
+
+    async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
+        """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
+        return await self._run(lambda: self._atomic("BEGIN DEFERRED", query))
+
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``write`` with the raw connection (tests and the bench use it)."""
+        return await self.write(lambda db: work(db.conn))
+
+    async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """``snapshot`` with the raw connection (tests and the bench use it)."""
+        return await self.snapshot(lambda db: query(db.conn))
+
+    async def events_of(self, operation_id: str) -> list[Event]:
+        return await self.snapshot(lambda db: [
+            event_of(row) for row in db.query("SELECT * FROM events WHERE operation_id = ? ORDER BY id",
+                                              [operation_id])])

@@ -1,0 +1,197 @@
+"""One dataclass per audit event kind (commands/vocabulary.EventKind): the one shape of each kind's details.
+
+What views, Datasette queries, the trail, recovery and re-verify read is named here as fields; what
+only one operation adds (a restart's PIDs, a restore's files) rides in ``extra``, never under a field's
+name. ``details()`` leaves out a field that is None, so a reader's ``json_extract`` gives NULL for it,
+as it did before these types. commands/store/log.py writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from commands.vocabulary import CheckStatus, EventKind, Verdict
+
+if TYPE_CHECKING:
+    from commands.findings import Finding
+    from commands.operation import OperationResult, Origin
+
+
+@dataclass(frozen=True)
+class EventBody:
+    """What every kind shares: its kind, and details made of its fields (None left out) and its extra."""
+
+    KIND: ClassVar[EventKind]
+
+    def details(self) -> dict[str, Any]:
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        shape = {name: value for name, value in own.items() if value is not None}
+        extra: Mapping[str, Any] = getattr(self, "extra", {})
+        clash = sorted(set(extra) & set(own))
+        if clash:  # a field's key means one thing in every operation's events
+            raise ValueError(f"{self.KIND} extra names a field of its own: {', '.join(clash)}")
+        return {**shape, **extra}
+
+
+@dataclass(frozen=True)
+class Requested(EventBody):
+    """An operation asked for: by whom and where (``origin``, with its process, so recovery can tell
+    a live run from a dead one), and what (the operation's own facts in ``extra``)."""
+
+    KIND = EventKind.REQUESTED
+    origin: Mapping[str, Any]
+    checks: list[str] | None = None
+    plan_hash: str | None = None
+    fleet: Mapping[str, Any] | None = None  # a fleet operation: target, hosts, limits
+    fleet_operation_id: str | None = None  # one host's part of that fleet operation
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, origin: Origin, **facts: Any) -> Requested:
+        named = {name: facts.pop(name) for name in ("checks", "plan_hash", "fleet", "fleet_operation_id")
+                 if name in facts}
+        return cls(origin.to_json(), **named, extra=facts)
+
+
+@dataclass(frozen=True)
+class PlanShown(EventBody):
+    """The plan as shown to whoever approves it: the plan's own JSON is the details."""
+
+    KIND = EventKind.PLAN_SHOWN
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Approved(EventBody):
+    """A decision on a plan (its actor is the approver): which plan, whose, and why when one was given."""
+
+    KIND = EventKind.APPROVED
+    plan_hash: str
+    requested_by: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Rejected(Approved):
+    KIND = EventKind.REJECTED
+
+
+@dataclass(frozen=True)
+class Expired(EventBody):
+    KIND = EventKind.EXPIRED
+    expired_at: str
+    clicked_by: str | None = None  # an approval clicked after the plan expired
+
+
+@dataclass(frozen=True)
+class Cancelled(EventBody):
+    """The requester declined at their own prompt, before any approval."""
+
+    KIND = EventKind.CANCELLED
+    reason: str
+    plan_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class Refusal(EventBody):
+    """A request refused, by either front-end, before it became an operation (``requested_host`` and
+    ``origin`` say what was asked, by whom, where), or an operation refused on the way (a plan void, a
+    host busy: ``plan_hash``, ``holder``). One shape for both front-ends (migration 8's ``refusals``)."""
+
+    KIND = EventKind.REFUSED
+    reason: str
+    requested_host: str | None = None
+    origin: Mapping[str, Any] | None = None
+    text: str | None = None  # the command's text as typed in Slack
+    running: list[Any] | None = None  # the operations that kept a host busy
+    holder: Mapping[str, Any] | None = None
+    plan_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class Check(EventBody):
+    """One finding of a check (its own facts flattened in: ``$.live_sha256``)."""
+
+    KIND = EventKind.CHECK
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, finding: Finding) -> Check:
+        return cls(finding.to_event())
+
+
+@dataclass(frozen=True)
+class Step(EventBody):
+    """One step of a change: a restore's written file (a finding), or a restart's or rollout's
+    moment (``step`` names it: before, restart-sent, ready, batch, halted…)."""
+
+    KIND = EventKind.STEP
+    step: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Interrupted(EventBody):
+    """The run stopped on an exception: what was known then."""
+
+    KIND = EventKind.INTERRUPTED
+    reason: str
+    what_is_known: Any = None  # a restart's timeline
+    outcomes: Mapping[str, str] | None = None  # a rollout's hosts, by state
+
+
+@dataclass(frozen=True)
+class Finished(EventBody):
+    """How an operation ended: always a ``Verdict``, plus what else is known where it is known (a summary;
+    a host's duration and statuses; a fleet's counts and hosts; where an interrupted one stood)."""
+
+    KIND = EventKind.FINISHED
+    verdict: Verdict | str  # made a Verdict on construction: a word that is not one is refused (ValueError)
+    summary: str | None = None
+    duration_s: float | None = None
+    statuses: Mapping[str, CheckStatus] | None = None  # each check's status, by name
+    counts: Mapping[str, int] | None = None  # a fleet's hosts by outcome
+    hosts: Mapping[str, str] | None = None  # a fleet's hosts' operation ids
+    last_event: Mapping[str, Any] | None = None  # an interrupted operation: where it stood
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+
+    @classmethod
+    def of(cls, result: OperationResult, **extra: Any) -> Finished:
+        """A host's operation that ran its checks: the verdict, duration and each check's status."""
+        return cls(result.verdict, duration_s=round(result.duration_s, 3),
+                   statuses={f.name: CheckStatus(f.status) for f in result.checks}, extra=extra)
+
+
+@dataclass(frozen=True)
+class LockReleasedStale(EventBody):
+    KIND = EventKind.LOCK_RELEASED_STALE
+    reason: str
+    holder: Mapping[str, Any]
+    released_for: str | None = None
+
+
+@dataclass(frozen=True)
+class Viewed(EventBody):
+    """The trail was read: who looked, where, at what."""
+
+    KIND = EventKind.VIEWED
+    limit: int
+    origin: Mapping[str, Any]
+    listed: list[str]
+
+
+@dataclass(frozen=True)
+class BotStarted(EventBody):
+    KIND = EventKind.BOT_STARTED
+    mode: str
+    hosts: list[str]
+
+
+@dataclass(frozen=True)
+class BotStopped(EventBody):
+    KIND = EventKind.BOT_STOPPED

@@ -1,0 +1,156 @@
+"""The audit log's writers: one per event kind, each building its kind's dataclass (commands/store/kinds.py).
+
+An ``AuditLog`` is bound to what every event of one operation shares (operation, id, host, actor); its
+async writers append one event each in their own transaction. ``Within`` is the same log inside a
+transaction the caller holds (``store.write``), for the events written together with a change to
+another table: a decision with the plan's state, an expiry, a lock freed, an interruption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from commands.store.events import Event, append_event, plain
+from commands.store.kinds import (
+    Approved,
+    BotStarted,
+    BotStopped,
+    Cancelled,
+    Check,
+    EventBody,
+    Expired,
+    Finished,
+    Interrupted,
+    LockReleasedStale,
+    PlanShown,
+    Refusal,
+    Rejected,
+    Requested,
+    Step,
+    Viewed,
+)
+from commands.vocabulary import Operation
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from commands.findings import Finding
+    from commands.operation import Origin
+    from commands.store.db import AuditStore
+
+PROOFBOT = "proofbot"  # the actor of what proofbot does on its own (expiry, recovery, its own life)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The columns an event carries besides its kind and details."""
+
+    operation: str | None = None
+    operation_id: str | None = None
+    host: str | None = None
+    actor: str | None = None
+
+    def append(self, db: sqlite_utils.Database, body: EventBody, details: dict[str, Any] | None = None) -> Event:
+        return append_event(db, body.KIND, operation_id=self.operation_id, operation=self.operation,
+                            host=self.host, actor=self.actor, details=plain(body.details()) if details is None
+                            else details)
+
+
+@dataclass(frozen=True)
+class Within(Subject):
+    """The writers of the events written inside the caller's transaction."""
+
+    db: Any = None  # sqlite_utils.Database
+
+    def _write(self, body: EventBody) -> Event:
+        return self.append(self.db, body)
+
+    def approved(self, plan_hash: str, requested_by: str, reason: str | None = None) -> Event:
+        return self._write(Approved(plan_hash, requested_by, reason))
+
+    def rejected(self, plan_hash: str, requested_by: str, reason: str | None = None) -> Event:
+        return self._write(Rejected(plan_hash, requested_by, reason))
+
+    def expired(self, expired_at: str, clicked_by: str | None = None) -> Event:
+        return self._write(Expired(expired_at, clicked_by))
+
+    def refused(self, refusal: Refusal) -> Event:
+        return self._write(refusal)
+
+    def cancelled(self, reason: str, plan_hash: str | None = None) -> Event:
+        return self._write(Cancelled(reason, plan_hash))
+
+    def finished(self, ending: Finished) -> Event:
+        return self._write(ending)
+
+    def lock_released_stale(self, reason: str, holder: Mapping[str, Any], released_for: str | None = None) -> Event:
+        return self._write(LockReleasedStale(reason, holder, released_for))
+
+
+@dataclass(frozen=True)
+class AuditLog(Subject):
+    """The writers of one operation's events (or of the bot's own, with no operation)."""
+
+    store: Any = None  # AuditStore
+
+    def within(self, db: sqlite_utils.Database) -> Within:
+        return Within(self.operation, self.operation_id, self.host, self.actor, db=db)
+
+    async def _write(self, body: EventBody) -> Event:
+        details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
+        store: AuditStore = self.store
+        return await store.write(lambda db: self.append(db, body, details))
+
+    async def requested(self, origin: Origin, **facts: Any) -> Event:
+        return await self._write(Requested.of(origin, **facts))
+
+    async def plan_shown(self, plan: Mapping[str, Any]) -> Event:
+        return await self._write(PlanShown(plan))
+
+    async def check(self, finding: Finding) -> Event:
+        return await self._write(Check.of(finding))
+
+    async def step(self, step: str | Finding, **facts: Any) -> Event:
+        """A named moment (``step("ready", ready_after_s=…)``) or a finding (a restore's written file)."""
+        return await self._write(Step(step, facts) if isinstance(step, str) else Step(extra=step.to_event()))
+
+    async def finished(self, ending: Finished) -> Event:
+        return await self._write(ending)
+
+    async def refused(self, refusal: Refusal) -> Event:
+        return await self._write(refusal)
+
+    async def cancelled(self, reason: str, plan_hash: str | None = None) -> Event:
+        return await self._write(Cancelled(reason, plan_hash))
+
+    async def interrupted(self, reason: str, *, what_is_known: Any = None,
+                          outcomes: Mapping[str, str] | None = None) -> Event:
+        return await self._write(Interrupted(reason, what_is_known, outcomes))
+
+    async def lock_released_stale(self, reason: str, holder: Mapping[str, Any],
+                                  released_for: str | None = None) -> Event:
+        return await self._write(LockReleasedStale(reason, holder, released_for))
+
+    async def viewed(self, limit: int, origin: Origin, listed: list[str]) -> Event:
+        return await self._write(Viewed(limit, origin.to_json(), listed))
+
+    async def bot_started(self, mode: str, hosts: list[str]) -> Event:
+        return await self._write(BotStarted(mode, hosts))
+
+    async def bot_stopped(self) -> Event:
+        return await self._write(BotStopped())
+
+
+def audit_log(store: AuditStore, operation: Operation | str | None = None, operation_id: str | None = None,
+              host: str | None = None, actor: str | None = None) -> AuditLog:
+    """The log of one operation (``operation_id``) on ``host`` by ``actor``, or of a request refused
+    before it became one (no id)."""
+    return AuditLog(operation, operation_id, host, actor, store=store)
+
+
+def bot_log(store: AuditStore) -> AuditLog:
+    """The log of the bot's own life (started, stopped): no operation, proofbot the actor."""
+    return AuditLog(actor=PROOFBOT, store=store)
+
