@@ -155,14 +155,15 @@ P = TypeVar("P", bound=Decidable)
 
 
 async def load_decided(plan_type: type[P], inventory: Inventory, audit: AuditStore, decided: PendingPlan) -> P:
-    """The decided plan rebuilt against today's inventory (``Decidable.load``); a void one is ended here
-    (an approved plan closed void, finished refused, its hosts freed) and ``PlanVoid`` raised."""
+    """The decided plan rebuilt against today's inventory (``Decidable.load``); an approved one that is void
+    is ended here (closed void, finished refused, its hosts freed; a rejected one ended when it was
+    decided) and ``PlanVoid`` raised."""
     try:
         return plan_type.load(inventory, decided)
     except PlanVoid as void:
         if decided.state == PlanState.APPROVED:
             await approvals.close(audit, decided.id, PlanState.VOID)
-        await approvals.close_unapplied(audit, decided.id, PROOFBOT, Verdict.REFUSED, void.message)
+            await approvals.close_unapplied(audit, decided.id, PROOFBOT, Verdict.REFUSED, void.message)
         raise
 
 

@@ -23,7 +23,7 @@ from bot.slack.context import Approvable, Body, BotContext, Click
 from commands.errors import PlanVoid, Refused
 from commands.plans import load_decided
 from commands.store import approvals
-from commands.vocabulary import PlanState, Verdict
+from commands.vocabulary import PlanState
 
 
 async def on_decision(context: BotContext, approvable: Approvable[Any], ack: AsyncAck, body: Body,
@@ -93,9 +93,7 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
     await ack()
     click = Click(user, approvable.reject_action, decided, decided.channel or str(clicked_on.channel),
                   decided.message_ts or str(clicked_on.message_ts))
-    plan = await _load(context, approvable, client, click)
-    await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", Verdict.REJECTED,
-                                    f"rejected in Slack: {reason}")
+    plan = await _load(context, approvable, client, click)  # the rejection ended it (commands.store.approvals)
     status = rejected_status(user, decided.decided_at, reason, approvable.nothing_done)
     text, blocks = approvable.decided_message(plan, click.requester, status)
     await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
@@ -117,10 +115,8 @@ async def _expire_later(context: BotContext, client: AsyncWebClient, plan_id: st
 
 
 async def show_expired(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
-    """Close an expired plan and take the buttons off its message."""
+    """Take the buttons off an expired plan's message (the expiry ended it: commands.store.approvals)."""
     pending = await approvals.get(context.audit, plan_id)
-    await approvals.close_unapplied(context.audit, plan_id, "proofbot", Verdict.EXPIRED,
-                                    "no decision before the plan expired")
     approvable = context.approvables[pending.operation]
     if pending.channel and pending.message_ts:
         status = (f":hourglass: expired at {pending.expires_at_utc()} with no decision; "

@@ -5,8 +5,9 @@ approvers clicking at once yield exactly one apply; the decision, the plan as re
 and the event that logs it are one transaction. A plan binds its approval to the
 plan hash that was shown; expiry, self-approval and the approver list come from the
 inventory's ``approvals``. ``decide`` (and its read-only twin ``may_decide``) is the one place
-that judges whether a click counts (``_judge``); today one approval decides a plan. The plan's
-state (``PlanState``) is written only here.
+that judges whether a click counts (``_judge``); today one approval decides a plan. A decision
+that ends a plan (a rejection, an expiry) ends it in the same transaction: finished, its host
+freed. The plan's state (``PlanState``) is written only here.
 """
 
 from __future__ import annotations
@@ -130,7 +131,15 @@ def _log(plan: PendingPlan, actor: str, db: sqlite_utils.Database) -> Within:
 
 
 def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, str]) -> None:
-    _log(plan, PROOFBOT, db).expired(plan.expires_at_utc(), **details)
+    log = _log(plan, PROOFBOT, db)
+    log.expired(plan.expires_at_utc(), **details)
+    _end(db, log, plan, Verdict.EXPIRED, "no decision before the plan expired")
+
+
+def _end(db: sqlite_utils.Database, log: Within, plan: PendingPlan, verdict: Verdict, summary: str) -> None:
+    """A plan that will not be applied, ended with its decision: finished, and its host freed if it holds it."""
+    log.finished(Finished(verdict, summary))
+    locks.free(db, plan.host, plan.id)
 
 
 def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approvals, user_id: str | None,
@@ -204,6 +213,8 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
             log = _log(plan, actor, db)
             writer = {PlanState.APPROVED: log.approved, PlanState.REJECTED: log.rejected}[PlanState(decision)]
             writer(plan.plan_hash, plan.requested_by, reason or None)
+            if decision == PlanState.REJECTED:
+                _end(db, log, plan, Verdict.REJECTED, f"rejected: {reason}" if reason else "rejected")
         return outcome, plan
 
     outcome, plan = await store.write(attempt)
