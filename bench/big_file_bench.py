@@ -52,7 +52,8 @@ async def bench(size_mb: int) -> None:
     from bot.slack.app import build_app
     from bot.slack.context import BotContext
     from commands.inventory import parse_inventory
-    from commands.restore.plan import backup_source, read_plan
+    from commands.restore.plan import read_plan
+    from commands.restore.source import backup_source
     from commands.ssh import connect
     from commands.store.db import AuditStore
     from tests.slack_fake.server import FakeSlack

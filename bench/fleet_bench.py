@@ -42,8 +42,10 @@ from typing import Any
 
 import yaml
 
+from commands.checks.check import Fact
+from commands.checks.file_times import FILE_TIMES
 from commands.inventory import Host, parse_inventory
-from commands.ssh.batch import ShellStep, batch_script  # the exact script proofbot's run_batch sends
+from commands.ssh.batch import batch_script  # the exact script proofbot's run_batch sends
 from commands.verify import VerifyPlan
 from commands.verify.operation import host_batch
 from tests.lab import require_root_netns
@@ -132,14 +134,15 @@ def check_commands(host: Host) -> list[tuple[str, str]]:
     assert host.service is not None
     _, backup = host.backup(None)
     plan = VerifyPlan.for_host(host, None)
-    steps, service_steps = host_batch(plan)
-    argvs = [step for step in steps[service_steps:] if not isinstance(step, ShellStep)]
+    # each check's own argv, by its name (the main PID's reads are written by hand below)
+    argv_of = {item.name: step for item in [*plan.facts(), *plan.checks()] if isinstance(item, Fact)
+               for step in item.steps()[:1] if isinstance(step, list)}
     state = shlex.join(["supervisorctl", "status", host.service.unit])
     pid = f"$(supervisorctl pid {shlex.quote(host.service.unit)})"
     commands = [("main-pid", state), ("cmdline", f"cat /proc/{pid}/cmdline"),
                 ("process start", f"cat /proc/{pid}/stat /proc/uptime; date +%s.%N; getconf CLK_TCK")]
-    names = [f"file:{name}" for name in backup.files] + ["listing"]
-    commands += [(name, shlex.join(argv)) for name, argv in zip(names, argvs, strict=True)]
+    commands += [(f"file:{name}", shlex.join(argv_of[f"file:{name}"])) for name in backup.files]
+    commands.append(("listing", shlex.join(argv_of[FILE_TIMES])))
     return [*commands, ("health", shlex.join(health_argv(host))), ("probe", shlex.join(probe_argv(host)))]
 
 
@@ -157,7 +160,7 @@ def probe_argv(host: Host) -> list[str]:
 
 def floor_script(host: Host) -> str:
     """proofbot's own one batch for host, with health and the probe as curl at its end."""
-    steps, _ = host_batch(VerifyPlan.for_host(host, None))
+    steps = host_batch(VerifyPlan.for_host(host, None))
     extra = [health_argv(host), probe_argv(host)] if host.service and host.service.probe else []
     return batch_script(secrets.token_hex(8), [*steps, *extra])
 

@@ -19,8 +19,8 @@ import yaml
 
 from bench import restart_bench
 from commands.checks.cmdline import cmdline_argv
+from commands.checks.file_times import listing_argv, listing_paths
 from commands.checks.files import file_hash_argv
-from commands.checks.listing import listing_argv, listing_paths
 from commands.checks.service import service_state_argv
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin

@@ -9,12 +9,10 @@ the summary and details again (``commands.redact`` is the one layer).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from commands.redact import redact, redact_data
-
-Status = Literal["pass", "fail", "warn", "error", "skipped"]
-Verdict = Literal["pass", "fail", "error"]
+from commands.vocabulary import CheckStatus, Operation, Verdict
 
 OUTPUT_LIMIT = 4000
 EVENT_KEYS = frozenset({"name", "status", "summary", "evidence", "details", "next_step"})
@@ -60,7 +58,7 @@ class NextStep:
     """
 
     advice: str
-    operation: str
+    operation: Operation
     args: tuple[str, ...]
     slack_choice: str = ""
     cli_flags: tuple[str, ...] = ()
@@ -72,14 +70,15 @@ class NextStep:
 @dataclass(frozen=True)
 class Finding:
     name: str
-    status: Status
+    status: CheckStatus
     summary: str
     evidence: Evidence | None = None
     details: dict[str, Any] = field(default_factory=dict)
     next_step: NextStep | None = None
 
     def __post_init__(self) -> None:
-        if self.status == "pass" and self.evidence is None:
+        object.__setattr__(self, "status", CheckStatus(self.status))
+        if self.status == CheckStatus.PASS and self.evidence is None:
             raise ValueError(f"check {self.name} cannot pass without evidence")
         # Summaries quote what hosts print (a reply, a cmdline): masked before any renderer sees them.
         object.__setattr__(self, "summary", redact(self.summary))
@@ -107,36 +106,11 @@ class Finding:
         return data
 
 
-def short_path(path: str, keep: int = 2) -> str:
-    """A long path as a message shows it: its last ``keep`` parts (the full path stays in the
-    evidence and the details)."""
-    parts = path.split("/")
-    return path if len(parts) <= keep + 2 else "…/" + "/".join(parts[-keep:])
-
-
-def age_words(seconds: float) -> str:
-    """How long ago, as people say it: '45 s', '3 h 12 min', '2 d 4 h'."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if days:
-        return f"{days} d {hours % 24} h"
-    if hours:
-        return f"{hours} h {minutes % 60} min"
-    return f"{minutes} min"
-
-
-def could_not_check(name: str, reason: str, evidence: Evidence | None = None) -> Finding:
-    return Finding(name, "error", reason, evidence)
+def could_not_check(name: str, reason: str, evidence: Evidence | None = None,
+                    details: dict[str, Any] | None = None) -> Finding:
+    return Finding(name, CheckStatus.ERROR, reason, evidence, details or {})
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
-    """A definite failure outranks a could-not-check; warnings do not fail; a check deliberately
-    not run (``skipped``) counts for nothing either way."""
-    statuses = {finding.status for finding in findings}
-    if "fail" in statuses:
-        return "fail"
-    if "error" in statuses or not statuses - {"skipped"}:
-        return "error"
-    return "pass"
+    """The verdict over findings (``Verdict.of_statuses``: a definite failure outranks a could-not-check)."""
+    return Verdict.of_statuses(finding.status for finding in findings)

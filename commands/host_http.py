@@ -33,9 +33,9 @@ import httpx
 from anyio.streams.tls import TLSStream
 
 from commands.checks.health import BODY_CAP_BYTES, HEALTH_TIMEOUT_S, HttpOutcome
-from commands.checks.probe import probe_finding, probe_headers
+from commands.checks.probe import ProbeCheck
 from commands.errors import CouldNotCheck
-from commands.findings import Evidence, Finding
+from commands.findings import Finding
 from commands.inventory import Probe
 from commands.ssh import HostConnection, TcpChannel
 
@@ -96,15 +96,10 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
 
 
 async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
-    """Send the probe once and judge the answer."""
-    headers, missing = probe_headers(probe)
-    if missing:
-        names = ", ".join(f"${{{name}}}" for name in missing)
-        return Finding("probe", "error", f"not sent: {names} not set in proofbot's environment",
-                       Evidence.of(f"POST {probe.url}", None, "", 0.0))
-    outcome = await fetch_via_host(conn, probe.url, method="POST", json_body=probe.json_body,
-                                   timeout_s=probe.timeout_s, headers=headers or None)
-    return probe_finding(probe, outcome)
+    """Send the probe once and judge the answer (the probe check, as the runner sends it)."""
+    from commands.verify.runner import ask  # the runner sends every HTTP check through this module
+
+    return await ask(conn, ProbeCheck(probe))
 
 
 @functools.cache

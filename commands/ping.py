@@ -15,6 +15,7 @@ from commands.findings import Evidence, Finding
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host
 from commands.ssh import connect
+from commands.vocabulary import CheckStatus
 
 
 async def ping(host: Host) -> Finding:
@@ -27,17 +28,18 @@ async def ping(host: Host) -> Finding:
                 result = await conn.run(["true"])
                 fingerprint = conn.host_key_fingerprint()
     except CouldNotCheck as exc:
-        return Finding("ping", "error", str(exc))
+        return Finding("ping", CheckStatus.ERROR, str(exc))
     except TimeoutError:
-        return Finding("ping", "error", f"{host.name}: no answer within "
-                                        f"{ssh.connect_timeout_s + ssh.command_timeout_s:g} s")
+        return Finding("ping", CheckStatus.ERROR, f"{host.name}: no answer within "
+                                                  f"{ssh.connect_timeout_s + ssh.command_timeout_s:g} s")
     elapsed = time.monotonic() - started
     evidence = Evidence.of(f"ssh -p {host.port} {ssh.user}@{host.address} true", result.exit_status,
                            f"host key {fingerprint}", elapsed)
     if result.exit_status != 0:
-        return Finding("ping", "fail", f"logged in, but `true` exited {result.exit_status}", evidence)
-    return Finding("ping", "pass", f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
-                                   f"{fingerprint} as in {', '.join(ssh.known_hosts_list())}", evidence)
+        return Finding("ping", CheckStatus.FAIL, f"logged in, but `true` exited {result.exit_status}", evidence)
+    return Finding("ping", CheckStatus.PASS,
+                   f"{ssh.user}@{host.address}:{host.port} in {elapsed * 1000:.0f} ms, host key "
+                   f"{fingerprint} as in {', '.join(ssh.known_hosts_list())}", evidence)
 
 
 async def ping_all(hosts: list[Host], fleet: FleetSettings) -> list[Finding]:

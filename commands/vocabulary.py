@@ -124,3 +124,24 @@ class Outcome(StrEnum):
         if verdict == Verdict.PASS:
             return Outcome.WARN if CheckStatus.WARN in {CheckStatus(s) for s in statuses} else Outcome.PASS
         return Outcome.FAIL if verdict == Verdict.FAIL else Outcome.ERROR
+
+
+class Signal(StrEnum):
+    """One signal of a restart as the polls see it (active, health, cmdline, probe)."""
+
+    PENDING = "pending"  # not yet
+    OK = "ok"
+    FAIL = "fail"
+    ERROR = "error"  # cannot tell
+    NOT_APPLICABLE = "n/a"
+
+
+class CommandState(StrEnum):
+    """Where a restart's own command stands."""
+
+    NOT_SENT = "not sent"
+    RUNNING = "running"
+    OK = "ok"
+    FAIL = "fail"
+    LOST = "lost"  # no exit status: the link dropped
+    HUNG = "hung"  # still running at the deadline

@@ -16,7 +16,9 @@ from aiohttp import web
 from bot.demo.host import DemoHost, demo_host
 from commands.host_http import fetch_via_host
 from commands.inventory import Host, parse_inventory
-from commands.restore.plan import DIFF_LIMIT, backup_source, diff_argv, diff_text, read_plan
+from commands.restore.diff import DIFF_LIMIT, diff_argv, diff_text
+from commands.restore.plan import read_plan
+from commands.restore.source import backup_source
 from commands.ssh import connect
 
 

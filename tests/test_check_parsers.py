@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from commands.checks.cmdline import cmdline_finding, has_flag
+from commands.checks.extra_files import extra_files_finding
+from commands.checks.file_times import parse_listing
 from commands.checks.files import parse_file_hash
-from commands.checks.listing import extra_files_finding, parse_listing
 from commands.checks.service import main_pid_finding
 from commands.checks.stale import ProcessStart, parse_process_start, stale_finding
 from commands.command_result import CommandResult

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from commands.checks.deb import parse_deb
+from commands.checks.file_times import listing_argv, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
-from commands.checks.listing import listing_argv, parse_listing
 from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
 from commands.command_result import CommandResult
 

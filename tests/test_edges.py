@@ -16,15 +16,16 @@ import pytest
 import pytest_asyncio
 
 from commands.checks.cmdline import cmdline_finding
+from commands.checks.extra_files import extra_files_finding
+from commands.checks.file_times import listing_argv, listing_paths, parse_listing
 from commands.checks.files import file_hash_argv, parse_file_hash
-from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.checks.package import parse_package
 from commands.checks.probe import LOW_VARIETY_MAX_DISTINCT, LOW_VARIETY_MIN_LENGTH, degenerate, request_text
 from commands.checks.service import main_pid_finding, service_state_argv
 from commands.checks.stale import ProcessStart, stale_finding
 from commands.command_result import CommandResult
 from commands.errors import Locked, Refused, UsageError
-from commands.findings import Finding, age_words, could_not_check, short_path, trim, verdict_of
+from commands.findings import Finding, could_not_check, trim, verdict_of
 from commands.holder import Holder, pid_alive
 from commands.inventory import Approvals, Backup, Probe, Service
 from commands.redact import redact, redact_data
@@ -33,6 +34,7 @@ from commands.store.approvals import ClickedOn
 from commands.store.chain import Anchor, ChainReport, parse_anchor, verify_chain
 from commands.store.db import AuditStore
 from commands.store.events import event_hash, stored_details
+from commands.wording import age_words, short_path
 from tests.audit_events import cli_origin, raw_append, record_operation
 
 RECORDED = Path(__file__).parent / "recorded"

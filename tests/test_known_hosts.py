@@ -22,13 +22,17 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands.findings import Finding
+from commands.errors import HostKeyNotVerified
+from commands.findings import Finding, could_not_check
 from commands.inventory import parse_inventory
-from commands.known_hosts import Trust, decide, lookup_for, trust_for
+from commands.known_hosts import Decision, Trust, decide, lookup_for, trust_for
 from commands.known_hosts_file import load, parse_text
+from commands.ssh.failures import HostKeyRefused
 from commands.ssh.options import effective
+from commands.verify.causes import cause_of
 from commands.verify.next_steps import next_step
 from commands.verify.plan import VerifyPlan
+from commands.vocabulary import CheckStatus
 from tests.known_hosts_lab import hashed
 
 KEYGEN = shutil.which("ssh-keygen")
@@ -211,15 +215,26 @@ def test_no_next_step_advises_trusting_a_refused_key(text: str, presented: str, 
     decision = decide(trust(tmp_path, text), key, time.time())
     assert (decision.accepted, decision.kind) == (False, refused_as)
     host = parse_inventory(yaml.safe_dump({"hosts": {"h": {"address": "web1.test", "port": 2222}}}), "i.yml").host("h")
-    summary = ("could not check: h (web1.test:2222): host key not verified against ~/.ssh/known_hosts: "
-               + decision.reason)
-    step = next_step(Finding("file:a", "error", summary), VerifyPlan.for_host(host, None))
+    plan = VerifyPlan.for_host(host, None)
+    step = next_step(refused_key_finding(decision), plan)
     assert step is not None and "known_hosts" in step.advice and "host key is in" not in step.advice
     assert "do not add or replace its key" in step.advice
-    unknown = next_step(Finding("file:a", "error", "could not check: h (web1.test:2222): host key not verified "
-                                "against ~/.ssh/known_hosts: no key for [web1.test]:2222 in …"),
-                        VerifyPlan.for_host(host, None))
+    unknown_key = decide(trust(tmp_path, f"other.test {LINE_KEY}\n"), bytes(OTHER_KEY.public_data), time.time())
+    assert unknown_key.kind == "unknown"
+    unknown = next_step(refused_key_finding(unknown_key), plan)
     assert unknown is not None and "host key is in ~/.ssh/known_hosts" in unknown.advice
+    # Issue 20 item 3: the choice rests on the cause as data, never on a message's words.
+    words = refused_key_finding(decision).summary
+    assert next_step(Finding("file:a", CheckStatus.ERROR, words), plan) is None
+
+
+def refused_key_finding(decision: Decision) -> Finding:
+    """The finding verify makes when proofbot refused the host key as ``decision`` says (see commands.ssh)."""
+    error = HostKeyNotVerified("h (web1.test:2222): host key not verified against ~/.ssh/known_hosts: "
+                               + decision.reason)
+    error.__cause__ = HostKeyRefused(decision)
+    said, details = cause_of(error)
+    return could_not_check("file:a", said, details=details)
 
 
 def test_ping_v_shows_the_name_known_hosts_is_searched_for() -> None:

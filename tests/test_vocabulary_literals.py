@@ -40,27 +40,6 @@ PENDING = frozenset({
     "bot/plain_text.py",
     "bot/slack/blocks.py",
     "bot/slack/fleet_blocks.py",
-    "commands/checks/cmdline.py",
-    "commands/checks/deb.py",
-    "commands/checks/files.py",
-    "commands/checks/health.py",
-    "commands/checks/listing.py",
-    "commands/checks/package.py",
-    "commands/checks/package_probe.py",
-    "commands/checks/probe.py",
-    "commands/checks/service.py",
-    "commands/checks/stale.py",
-    "commands/findings.py",
-    "commands/host_http.py",  # no owner: moves when Finding.status is a CheckStatus (findings.py, `checks`)
-    "commands/ping.py",
-    "commands/restart/act.py",
-    "commands/restart/verdict.py",
-    "commands/restart/watch.py",
-    "commands/restore/apply.py",
-    "commands/restore/operation.py",
-    "commands/restore/plan.py",
-    "commands/verify/next_steps.py",
-    "commands/verify/operation.py",
 })
 
 

@@ -23,6 +23,7 @@ from commands.clock import utc_now
 from commands.errors import Refused
 from commands.findings import Finding
 from commands.operation import OperationResult
+from commands.vocabulary import Operation
 
 if TYPE_CHECKING:
     from commands.restore import RestorePlan
@@ -52,12 +53,13 @@ async def run(args: argparse.Namespace) -> int:
         print(f"snapshot: {result.extra['snapshot_dir'] or '(none made)'}  ·  restored: "
               f"{', '.join(result.extra['restored']) or 'nothing'}")
         if result.extra["snapshot_dir"]:
-            print(f"undo with: {command_line('restore', host.name, '--undo', result.extra['snapshot_dir'])}")
+            print(f"undo with: {command_line(Operation.RESTORE, host.name, '--undo', result.extra['snapshot_dir'])}")
         program, flags = PROGRAM.get(), GIVEN.get()
-        undo = [program, "restore", host.name, "--undo", result.extra["snapshot_dir"], *flags] \
+        undo = [program, Operation.RESTORE, host.name, "--undo", result.extra["snapshot_dir"], *flags] \
             if result.extra["snapshot_dir"] and not args.undo else None
-        again = [program, "restore", host.name, *([args.backup] if args.backup else []), *flags]
-        for hint in restore_hints(result, restart=[program, "restart", host.name, *flags], undo=undo, again=again):
+        again = [program, Operation.RESTORE, host.name, *([args.backup] if args.backup else []), *flags]
+        restart = [program, Operation.RESTART, host.name, *flags]
+        for hint in restore_hints(result, restart=restart, undo=undo, again=again):
             print(hint)
     return code
 
@@ -76,4 +78,4 @@ def _report_unchanged(plan: RestorePlan, *, as_json: bool) -> int:
     return EXIT_FOR_VERDICT[result.verdict]
 
 
-COMMAND = CliCommand("restore", run)
+COMMAND = CliCommand(Operation.RESTORE, run)

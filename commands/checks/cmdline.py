@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+from commands.checks.check import Check, Read, Step
+from commands.checks.pid_read import MAIN_PID_READ, as_read, cmdline_step
+from commands.checks.service import agreed_pid
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding
+from commands.findings import Evidence, Finding, could_not_check
 from commands.inventory import Service
 from commands.redact import redact
+from commands.vocabulary import CheckStatus
 
 
 def cmdline_argv(pid: int) -> list[str]:
@@ -45,16 +52,37 @@ def cmdline_finding(service: Service, pid: int, result: CommandResult) -> Findin
     shown = redact(" ".join(args))
     evidence = Evidence.of(result.command, result.exit_status, shown, result.duration_s)
     if result.exit_status != 0 or not args:
-        return Finding("cmdline", "error", f"could not read the command line of PID {pid}", evidence)
+        return Finding("cmdline", CheckStatus.ERROR, f"could not read the command line of PID {pid}", evidence)
     missing, forbidden = flag_problems(service, args)
     details = {"missing": missing, "forbidden": forbidden}
     if missing or forbidden:
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
             [f"forbidden {', '.join(forbidden)} present"] if forbidden else []
         )
-        return Finding("cmdline", "fail", f"PID {pid}: " + "; ".join(parts), evidence, details)
+        return Finding("cmdline", CheckStatus.FAIL, f"PID {pid}: " + "; ".join(parts), evidence, details)
     wanted = len(service.expect_flags) + len(service.forbid_flags)
-    return Finding("cmdline", "pass",
+    return Finding("cmdline", CheckStatus.PASS,
                    f"PID {pid}: {len(service.expect_flags)} expected flag(s) present, "
                    f"{len(service.forbid_flags)} forbidden absent" if wanted else
                    f"PID {pid}: no flags to check", evidence, details)
+
+
+@dataclass(frozen=True)
+class CmdlineCheck(Check):
+    """``cmdline`` of the main PID the same batch read (``main-pid`` and the script's own read of it)."""
+
+    service: Service
+    needs: ClassVar[tuple[str, ...]] = ("main-pid", MAIN_PID_READ)
+
+    @property
+    def name(self) -> str:
+        return "cmdline"
+
+    def steps(self) -> list[Step]:
+        return [cmdline_step()]
+
+    def parse(self, read: Read) -> Finding:
+        pid, why = agreed_pid(self.service, read)
+        if pid is None:
+            return could_not_check("cmdline", why or "no running main PID to read a command line from")
+        return cmdline_finding(self.service, pid, as_read(list(read.own), [cmdline_argv(pid)])[0])

@@ -15,8 +15,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from commands.checks.check import Check, Read, Step
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.vocabulary import CheckStatus
 
 # Section markers start with '@': no line dpkg prints can (verify lines start with their 9
 # check characters, conffile lines with a space, messages with "dpkg"; dpkg refuses file
@@ -111,22 +113,25 @@ def parse_deb(name: str, result: CommandResult) -> Finding:
     evidence = Evidence.of(shown_command(name), result.exit_status, _shown(found, result.text), result.duration_s)
     if "status" not in found.lines:
         if result.exit_status == 127 or any("not found" in line or "no dpkg" in line for line in found.stray):
-            return Finding(check, "error", "dpkg is not on the host: it is not a Debian system", evidence)
+            return Finding(check, CheckStatus.ERROR, "dpkg is not on the host: it is not a Debian system", evidence)
         tail = found.stray[-1] if found.stray else "no output"
-        return Finding(check, "error", f"the dpkg commands gave no usable output (exit {result.exit_status}): {tail}",
+        return Finding(check, CheckStatus.ERROR,
+                       f"the dpkg commands gave no usable output (exit {result.exit_status}): {tail}",
                        evidence)
     if any(section not in found.rc for section in ("status", "md5sums", "verify")):
-        return Finding(check, "error", "dpkg's output ended early: nothing is proven", evidence)
+        return Finding(check, CheckStatus.ERROR, "dpkg's output ended early: nothing is proven", evidence)
     status_lines = found.lines["status"]
     head = status_lines[0].split("\t") if status_lines else []
     if found.rc["status"] != 0 or len(head) != 3:
         said = " ".join(status_lines)[:300] or "nothing"
         if "no packages found" in said:
-            return Finding(check, "error", f"{name} is not installed (dpkg-query: {said})", evidence)
-        return Finding(check, "error", f"dpkg-query could not tell whether {name} is installed: {said}", evidence)
+            return Finding(check, CheckStatus.ERROR, f"{name} is not installed (dpkg-query: {said})", evidence)
+        return Finding(check, CheckStatus.ERROR,
+                       f"dpkg-query could not tell whether {name} is installed: {said}", evidence)
     state, version, package = head
     if state.split()[-1:] != ["installed"]:
-        return Finding(check, "error", _not_installed(name, state), evidence, {"status": state, "version": version})
+        return Finding(check, CheckStatus.ERROR,
+                       _not_installed(name, state), evidence, {"status": state, "version": version})
     # " <path> <md5>[ obsolete]": a path may hold spaces, so the md5 is cut from the right.
     conffiles = [line.strip().rsplit(" ", 1)[0] for line in status_lines[1:]
                  if line.strip() and not line.endswith(" obsolete")]
@@ -202,15 +207,16 @@ def _verdict(check: str, package: str, version: str, conffiles: list[str], found
         details["fix"] = fix
         more = len(problems) - SHOWN + found.cut
         shown = "; ".join(problems[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
-        return Finding(check, "fail", f"{who}: {len(problems) + found.cut} path(s) differ from dpkg's record "
+        return Finding(check, CheckStatus.FAIL, f"{who}: {len(problems) + found.cut} path(s) differ from dpkg's record "
                        f"({MD5_NOTE}): {shown}. To make it pristine: {fix}", evidence, details)
     if seen.dpkg_errors or found.rc["verify"] not in (0, 1) or found.cut:
         said = "; ".join(seen.dpkg_errors[:2]) or f"dpkg --verify exited {found.rc['verify']}"
-        return Finding(check, "error", f"{who}: dpkg --verify stopped before checking every file: {said}",
+        return Finding(check, CheckStatus.ERROR, f"{who}: dpkg --verify stopped before checking every file: {said}",
                        evidence, details)
     if not has_md5sums:
         said = " ".join(md5sums)[:200] or "no md5sums"
-        return Finding(check, "error", f"{who}: dpkg holds no md5sums for it ({said}): dpkg --verify can check only "
+        return Finding(check, CheckStatus.ERROR,
+                       f"{who}: dpkg holds no md5sums for it ({said}): dpkg --verify can check only "
                        f"its {len(conffiles)} conffile(s) and says nothing of the rest, so nothing is proven. "
                        f"A reinstall writes them: {fix}", evidence, details)
     total = f"{counted + len(conffiles)} file(s) with a stored md5 ({counted} in md5sums, {len(conffiles)} conffiles)"
@@ -222,6 +228,23 @@ def _verdict(check: str, package: str, version: str, conffiles: list[str], found
     if seen.odd:
         doubts.append(f"dpkg printed line(s) proofbot does not read: {'; '.join(seen.odd[:SHOWN])!r}")
     if doubts:
-        return Finding(check, "warn", f"{who}: every other file of {total} matches; but " + "; ".join(doubts)
+        return Finding(check, CheckStatus.WARN, f"{who}: every other file of {total} matches; but " + "; ".join(doubts)
                        + f" ({MD5_NOTE})", evidence, details)
-    return Finding(check, "pass", f"{who}: all {total} match dpkg's record ({MD5_NOTE})", evidence, details)
+    return Finding(check, CheckStatus.PASS, f"{who}: all {total} match dpkg's record ({MD5_NOTE})", evidence, details)
+
+
+@dataclass(frozen=True)
+class DebCheck(Check):
+    """``package:deb:<name>``."""
+
+    package: str
+
+    @property
+    def name(self) -> str:
+        return f"package:deb:{self.package}"
+
+    def steps(self) -> list[Step]:
+        return [deb_argv(self.package)]
+
+    def parse(self, read: Read) -> Finding:
+        return parse_deb(self.package, read.own[0])

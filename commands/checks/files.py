@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from commands.checks.check import Check, Read, Step
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.vocabulary import CheckStatus
 
 _HASH_LINE = re.compile(r"^\\?([0-9a-f]{64})  (.+)$")
 
@@ -24,18 +27,18 @@ def parse_file_hash(
     details = {"backup_sha256": backup_hash, "live_sha256": live_hash}
     if backup_hash is None:
         problem = _problem_for(backup_path, result.text) or "no hash printed"
-        return Finding(check, "error", f"backup copy {backup_path} unreadable: {problem}", evidence, details)
+        return Finding(check, CheckStatus.ERROR, f"backup copy {backup_path} unreadable: {problem}", evidence, details)
     if live_hash is None:
         live_problem = _problem_for(live_path, result.text)
         if live_problem and "No such file" in live_problem:
-            return Finding(check, "fail", f"live file {live_path} is missing", evidence, details)
+            return Finding(check, CheckStatus.FAIL, f"live file {live_path} is missing", evidence, details)
         reason = live_problem or "no hash printed"
-        return Finding(check, "error", f"live file unreadable: {reason}", evidence, details)
+        return Finding(check, CheckStatus.ERROR, f"live file unreadable: {reason}", evidence, details)
     if backup_hash == live_hash:
-        return Finding(check, "pass", f"identical to backup {backup_name} (sha256 {live_hash[:12]})",
+        return Finding(check, CheckStatus.PASS, f"identical to backup {backup_name} (sha256 {live_hash[:12]})",
                        evidence, details)
     return Finding(
-        check, "fail",
+        check, CheckStatus.FAIL,
         f"differs from backup {backup_name}: live {live_hash[:12]} ≠ backup {backup_hash[:12]}",
         evidence, details,
     )
@@ -59,3 +62,23 @@ def _problem_for(path: str, output: str) -> str | None:
         if line.startswith("sha256sum:") and path in line:
             return line.split(path, 1)[1].lstrip(": ").strip() or line
     return None
+
+
+@dataclass(frozen=True)
+class FileCheck(Check):
+    """``file:<name>``: one backup file against its live path."""
+
+    file: str
+    backup_name: str
+    backup_path: str
+    live_path: str
+
+    @property
+    def name(self) -> str:
+        return f"file:{self.file}"
+
+    def steps(self) -> list[Step]:
+        return [file_hash_argv(self.backup_path, self.live_path)]
+
+    def parse(self, read: Read) -> Finding:
+        return parse_file_hash(self.file, self.backup_name, self.backup_path, self.live_path, read.own[0])

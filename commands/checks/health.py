@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commands.checks.check import HttpCheck, HttpRequest
 from commands.findings import Evidence, Finding
+from commands.vocabulary import CheckStatus
 
 HEALTH_TIMEOUT_S = 5.0  # the whole request, body included, not each read
 BODY_CAP_BYTES = 64 * 1024  # plenty to judge health or a probe; past it nothing is read or judged
@@ -30,7 +32,24 @@ def health_finding(outcome: HttpOutcome) -> Finding:
     evidence = Evidence.of(outcome.request, 0 if outcome.status is not None else None, shown, outcome.elapsed_s)
     details = {"http_status": outcome.status}
     if outcome.status == 200:
-        return Finding("health", "pass", f"200 in {outcome.elapsed_s * 1000:.0f} ms", evidence, details)
+        return Finding("health", CheckStatus.PASS, f"200 in {outcome.elapsed_s * 1000:.0f} ms", evidence, details)
     if outcome.status is None:
-        return Finding("health", "fail", outcome.problem, evidence, details)
-    return Finding("health", "fail", f"answered {outcome.status}, not 200", evidence, details)
+        return Finding("health", CheckStatus.FAIL, outcome.problem, evidence, details)
+    return Finding("health", CheckStatus.FAIL, f"answered {outcome.status}, not 200", evidence, details)
+
+
+@dataclass(frozen=True)
+class HealthCheck(HttpCheck):
+    """``health``: one GET of ``health_url`` from the host."""
+
+    url: str
+
+    @property
+    def name(self) -> str:
+        return "health"
+
+    def request(self) -> HttpRequest:
+        return HttpRequest(self.url, HEALTH_TIMEOUT_S)
+
+    def parse(self, outcome: HttpOutcome) -> Finding:
+        return health_finding(outcome)

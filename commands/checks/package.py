@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commands.checks.check import Check, Read, Step
 from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT, refusals
+from commands.checks.package_probe import UNREADABLE
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.vocabulary import CheckStatus
 
 _HERE = Path(__file__).parent
 # The probe is one text on the host: package_probe's import of package_probe_fs is replaced by that
@@ -86,7 +89,7 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     check = f"package:{dist}"
     records, stray = _records(result.output)
     env = next((r for r in records if r.get("t") == "env"), None)
-    error = next((r for r in records if r.get("t") == "error"), None)
+    error = next((r for r in records if r.get("t") == UNREADABLE), None)
     dist_line = next((r for r in records if r.get("t") == "dist"), None)
     end = next((r for r in records if r.get("t") == "end"), None)
     tally = _Tally()
@@ -115,11 +118,12 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     if error is not None:  # the environment's own errors come before its env line
         links = "; ".join(f"{link.get('at')} -> {link.get('target')!r}" for link in (env or {}).get("links") or [])
         unfollowed = f" (symlinks in its layout, not followed: {links})" if links else ""
-        return Finding(check, "error", _error_summary(dist, python, error) + unfollowed, evidence, {"error": error})
+        return Finding(check, CheckStatus.ERROR,
+                       _error_summary(dist, python, error) + unfollowed, evidence, {"error": error})
     if env is None:
         return _no_probe(check, python, result, stray, evidence)
     if dist_line is None or end is None:
-        return Finding(check, "error", f"the probe's output ended early (exit {result.exit_status}): "
+        return Finding(check, CheckStatus.ERROR, f"the probe's output ended early (exit {result.exit_status}): "
                        "nothing is proven", evidence)
     return _verdict(check, python, dist, dist_line, end, tally, evidence,
                     cut=any(r.get("t") == "cut" for r in records))
@@ -261,11 +265,13 @@ def _no_probe(check: str, python: str, result: CommandResult, stray: list[str], 
     refused = refusals(stray)
     if refused:
         reasons = "; ".join(refused[:-1]) or refused[-1]
-        return Finding(check, "error", f"refused: no root-owned interpreter outside the environment to read it with, "
+        return Finding(check, CheckStatus.ERROR,
+                       f"refused: no root-owned interpreter outside the environment to read it with, "
                        f"so nothing was run (the environment of {python} is never executed): {reasons}",
                        evidence, {"refused": refused})
     tail = stray[-1] if stray else "no output"
-    return Finding(check, "error", f"the probe gave no usable output (exit {result.exit_status}): {tail}", evidence)
+    return Finding(check, CheckStatus.ERROR,
+                   f"the probe gave no usable output (exit {result.exit_status}): {tail}", evidence)
 
 
 _ERRORS = {
@@ -309,12 +315,13 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
             fix = f"move aside the unlisted file(s) (a reinstall leaves them), then {fix}"
         details["fix"] = fix
         shown = "; ".join(problems[:SHOWN]) + (f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
-        return Finding(check, "fail", f"{who}: {len(problems)} problem(s): {shown}. To make it pristine: {fix}",
+        return Finding(check, CheckStatus.FAIL,
+                       f"{who}: {len(problems)} problem(s): {shown}. To make it pristine: {fix}",
                        evidence, details)
     if tally.unreadable or cut:
         what = f"unreadable: {', '.join(tally.unreadable[:SHOWN])}" if tally.unreadable else \
             "RECORD is longer than the probe reads: the rest is not checked"
-        return Finding(check, "error", f"{who}: {what}", evidence, details)
+        return Finding(check, CheckStatus.ERROR, f"{who}: {what}", evidence, details)
     doubts: list[str] = []
     if dist_line.get("editable"):
         doubts.append(f"editable install from {dist_line.get('url') or 'a source tree'}: the code is not in "
@@ -325,11 +332,13 @@ def _verdict(check: str, python: str, dist: str, dist_line: dict[str, Any], end:
     if dist_line.get("others"):
         doubts.append(f"other installs of {dist} shadowed by this one: {', '.join(dist_line['others'])}")
     if doubts:
-        return Finding(check, "warn", f"{who}: {tally.proven} file(s) match RECORD, but " + "; ".join(doubts)
+        return Finding(check, CheckStatus.WARN, f"{who}: {tally.proven} file(s) match RECORD, but " + "; ".join(doubts)
                        + f"; {pycs}{caveat}", evidence, details)
     if tally.proven == 0:
-        return Finding(check, "error", f"{who}: RECORD lists no file with a hash: nothing proven", evidence, details)
-    return Finding(check, "pass", f"{who}: {tally.proven} file(s) proven identical to RECORD, nothing unlisted among "
+        return Finding(check, CheckStatus.ERROR,
+                       f"{who}: RECORD lists no file with a hash: nothing proven", evidence, details)
+    return Finding(check, CheckStatus.PASS,
+                   f"{who}: {tally.proven} file(s) proven identical to RECORD, nothing unlisted among "
                    f"its modules ({', '.join(map(str, end.get('tops') or [])) or 'no package dirs'}); {pycs}{caveat}",
                    evidence, details)
 
@@ -352,3 +361,21 @@ def _caveat(writers: list[dict[str, Any]]) -> str:
     return (f". Only as good as RECORD: it and the files can both be rewritten by {', '.join(unique[:4])}"
             + (f" and {len(unique) - 4} more" if len(unique) > 4 else "")
             + ", so this proves the files match RECORD, not that nobody changed both")
+
+
+@dataclass(frozen=True)
+class PackageCheck(Check):
+    """``package:<dist>`` of the environment of ``python``."""
+
+    python: str
+    dist: str
+
+    @property
+    def name(self) -> str:
+        return f"package:{self.dist}"
+
+    def steps(self) -> list[Step]:
+        return [package_argv(self.python, self.dist)]
+
+    def parse(self, read: Read) -> Finding:
+        return parse_package(self.python, self.dist, read.own[0])

@@ -35,6 +35,9 @@ from commands.checks.package_probe_fs import (
 MAX_ROWS = 200000
 MAX_EXTRAS = 200
 ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
+# The record this probe prints when it cannot read the dist: a word of its own line protocol (its records are
+# env, dist, row, extra, bad, cut, end and this), which package.py reads; not a check status.
+UNREADABLE = "error"
 
 
 def emit(kind: str, **fields: object) -> None:
@@ -105,10 +108,10 @@ def check_record(tree: Tree, site: str, dist_info: str, heads: list[bytes]) -> t
     try:
         fd = tree.open(site + "/" + dist_info + "/RECORD")
     except FileNotFoundError:
-        emit("error", reason="no-record", dist_info=os.path.join(tree.path, site, dist_info))
+        emit(UNREADABLE, reason="no-record", dist_info=os.path.join(tree.path, site, dist_info))
         return None
     except (OSError, Link) as exc:
-        emit("error", reason="record-unreadable", detail=("a symlink: " + exc.target) if isinstance(exc, Link)
+        emit(UNREADABLE, reason="record-unreadable", detail=("a symlink: " + exc.target) if isinstance(exc, Link)
              else str(exc)[:300])
         return None
     try:
@@ -138,7 +141,7 @@ def check_record(tree: Tree, site: str, dist_info: str, heads: list[bytes]) -> t
                         facts.update(script_header(head, expected, algorithm, heads))
                 emit("row", n=number, p=path[:MAX_FIELD], h=recorded[:200], s=size[:40], **facts)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        emit("error", reason="record-unreadable", detail=str(exc)[:300])
+        emit(UNREADABLE, reason="record-unreadable", detail=str(exc)[:300])
         return None
     return listed, tops
 
@@ -207,10 +210,10 @@ def environment(python: str) -> tuple[Tree, list[tuple[Tree, list[tuple[str, str
         tree = Tree(prefix)
         os.lstat(os.path.basename(python), dir_fd=tree.dir((bin_dir,)))
     except Link as link:
-        emit("error", reason="path-link", at=link.at, target=link.target, prefix=prefix)
+        emit(UNREADABLE, reason="path-link", at=link.at, target=link.target, prefix=prefix)
         return None
     except OSError as exc:
-        emit("error", reason="no-interpreter", detail=exc.strerror or str(exc), prefix=prefix)
+        emit(UNREADABLE, reason="no-interpreter", detail=exc.strerror or str(exc), prefix=prefix)
         return None
     cfg_at, values = config(tree, bin_dir)
     version = cfg_version(values)
@@ -240,11 +243,11 @@ def main(python: str, dist: str) -> int:
     prefix_tree, searched = found_env
     found = [(tree, match) for tree, sites in searched for match in find_dist(tree, sites, dist)]
     if not found:
-        emit("error", reason="not-installed", dist=dist)
+        emit(UNREADABLE, reason="not-installed", dist=dist)
         return 3
     tree, (site, version, dist_info) = found[0]
     if dist_info.endswith(".egg-info"):
-        emit("error", reason="egg-info", dist_info=os.path.join(tree.path, site, dist_info))
+        emit(UNREADABLE, reason="egg-info", dist_info=os.path.join(tree.path, site, dist_info))
         return 3
     base = site + "/" + dist_info
     metadata = read_small(tree, base + "/METADATA") or ""

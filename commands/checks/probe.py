@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from commands.checks.check import HttpCheck, HttpRequest
 from commands.checks.health import HttpOutcome
 from commands.findings import Evidence, Finding
 from commands.inventory import Probe
+from commands.vocabulary import CheckStatus
 
 REPLY_SHOWN = 200
 LOW_VARIETY_MIN_LENGTH = 12
@@ -85,7 +88,7 @@ def probe_finding(probe: Probe, outcome: HttpOutcome) -> Finding:
     command = request_text(probe, outcome.request)
     if outcome.status is None:
         evidence = Evidence.of(command, None, outcome.problem, outcome.elapsed_s)
-        return Finding("probe", "fail", f"health answers 200 but a real request failed: {outcome.problem}",
+        return Finding("probe", CheckStatus.FAIL, f"health answers 200 but a real request failed: {outcome.problem}",
                        evidence, {"latency_ms": round(latency_ms)})
     reply = reply_text(outcome.body)
     shown = reply.strip()[:REPLY_SHOWN]
@@ -93,15 +96,41 @@ def probe_finding(probe: Probe, outcome: HttpOutcome) -> Finding:
     evidence = Evidence.of(command, 0, output, outcome.elapsed_s)
     details = {"http_status": outcome.status, "latency_ms": round(latency_ms), "reply": shown}
     if not 200 <= outcome.status < 300:
-        return Finding("probe", "fail", f"health answers 200 but a real request got HTTP {outcome.status}",
+        return Finding("probe", CheckStatus.FAIL, f"health answers 200 but a real request got HTTP {outcome.status}",
                        evidence, details)
     problem = degenerate(reply)
     if problem:
-        return Finding("probe", "fail", f"health answers 200 but the real reply is degenerate: {problem}",
+        return Finding("probe", CheckStatus.FAIL, f"health answers 200 but the real reply is degenerate: {problem}",
                        evidence, details)
     if probe.expect is not None and probe.expect not in reply:
-        return Finding("probe", "fail",
+        return Finding("probe", CheckStatus.FAIL,
                        f"health answers 200 but the real reply lacks {probe.expect!r}: {shown[:60]!r}",
                        evidence, details)
     expected = f", contains {probe.expect!r}" if probe.expect is not None else ""
-    return Finding("probe", "pass", f"answered in {latency_ms:.0f} ms: {shown[:60]!r}{expected}", evidence, details)
+    return Finding("probe", CheckStatus.PASS,
+                   f"answered in {latency_ms:.0f} ms: {shown[:60]!r}{expected}", evidence, details)
+
+
+@dataclass(frozen=True)
+class ProbeCheck(HttpCheck):
+    """``probe``: the inventory's real request; ``send`` False reports it ``skipped``, never sent."""
+
+    probe: Probe
+    send: bool = True
+
+    @property
+    def name(self) -> str:
+        return "probe"
+
+    def request(self) -> HttpRequest | Finding:
+        if not self.send:
+            return Finding("probe", CheckStatus.SKIPPED, f"not sent (asked not to): POST {self.probe.url}")
+        headers, missing = probe_headers(self.probe)
+        if missing:
+            names = ", ".join(f"${{{name}}}" for name in missing)
+            return Finding("probe", CheckStatus.ERROR, f"not sent: {names} not set in proofbot's environment",
+                           Evidence.of(f"POST {self.probe.url}", None, "", 0.0))
+        return HttpRequest(self.probe.url, self.probe.timeout_s, "POST", self.probe.json_body, headers)
+
+    def parse(self, outcome: HttpOutcome) -> Finding:
+        return probe_finding(self.probe, outcome)

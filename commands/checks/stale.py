@@ -6,13 +6,21 @@ and the host's clock, all read in one round trip, so it has 10 ms resolution.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import ClassVar
 
-from commands.checks.listing import Listing, unparsed_finding
+from commands.checks.check import Check, Read, Step
+from commands.checks.file_times import FILE_TIMES, Listing, parse_listing, unparsed_finding
+from commands.checks.pid_read import MAIN_PID_READ, as_read, process_start_steps
+from commands.checks.service import agreed_pid
 from commands.clock import utc_at
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding, age_words, short_path
+from commands.findings import Evidence, Finding, could_not_check
+from commands.inventory import Service
+from commands.vocabulary import CheckStatus
+from commands.wording import age_words, short_path
 
 # A file written in the same instant the process started is not evidence of staleness.
 MTIME_TOLERANCE_S = 0.05
@@ -61,25 +69,51 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
     duration = listing.evidence.duration_s + sum(result.duration_s for result in commands)
     evidence = Evidence.of(command, max(result.exit_status for result in commands), output, duration)
     if start is None:
-        return Finding("stale-process", "error", "could not read the process start time", evidence)
+        return Finding("stale-process", CheckStatus.ERROR, "could not read the process start time", evidence)
     unparsed = unparsed_finding("stale-process", listing)
     if unparsed is not None:
-        return Finding("stale-process", "error", unparsed.summary, evidence)
+        return Finding("stale-process", CheckStatus.ERROR, unparsed.summary, evidence)
     known = {path: listing.mtimes[path] for path in files if path in listing.mtimes}
     if not known:
-        return Finding("stale-process", "error", "none of the watched files could be listed", evidence)
+        return Finding("stale-process", CheckStatus.ERROR, "none of the watched files could be listed", evidence)
     newer = sorted((path for path, mtime in known.items() if mtime > start.started_at + MTIME_TOLERANCE_S),
                    key=lambda path: known[path])
     started = utc_at(start.started_at)
     details = {"process_started_at": started, "changed_after_start": {p: utc_at(known[p]) for p in newer}}
     if newer:
         names = ", ".join(map(short_path, newer[:5])) + (f" and {len(newer) - 5} more" if len(newer) > 5 else "")
-        return Finding("stale-process", "warn",
+        return Finding("stale-process", CheckStatus.WARN,
                        f"PID {start.pid} started {start.words()} but {len(newer)} file(s) changed after it: "
                        f"{names}; the service is still running the old code: restart it",
                        evidence, details)
     newest = max(known.values())
-    return Finding("stale-process", "pass",
+    return Finding("stale-process", CheckStatus.PASS,
                    f"PID {start.pid} started {start.words()}, after every watched file (newest {utc_at(newest)})",
                    evidence, details)
 
+
+@dataclass(frozen=True)
+class StaleCheck(Check):
+    """``stale-process``: the main PID the batch read, its start against the ``file-times`` of the files
+    restored (``files``) or in a watch dir (``dirs``)."""
+
+    service: Service
+    files: tuple[str, ...]
+    dirs: tuple[str, ...] = ()
+    needs: ClassVar[tuple[str, ...]] = ("main-pid", MAIN_PID_READ, FILE_TIMES)
+
+    @property
+    def name(self) -> str:
+        return "stale-process"
+
+    def steps(self) -> list[Step]:
+        return process_start_steps()
+
+    def parse(self, read: Read) -> Finding:
+        pid, why = agreed_pid(self.service, read)
+        if pid is None:
+            return could_not_check("stale-process", why or "no running main PID to compare file times with")
+        start_reads = as_read(list(read.own), process_start_argvs(pid))
+        listing = parse_listing(read.of(FILE_TIMES)[0])
+        files = [path for path in listing.mtimes if path in self.files or os.path.dirname(path) in self.dirs]
+        return stale_finding(parse_process_start(pid, *start_reads), files, listing, start_reads)

@@ -26,13 +26,14 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from commands.checks.check import Reads
 from commands.checks.cmdline import cmdline_argv
-from commands.checks.service import parse_service_state, service_state_argv
+from commands.checks.managers import checks_for
 from commands.clock import utc_now
 from commands.command_result import CommandResult
 from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
-from commands.host_http import fetch_via_host, run_probe
+from commands.host_http import fetch_via_host
 from commands.operation import OnFinding, OperationResult, Origin
 from commands.restart.plan import RestartPlan, ServiceSnapshot, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
@@ -43,13 +44,15 @@ from commands.store import locks
 from commands.store.db import AuditStore
 from commands.store.kinds import Finished, Refusal
 from commands.store.log import audit_log
-from commands.vocabulary import Operation
+from commands.verify.runner import ask, read_facts
+from commands.vocabulary import CheckStatus, CommandState, Operation, Signal
 
 POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
 POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
+CMDLINE = "cmdline"
 
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
@@ -70,7 +73,7 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
         await run.log.requested(origin, plan_hash=plan.plan_hash, plan=plan.to_json(), checks=check_names(plan),
                                 fleet_operation_id=fleet_operation_id)
     try:
-        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, "restart", origin.actor,
+        lock = await locks.hold_for(audit, plan.host.name, plan.operation_id, Operation.RESTART, origin.actor,
                                     origin.channel, origin.thread_ts)
     except Locked as exc:
         await run.log.refused(Refusal(str(exc), holder=exc.holder))
@@ -121,6 +124,8 @@ class _Run:
         self.service = plan.service
         self.poll_interval_s, self.settle_s = poll_interval_s, settle_s
         self.watch = Watch(self.service, plan.before)
+        self.manager = checks_for(self.service)
+        self.main_pid = self.manager.main_pid(self.service)
         self.progress = ProgressSink(on_progress)
         self.probe: Finding | None = None
         self.started_at, self.started = utc_now(), time.monotonic()
@@ -163,7 +168,7 @@ class _Run:
     async def _act_and_watch(self, conn: HostConnection) -> None:
         argv = restart_argv(self.service)
         watch = self.watch
-        watch.command, watch.command_state = shlex.join(argv), "running"
+        watch.command, watch.command_state = shlex.join(argv), CommandState.RUNNING
         self.sent_at = time.monotonic()
         command = asyncio.create_task(conn.run(argv, timeout_s=self.service.ready_timeout_s + COMMAND_GRACE_S))
         self.report("restarting", force=True)
@@ -179,14 +184,14 @@ class _Run:
 
     def _command_finished(self, command: asyncio.Task[CommandResult]) -> bool:
         """Fold a finished restart command into the watch; True when this call did so."""
-        if not command.done() or self.watch.command_state != "running":
+        if not command.done() or self.watch.command_state != CommandState.RUNNING:
             return False
         at = self.elapsed()
         exc = command.exception() if not command.cancelled() else None
         if exc is None and not command.cancelled():
             self.watch.command_done(command.result(), at)
         elif isinstance(exc, CommandTimedOut):
-            self.watch.command_done(None, at, str(exc), state="hung")
+            self.watch.command_done(None, at, str(exc), state=CommandState.HUNG)
         elif isinstance(exc, CouldNotCheck):
             self.watch.link_lost(str(exc), at)
         else:
@@ -206,7 +211,7 @@ class _Run:
                                     exit_status=result.exit_status if result else None, state=watch.command_state)
             if watch.lost:
                 return
-            returned = watch.command_state != "running"
+            returned = watch.command_state != CommandState.RUNNING
             poll_started = time.monotonic()
             await self._poll(conn, deadline)
             polls_after_return += 1 if returned else 0
@@ -214,15 +219,15 @@ class _Run:
             if watch.ready_s is not None:
                 await self.log.step("ready", ready_after_s=round(watch.ready_s, 3), new_pid=watch.new_pid)
                 return
-            if watch.command_state in ("fail", "lost") and polls_after_return >= 1:
+            if watch.command_state in (CommandState.FAIL, CommandState.LOST) and polls_after_return >= 1:
                 return  # the manager said no (or nothing): one look at the state after it is the evidence
             if watch.wrong_flags_final():
                 return
             if watch.crash_loop and self.elapsed() >= watch.new_pids[1][1] + self.settle_s:
                 return
             if time.monotonic() >= deadline:
-                if watch.command_state == "running":
-                    watch.command_done(None, self.elapsed(), "still running at the deadline", state="hung")
+                if watch.command_state == CommandState.RUNNING:
+                    watch.command_done(None, self.elapsed(), "still running at the deadline", state=CommandState.HUNG)
                 return
             soon = poll_started + self.poll_interval_s
             if watch.cmdline_wanted() is not None and not repolled:
@@ -234,7 +239,7 @@ class _Run:
     async def _pause(self, command: asyncio.Task[CommandResult], until: float) -> None:
         """Sleep until the next poll is due, waking early when the restart command returns."""
         delay = max(0.0, until - time.monotonic())
-        if command.done() and self.watch.command_state == "running":
+        if command.done() and self.watch.command_state == CommandState.RUNNING:
             return  # it returned during the last poll: fold it in and look again at once
         if command.done():
             await asyncio.sleep(delay)
@@ -244,37 +249,38 @@ class _Run:
     async def _poll(self, conn: HostConnection, deadline: float) -> None:
         """One poll: state (and a new PID's cmdline) in one exec round trip, health meanwhile."""
         pid = self.watch.cmdline_wanted()
-        commands = [service_state_argv(self.service)] + ([cmdline_argv(pid)] if pid is not None else [])
+        # the PID is the one a poll already saw: its cmdline is read by that number, not the script's
+        reads = [self.main_pid] + ([Reads(CMDLINE, (cmdline_argv(pid),))] if pid is not None else [])
         remaining = max(0.5, deadline - time.monotonic())
         health = asyncio.create_task(fetch_via_host(conn, self.service.health_url,
                                                     timeout_s=min(POLL_HEALTH_TIMEOUT_S, remaining)))
         try:
-            results = await conn.run_batch(commands)
+            read = await read_facts(conn, reads)
         except BaseException:
             health.cancel()
             await asyncio.gather(health, return_exceptions=True)
             raise
         outcome = await health
         self.stats["polls"] += 1
-        state = parse_service_state(self.service, results[0])
-        self.watch.observe(Poll(self.elapsed(), results[0], state, outcome, pid,
-                                results[1] if pid is not None else None))
+        (state_result,) = read[self.main_pid.name]
+        self.watch.observe(Poll(self.elapsed(), state_result, self.main_pid.state(state_result), outcome, pid,
+                                read[CMDLINE][0] if pid is not None else None))
 
     async def _probe_and_settle(self, conn: HostConnection) -> None:
         """Send the real request once everything is green; keep watching the PID meanwhile and for settle_s."""
         watch = self.watch
         assert watch.ready_s is not None
         probe = self.service.probe
-        task = asyncio.create_task(run_probe(conn, probe)) if probe else None
+        task = asyncio.create_task(ask(conn, self.manager.probe(probe))) if probe else None
         if task is not None:
-            watch.probe_state = "pending"
+            watch.probe_state = Signal.PENDING
             await self.log.step("probe-sent", url=probe.url if probe else None)
         settle_until = watch.ready_s + self.settle_s
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:
                     self.probe = task.result()
-                    watch.probe_state = "ok" if self.probe.status == "pass" else "fail"
+                    watch.probe_state = Signal.OK if self.probe.status == CheckStatus.PASS else Signal.FAIL
                     await self.log.step("probe-answered", status=self.probe.status)
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)

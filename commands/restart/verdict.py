@@ -11,28 +11,42 @@ when nothing but health vouches for the new process, a ``warn`` when a real requ
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
 from commands.checks.cmdline import cmdline_finding
-from commands.checks.service import service_state_argv
-from commands.findings import Evidence, Finding, Status
+from commands.checks.service import main_pid_check, service_state_argv
+from commands.findings import Evidence, Finding
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import Poll, Watch
+from commands.vocabulary import CheckStatus, CommandState, Signal
 
 RELOAD_HINTS = ("daemon-reload", "changed on disk")
 
 
+Judge = Callable[[RestartPlan, Watch, "Finding | None", float], Finding]
+
+# Every signal a restart is judged on, by name, in the order the findings come: the request's list of checks
+# and the findings are both read from here.
+SIGNALS: tuple[tuple[str, Judge], ...] = (
+    ("restart-command", lambda plan, watch, probe, every: command_finding(watch)),
+    ("main-pid", lambda plan, watch, probe, every: pid_finding(plan, watch, every)),
+    ("health", lambda plan, watch, probe, every: health_finding(plan, watch)),
+    ("cmdline", lambda plan, watch, probe, every: cmdline_signal(plan, watch)),
+    ("probe", lambda plan, watch, probe, every: probe_signal(watch, probe)),
+    ("ready-time", lambda plan, watch, probe, every: ready_finding(plan, watch, probe, every)),
+)
+
+
+def _judged(plan: RestartPlan) -> list[tuple[str, Judge]]:
+    return [(name, judge) for name, judge in SIGNALS if name != "probe" or plan.service.probe]
+
+
 def check_names(plan: RestartPlan) -> list[str]:
-    probe = ["probe"] if plan.service.probe else []
-    return ["restart-command", "main-pid", "health", "cmdline", *probe, "ready-time"]
+    return [name for name, _ in _judged(plan)]
 
 
 def restart_findings(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_interval_s: float) -> list[Finding]:
-    findings = [command_finding(watch), pid_finding(plan, watch, poll_interval_s), health_finding(plan, watch),
-                cmdline_signal(plan, watch)]
-    if plan.service.probe:
-        findings.append(probe_signal(watch, probe))
-    findings.append(ready_finding(plan, watch, probe, poll_interval_s))
-    return findings
+    return [judge(plan, watch, probe, poll_interval_s) for _, judge in _judged(plan)]
 
 
 def _reload_hint(watch: Watch) -> str:
@@ -44,25 +58,26 @@ def _reload_hint(watch: Watch) -> str:
 
 def command_finding(watch: Watch) -> Finding:
     result, at = watch.command_result, watch.command_returned_s or 0.0
-    if watch.command_state == "not sent":
-        return Finding("restart-command", "error", f"not sent: {watch.lost or 'the restart never started'}")
-    if watch.command_state == "hung":
+    if watch.command_state == CommandState.NOT_SENT:
+        return Finding("restart-command", CheckStatus.ERROR, f"not sent: {watch.lost or 'the restart never started'}")
+    if watch.command_state == CommandState.HUNG:
         evidence = Evidence.of(watch.command, None, "(still running, no exit status yet)", at)
-        return Finding("restart-command", "fail",
+        return Finding("restart-command", CheckStatus.FAIL,
                        f"`{watch.command}` still running after {at:.1f} s, no exit status: the restart job is stuck",
                        evidence)
     if result is None:
         evidence = Evidence.of(watch.command, None, watch.command_problem, at)
-        return Finding("restart-command", "error",
+        return Finding("restart-command", CheckStatus.ERROR,
                        f"no exit status: the link dropped after `{watch.command}` was sent; "
                        "whether it ran is unknown", evidence)
     evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
     first_line = next((line.strip() for line in result.text.splitlines() if line.strip()), "no output")
     if result.exit_status != 0:
-        return Finding("restart-command", "fail", f"`{result.command}` exited {result.exit_status}: {first_line}",
+        return Finding("restart-command", CheckStatus.FAIL,
+                       f"`{result.command}` exited {result.exit_status}: {first_line}",
                        evidence, {"exit_status": result.exit_status})
     hint = _reload_hint(watch)
-    return Finding("restart-command", "warn" if hint else "pass",
+    return Finding("restart-command", CheckStatus.WARN if hint else CheckStatus.PASS,
                    f"exited 0 after {result.duration_s:.2f} s{hint}", evidence, {"exit_status": 0})
 
 
@@ -71,12 +86,11 @@ def _pid_evidence(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Ev
     if last is None:
         return None
     lines, previous = [], ""
+    main_pid = main_pid_check(plan.service)
     for poll in watch.polls:
         state = f"{poll.state.state} pid {poll.state.main_pid or '-'}" if poll.state else "unreadable"
-        if poll.state and plan.service.manager == "systemd":
-            props = poll.state.properties
-            invocation = props.get("InvocationID", "")[:12] or "-"
-            state += f" InvocationID {invocation} NRestarts {props.get('NRestarts', '?')}"
+        if poll.state and (restarts := main_pid.restart_count(poll.state)) is not None:
+            state += f" InvocationID {(main_pid.invocation(poll.state) or '')[:12] or '-'} NRestarts {restarts}"
         if state != previous:
             lines.append(f"+{poll.at_s:7.3f} s  {state}")
             previous = state
@@ -91,13 +105,14 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
     evidence = _pid_evidence(plan, watch, poll_interval_s)
     details = {"old_pid": old, "new_pids": [pid for pid, _ in watch.new_pids]}
     if last is None:
-        return Finding("main-pid", "error", f"never polled: {watch.lost or 'no state read'}", evidence, details)
+        return Finding("main-pid", CheckStatus.ERROR,
+                       f"never polled: {watch.lost or 'no state read'}", evidence, details)
     chain = " → ".join(str(pid) for pid in [old or "none", *(pid for pid, _ in watch.new_pids)])
     if watch.crash_loop:
         restarts = ""
-        if plan.service.manager == "systemd" and last.state is not None:
-            restarts = f"; NRestarts {plan.before.n_restarts} → {last.state.properties.get('NRestarts', '?')}"
-        return Finding("main-pid", "fail",
+        if last.state is not None and (count := main_pid_check(plan.service).restart_count(last.state)) is not None:
+            restarts = f"; NRestarts {plan.before.n_restarts} → {count}"
+        return Finding("main-pid", CheckStatus.FAIL,
                        f"crash loop: the main PID changed {len(watch.new_pids)} times within "
                        f"{watch.new_pids[-1][1]:.1f} s of the restart: {chain}{restarts}", evidence, details)
     new = watch.new_pid
@@ -105,30 +120,32 @@ def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Find
     if new is not None:
         tail = " (seen before the link dropped)" if watch.lost else ""
         invocation = ""
-        if plan.service.manager == "systemd" and last.state is not None:
-            invocation = (f", InvocationID {(plan.before.invocation_id or '-')[:8]}… → "
-                          f"{last.state.properties.get('InvocationID', '-')[:8]}…")
+        if last.state is not None and (now := main_pid_check(plan.service).invocation(last.state)) is not None:
+            invocation = f", InvocationID {(plan.before.invocation_id or '-')[:8]}… → {now[:8]}…"
         reused = " (PID number reused by a new process)" if new == old else ""
         if last.state is not None and last.state.active and watch.pid_of(last) == new:
-            return Finding("main-pid", "pass", f"PID {chain}{reused}{invocation}, {state}{tail}", evidence, details)
-        status: Status = "error" if watch.lost else "fail"
+            return Finding("main-pid", CheckStatus.PASS,
+                           f"PID {chain}{reused}{invocation}, {state}{tail}", evidence, details)
+        status = CheckStatus.ERROR if watch.lost else CheckStatus.FAIL
         return Finding("main-pid", status, f"PID {chain} seen, but {plan.service.unit} is {state} at the end{tail}",
                        evidence, details)
     at = last.at_s
     if watch.lost:
-        return Finding("main-pid", "error",
+        return Finding("main-pid", CheckStatus.ERROR,
                        f"PID {old} was still the main PID when the link dropped at +{watch.lost_s or at:.1f} s: "
                        "whether the restart took effect is unknown", evidence, details)
     if old is None:
-        return Finding("main-pid", "fail", f"no main PID after {at:.1f} s ({state}): the service did not start",
+        return Finding("main-pid", CheckStatus.FAIL,
+                       f"no main PID after {at:.1f} s ({state}): the service did not start",
                        evidence, details)
-    if watch.command_state == "fail" and watch.command_result is not None:
+    if watch.command_state == CommandState.FAIL and watch.command_result is not None:
         why = f"`{watch.command}` exited {watch.command_result.exit_status}"
-        return Finding("main-pid", "fail", f"PID {old} unchanged ({why}): the restart never took effect",
+        return Finding("main-pid", CheckStatus.FAIL, f"PID {old} unchanged ({why}): the restart never took effect",
                        evidence, details)
-    why = f"`{watch.command}` still running" if watch.command_state == "hung" else (
+    why = f"`{watch.command}` still running" if watch.command_state == CommandState.HUNG else (
         f"although `{watch.command}` exited 0")
-    return Finding("main-pid", "fail", f"PID {old} unchanged after {at:.1f} s ({why}): the restart never took effect",
+    return Finding("main-pid", CheckStatus.FAIL,
+                   f"PID {old} unchanged after {at:.1f} s ({why}): the restart never took effect",
                    evidence, details)
 
 
@@ -139,7 +156,7 @@ def _reference(watch: Watch) -> Poll | None:
 def health_finding(plan: RestartPlan, watch: Watch) -> Finding:
     poll = _reference(watch)
     if poll is None:
-        return Finding("health", "error", f"could not check: {watch.lost or 'never polled'}")
+        return Finding("health", CheckStatus.ERROR, f"could not check: {watch.lost or 'never polled'}")
     outcome = poll.health
     history, previous = [], object()
     for each in watch.polls:
@@ -151,17 +168,21 @@ def health_finding(plan: RestartPlan, watch: Watch) -> Finding:
                            shown + "\n# health over time:\n" + "\n".join(history), outcome.elapsed_s)
     details = {"http_status": outcome.status}
     if outcome.status == 200 and watch.is_new(poll):
-        return Finding("health", "pass", f"200 from the new process, {poll.at_s:.2f} s after the restart command",
+        return Finding("health", CheckStatus.PASS,
+                       f"200 from the new process, {poll.at_s:.2f} s after the restart command",
                        evidence, details)
     if watch.lost:
-        return Finding("health", "error", f"could not check: the link dropped ({watch.lost})", evidence, details)
+        return Finding("health", CheckStatus.ERROR,
+                       f"could not check: the link dropped ({watch.lost})", evidence, details)
     if outcome.status == 200:
-        return Finding("health", "warn",
+        return Finding("health", CheckStatus.WARN,
                        f"200, but from the old process (PID {plan.before.main_pid} unchanged): "
                        "it proves nothing about the restart", evidence, details)
     if outcome.status is None:
-        return Finding("health", "fail", f"no answer at +{poll.at_s:.1f} s: {outcome.problem}", evidence, details)
-    return Finding("health", "fail", f"answered {outcome.status}, not 200, at +{poll.at_s:.1f} s", evidence, details)
+        return Finding("health", CheckStatus.FAIL,
+                       f"no answer at +{poll.at_s:.1f} s: {outcome.problem}", evidence, details)
+    return Finding("health", CheckStatus.FAIL,
+                   f"answered {outcome.status}, not 200, at +{poll.at_s:.1f} s", evidence, details)
 
 
 def cmdline_signal(plan: RestartPlan, watch: Watch) -> Finding:
@@ -169,32 +190,33 @@ def cmdline_signal(plan: RestartPlan, watch: Watch) -> Finding:
     new = watch.new_pid
     if poll is None or new is None:
         why = watch.lost or f"PID {plan.before.main_pid} never changed"
-        return Finding("cmdline", "error", f"no new process to read a command line from: {why}")
+        return Finding("cmdline", CheckStatus.ERROR, f"no new process to read a command line from: {why}")
     pid = watch.pid_of(poll) if watch.is_new(poll) else new
     read = watch.cmdlines.get(pid or new)
     if read is None:
-        return Finding("cmdline", "error", f"could not read the command line of new PID {pid or new} "
+        return Finding("cmdline", CheckStatus.ERROR, f"could not read the command line of new PID {pid or new} "
                        f"before {'the link dropped' if watch.lost else 'it went away'}")
     finding = cmdline_finding(plan.service, read.pid, read.result)
-    if finding.status == "fail" and read.forbidden and poll.health.status == 200:
+    if finding.status == CheckStatus.FAIL and read.forbidden and poll.health.status == 200:
         summary = (f"health answers 200 but {', '.join(read.forbidden)} is present in new PID {read.pid}: "
                    f"the old launch script is still in place{_reload_hint(watch)}")
-        return Finding("cmdline", "fail", summary, finding.evidence, finding.details)
-    if finding.status == "fail" and read.missing:
+        return Finding("cmdline", CheckStatus.FAIL, summary, finding.evidence, finding.details)
+    if finding.status == CheckStatus.FAIL and read.missing:
         summary = f"new PID {read.pid} was started without {', '.join(read.missing)}" + (
             f" and with {', '.join(read.forbidden)}" if read.forbidden else "") + _reload_hint(watch)
-        return Finding("cmdline", "fail", summary, finding.evidence, finding.details)
+        return Finding("cmdline", CheckStatus.FAIL, summary, finding.evidence, finding.details)
     return finding
 
 
 def probe_signal(watch: Watch, probe: Finding | None) -> Finding:
     if probe is None:
         if watch.lost:
-            return Finding("probe", "error", f"not sent: the link dropped ({watch.lost})")
-        return Finding("probe", "error", "not sent: the restart never became ready (health 200 from a new process "
+            return Finding("probe", CheckStatus.ERROR, f"not sent: the link dropped ({watch.lost})")
+        return Finding("probe", CheckStatus.ERROR,
+                       "not sent: the restart never became ready (health 200 from a new process "
                        "with the right flags), so there was nothing to ask")
-    if watch.lost and probe.status == "fail" and probe.details.get("http_status") is None:
-        return Finding("probe", "error", f"could not check: the link dropped during the probe ({watch.lost})",
+    if watch.lost and probe.status == CheckStatus.FAIL and probe.details.get("http_status") is None:
+        return Finding("probe", CheckStatus.ERROR, f"could not check: the link dropped during the probe ({watch.lost})",
                        probe.evidence, probe.details)
     return probe
 
@@ -209,22 +231,23 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
         if service.min_startup_s and ready < service.min_startup_s:
             too_fast = (f"came back in {ready:.1f} s: too fast for a real restart of this service "
                         f"(min_startup_s {service.min_startup_s:g} s)")
-            if probe is not None and probe.status == "pass":
-                return Finding("ready-time", "warn", too_fast + "; a real request passed, so the new process "
+            if probe is not None and probe.status == CheckStatus.PASS:
+                return Finding("ready-time", CheckStatus.WARN, too_fast + "; a real request passed, so the new process "
                                "serves: check that it did the work of a real start", evidence, details)
             why = "and the real request failed" if probe is not None else "and nothing but health vouches for it"
-            return Finding("ready-time", "fail", f"{too_fast} {why}", evidence, details)
+            return Finding("ready-time", CheckStatus.FAIL, f"{too_fast} {why}", evidence, details)
         after = "; it did not stay up: crash loop (see main-pid)" if watch.crash_loop else ""
-        return Finding("ready-time", "pass",
+        return Finding("ready-time", CheckStatus.PASS,
                        f"all signals green {ready:.2f} s after the restart command was sent{after}", evidence, details)
-    if watch.command_state == "not sent":
-        return Finding("ready-time", "error", f"not restarted: {watch.lost or 'the command was never sent'}",
+    if watch.command_state == CommandState.NOT_SENT:
+        return Finding("ready-time", CheckStatus.ERROR, f"not restarted: {watch.lost or 'the command was never sent'}",
                        evidence, details)
     if watch.lost:
-        return Finding("ready-time", "error", f"unknown: the link dropped {watch.lost_s or 0:.1f} s after the "
+        return Finding("ready-time", CheckStatus.ERROR,
+                       f"unknown: the link dropped {watch.lost_s or 0:.1f} s after the "
                        "restart command was sent", evidence, details)
     last = watch.last
-    if watch.command_state == "fail" and watch.command_result is not None:
+    if watch.command_state == CommandState.FAIL and watch.command_result is not None:
         never = f"`{watch.command}` exited {watch.command_result.exit_status}"
     elif watch.crash_loop:
         never = f"crash loop ({len(watch.new_pids)} new PIDs)"
@@ -233,14 +256,15 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
     else:
         waiting = ", ".join(_pending(plan, watch, last)) if last else "a first poll"
         at = last.at_s if last else 0.0
-        return Finding("ready-time", "fail", f"not ready after {at:.1f} s (deadline {service.ready_timeout_s:g} s): "
+        return Finding("ready-time", CheckStatus.FAIL,
+                       f"not ready after {at:.1f} s (deadline {service.ready_timeout_s:g} s): "
                        f"waiting for {waiting}", evidence, details)
-    return Finding("ready-time", "fail", f"never ready: {never}", evidence, details)
+    return Finding("ready-time", CheckStatus.FAIL, f"never ready: {never}", evidence, details)
 
 
 def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
     pending = []
-    if watch.command_state != "ok":
+    if watch.command_state != CommandState.OK:
         pending.append(f"the restart command ({watch.command_state})")
     if not watch.is_new(poll):
         pending.append(f"a new PID (still {plan.before.main_pid})")
@@ -250,6 +274,6 @@ def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
         pending.append(f"health 200 (now {poll.health.status or 'no answer'})")
     pid = watch.pid_of(poll)
     read = watch.cmdlines.get(pid) if pid is not None else None
-    if read is None or read.state != "ok":
+    if read is None or read.state != Signal.OK:
         pending.append("the right cmdline" if read is None else f"the right cmdline ({read.state})")
     return pending

@@ -13,14 +13,13 @@ from typing import Literal
 
 from commands.checks.cmdline import flag_problems, parse_cmdline
 from commands.checks.health import HttpOutcome
-from commands.checks.service import ServiceState
+from commands.checks.service import ServiceState, main_pid_check
 from commands.command_result import CommandResult
 from commands.inventory import Service
 from commands.restart.plan import ServiceSnapshot
+from commands.vocabulary import CommandState, Signal
 
 Phase = Literal["before", "restarting", "waiting", "probing", "settling", "done"]
-SignalState = Literal["pending", "ok", "fail", "error", "n/a"]
-CommandState = Literal["not sent", "running", "ok", "fail", "lost", "hung"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +42,12 @@ class RestartProgress:
     service_state: str
     command_state: CommandState
     command_exit_status: int | None
-    active_state: SignalState
+    active_state: Signal
     health_status: int | None
-    health_state: SignalState
-    cmdline_state: SignalState
+    health_state: Signal
+    cmdline_state: Signal
     cmdline_problem: str
-    probe_state: SignalState
+    probe_state: Signal
     ready_after_s: float | None
 
     def key(self) -> tuple[object, ...]:
@@ -80,10 +79,10 @@ class CmdlineRead:
     health_ok: bool  # read in a poll where health answered 200: the process had long exec'd
 
     @property
-    def state(self) -> SignalState:
+    def state(self) -> Signal:
         if self.result.exit_status != 0 or not self.args:
-            return "error"
-        return "fail" if self.missing or self.forbidden else "ok"
+            return Signal.ERROR
+        return Signal.FAIL if self.missing or self.forbidden else Signal.OK
 
 
 @dataclass
@@ -93,7 +92,7 @@ class Watch:
     service: Service
     before: ServiceSnapshot
     command: str = ""
-    command_state: CommandState = "not sent"
+    command_state: CommandState = CommandState.NOT_SENT
     command_result: CommandResult | None = None
     command_returned_s: float | None = None
     command_problem: str = ""
@@ -104,7 +103,7 @@ class Watch:
     ready_poll: Poll | None = None
     lost: str = ""
     lost_s: float | None = None
-    probe_state: SignalState = "n/a"
+    probe_state: Signal = Signal.NOT_APPLICABLE
 
     # -- inputs --------------------------------------------------------------------
     def command_done(self, result: CommandResult | None, at_s: float, problem: str = "",
@@ -115,13 +114,13 @@ class Watch:
         if state is not None:
             self.command_state = state
         elif result is None:
-            self.command_state = "lost"
+            self.command_state = CommandState.LOST
         else:
-            self.command_state = "ok" if result.exit_status == 0 else "fail"
+            self.command_state = CommandState.OK if result.exit_status == 0 else CommandState.FAIL
 
     def link_lost(self, problem: str, at_s: float) -> None:
         self.lost, self.lost_s = problem, at_s
-        if self.command_state == "running":
+        if self.command_state == CommandState.RUNNING:
             self.command_done(None, at_s, problem)
 
     def observe(self, poll: Poll) -> None:
@@ -142,18 +141,15 @@ class Watch:
 
     def is_new(self, poll: Poll) -> bool:
         """A new process: a new main PID, and on systemd a new InvocationID (PIDs get reused)."""
-        if poll.state is None or poll.state.main_pid is None:
+        if poll.state is None:
             return False
-        if self.service.manager == "systemd":
-            invocation = poll.state.properties.get("InvocationID") or None
-            return invocation is not None and invocation != self.before.invocation_id
-        return poll.state.main_pid != self.before.main_pid
+        return main_pid_check(self.service).is_new(poll.state, self.before.main_pid, self.before.invocation_id)
 
     def green(self, poll: Poll) -> bool:
         pid = self.pid_of(poll)
         read = self.cmdlines.get(pid) if pid is not None else None
-        return (self.command_state == "ok" and self.is_new(poll) and poll.state is not None and poll.state.active
-                and poll.health.status == 200 and read is not None and read.state == "ok")
+        return (self.command_state == CommandState.OK and self.is_new(poll) and poll.state is not None
+                and poll.state.active and poll.health.status == 200 and read is not None and read.state == Signal.OK)
 
     # -- derived -------------------------------------------------------------------
     @property
@@ -177,15 +173,15 @@ class Watch:
         if last is None or pid is None or not self.is_new(last):
             return None
         read = self.cmdlines.get(pid)
-        return None if read is not None and read.state == "ok" else pid
+        return None if read is not None and read.state == Signal.OK else pid
 
     def wrong_flags_final(self) -> bool:
         """A new, active, healthy process with the wrong flags: its cmdline will not change."""
         last = self.last
-        if last is None or self.command_state != "ok" or not self.is_new(last) or last.state is None:
+        if last is None or self.command_state != CommandState.OK or not self.is_new(last) or last.state is None:
             return False
         read = self.cmdlines.get(last.state.main_pid or 0)
-        return (last.state.active and last.health.status == 200 and read is not None and read.state == "fail"
+        return (last.state.active and last.health.status == 200 and read is not None and read.state == Signal.FAIL
                 and read.health_ok)
 
     def progress(self, host: str, operation_id: str, phase: Phase, elapsed_s: float) -> RestartProgress:
@@ -194,11 +190,11 @@ class Watch:
         read = self.cmdlines.get(pid) if pid is not None else None
         new = bool(last and self.is_new(last))
         if read is not None:
-            cmdline_state: SignalState = read.state
+            cmdline_state: Signal = read.state
         else:
-            cmdline_state = "pending"
+            cmdline_state = Signal.PENDING
         problem = ""
-        if read is not None and read.state == "fail":
+        if read is not None and read.state == Signal.FAIL:
             problem = "; ".join([f"missing {f}" for f in read.missing] + [f"{f} present" for f in read.forbidden])
         health = last.health.status if last else None
         return RestartProgress(
@@ -208,10 +204,10 @@ class Watch:
             service_state=last.state.state if last and last.state else "unknown",
             command_state=self.command_state,
             command_exit_status=self.command_result.exit_status if self.command_result else None,
-            active_state="ok" if last and last.state and last.state.active and new else "pending",
+            active_state=Signal.OK if last and last.state and last.state.active and new else Signal.PENDING,
             health_status=health,
-            health_state="ok" if health == 200 and new else "pending",
-            cmdline_state=cmdline_state if new else "pending", cmdline_problem=problem,
+            health_state=Signal.OK if health == 200 and new else Signal.PENDING,
+            cmdline_state=cmdline_state if new else Signal.PENDING, cmdline_problem=problem,
             probe_state=self.probe_state, ready_after_s=self.ready_s)
 
     def timeline(self) -> str:
@@ -244,7 +240,7 @@ class Watch:
 
     def _command_line(self) -> str:
         at = self.command_returned_s or 0.0
-        if self.command_state == "hung":
+        if self.command_state == CommandState.HUNG:
             return f"+{at:7.3f} s  restart command still running (no exit status)"
         if self.command_result is None:
             return f"+{at:7.3f} s  restart command: no exit status ({self.command_problem})"

@@ -13,16 +13,19 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from commands.checks.files import file_hash_argv, hashes_by_path, parse_file_hash
-from commands.checks.listing import listing_argv, parse_listing
-from commands.checks.service import main_pid_finding, service_state_argv
-from commands.checks.stale import parse_process_start, process_start_argvs, stale_finding
+from commands.checks.file_times import FILE_TIMES, FileTimes
+from commands.checks.files import FileCheck, hashes_by_path
+from commands.checks.managers import checks_for
+from commands.checks.pid_read import MainPidRead
 from commands.command_result import CommandResult
 from commands.errors import PlanVoid
 from commands.findings import Evidence, Finding
 from commands.operation import OnFinding
-from commands.restore.plan import MANIFEST, FileState, RestorePlan
+from commands.restore.plan import FileState, RestorePlan
+from commands.restore.source import MANIFEST
 from commands.ssh import HostConnection
+from commands.verify.runner import findings_of, parse, read_facts
+from commands.vocabulary import CheckStatus
 
 
 @dataclass
@@ -54,24 +57,29 @@ class Applier:
         await self.on_step(finding)
         return finding
 
+    def file_checks(self, files: list[FileState], backup_name: str) -> dict[str, FileCheck]:
+        """``file:<name>`` of each file, by the file's name."""
+        return {f.name: FileCheck(f.name, backup_name, f.source_path, f.live_path) for f in files}
+
     async def recheck(self) -> None:
         """Approval binds to the plan shown: re-read the hashes; any change voids the plan."""
-        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.files]
-        results = await self.conn.run_batch(commands)
+        checks = self.file_checks(self.plan.files, "")
+        read = await read_facts(self.conn, list(checks.values()))
+        results = [result for check in checks.values() for result in read[check.name]]
         changed = []
-        for before, result in zip(self.plan.files, results, strict=True):
-            now = parse_file_hash(before.name, "", before.source_path, before.live_path, result).details
+        for before in self.plan.files:
+            now = parse(checks[before.name], read).details
             if now.get("live_sha256") != before.live_sha:
                 changed.append(f"{before.live_path}: {_short(before.live_sha)} → {_short(now.get('live_sha256'))}")
             if now.get("backup_sha256") != before.source_sha:
                 changed.append(f"{before.source_path}: {_short(before.source_sha)} → "
                                f"{_short(now.get('backup_sha256'))}")
         if changed:
-            await self.step(Finding("recheck", "fail", "plan void, nothing written: changed since the plan: "
+            await self.step(Finding("recheck", CheckStatus.FAIL, "plan void, nothing written: changed since the plan: "
                                     + "; ".join(changed), _evidence(results)))
             raise PlanVoid(f"plan void: {self.plan.host.name} changed since the plan was shown: "
                            + "; ".join(changed), hint="request a new plan")
-        await self.step(Finding("recheck", "pass", f"{len(results)} file(s) unchanged since the plan",
+        await self.step(Finding("recheck", CheckStatus.PASS, f"{len(results)} file(s) unchanged since the plan",
                                 _evidence(results)))
 
     async def snapshot(self) -> bool:
@@ -96,16 +104,18 @@ class Applier:
             results += await self.conn.run_batch(copies, stop_on_failure=True)
         failed = next((r for r in results if r.exit_status != 0), None)
         if failed is not None:
-            await self.step(Finding("snapshot", "fail", f"could not keep a copy, nothing replaced: "
+            await self.step(Finding("snapshot", CheckStatus.FAIL, f"could not keep a copy, nothing replaced: "
                                     f"`{failed.command}` said {failed.text.strip()[:300]!r}", _evidence(results)))
             return False
         copied = hashes_by_path(results[-1].text)
         bad = [f.name for f in present if copied.get(f"{snap}/{f.name}") != f.live_sha]
         if bad:
-            await self.step(Finding("snapshot", "fail", f"snapshot copy differs from live for {', '.join(bad)}: "
+            await self.step(Finding("snapshot", CheckStatus.FAIL,
+                                    f"snapshot copy differs from live for {', '.join(bad)}: "
                                     "nothing replaced", _evidence(results)))
             return False
-        await self.step(Finding("snapshot", "pass", f"{len(present)} file(s) copied to {snap} with mode and owner,"
+        await self.step(Finding("snapshot", CheckStatus.PASS,
+                                f"{len(present)} file(s) copied to {snap} with mode and owner,"
                                 " hashes match the live files", _evidence(results)))
         return True
 
@@ -124,11 +134,12 @@ class Applier:
         evidence = _evidence(results)
         if failed is not None:
             said = [line for line in failed.text.split("\n+ set +x", 1)[0].splitlines() if not line.startswith("+ ")]
-            await self.step(Finding("replace", "fail", f"stopped at `{_last_step(failed.text)}`: "
+            await self.step(Finding("replace", CheckStatus.FAIL, f"stopped at `{_last_step(failed.text)}`: "
                                     f"{chr(10).join(said).strip()[:300]!r}; replaced before the stop: {names}; "
                                     "temp files removed", evidence))
         else:
-            await self.step(Finding("replace", "pass", f"replaced atomically (private temp dir, fsync, rename): "
+            await self.step(Finding("replace", CheckStatus.PASS,
+                                    f"replaced atomically (private temp dir, fsync, rename): "
                                     f"{names}", evidence))
         return done
 
@@ -146,7 +157,7 @@ class Applier:
         moved = [line for r in results[1:] for line in r.text.splitlines() if line.endswith(".pyc")]
         problems = [r for r in results[1:] if r.exit_status != 0 and "No such file" not in r.text]
         if problems or results[0].exit_status != 0:
-            await self.step(Finding("bytecode", "fail", "could not set stale bytecode aside: "
+            await self.step(Finding("bytecode", CheckStatus.FAIL, "could not set stale bytecode aside: "
                                     + (problems[0].text.strip()[:300] if problems else results[0].text.strip()),
                                     _evidence(results)))
             return
@@ -154,18 +165,19 @@ class Applier:
         summary = (f"moved {len(moved)} stale .pyc into {target}: {', '.join(os.path.basename(m) for m in moved)}"
                    if moved else "no `__pycache__` beside the restored files: nothing to set aside (find's "
                    "'No such file' below is that)" if no_cache else "no stale bytecode found")
-        await self.step(Finding("bytecode", "pass", summary, _evidence(results)))
+        await self.step(Finding("bytecode", CheckStatus.PASS, summary, _evidence(results)))
 
     async def reread(self) -> None:
         """The proof: every file's live hash read again and compared with the source."""
-        commands = [file_hash_argv(f.source_path, f.live_path) for f in self.plan.changes]
-        for f, result in zip(self.plan.changes, await self.conn.run_batch(commands), strict=True):
-            finding = await self.step(parse_file_hash(f.name, self.plan.source.label.split(" ", 1)[1],
-                                                      f.source_path, f.live_path, result))
-            if finding.status == "pass":
+        checks = self.file_checks(self.plan.changes, self.plan.source.label.split(" ", 1)[1])
+        found = await findings_of(self.conn, list(checks.values()))
+        for f in self.plan.changes:
+            finding = await self.step(found[checks[f.name].name])
+            if finding.status == CheckStatus.PASS:
                 self.outcome.restored.append(f.name)
             elif finding.details.get("live_sha256") == f.live_sha:
-                await self.step(Finding(f"state:{f.name}", "fail", f"{f.live_path} is as it was before the restore",
+                await self.step(Finding(f"state:{f.name}", CheckStatus.FAIL,
+                                        f"{f.live_path} is as it was before the restore",
                                         finding.evidence))
 
     async def move_extras(self) -> None:
@@ -173,27 +185,29 @@ class Applier:
         commands = [["mkdir", "-p", "--", target]] + [["mv", "-n", "-t", target, "--", p] for p in self.plan.extras]
         results = await self.conn.run_batch(commands, stop_on_failure=True)
         if results[-1].exit_status != 0:
-            await self.step(Finding("extra-files", "fail", f"could not move extras: {results[-1].text.strip()}",
+            await self.step(Finding("extra-files", CheckStatus.FAIL,
+                                    f"could not move extras: {results[-1].text.strip()}",
                                     _evidence(results)))
             return
-        await self.step(Finding("extra-files", "pass", f"moved {len(self.plan.extras)} extra file(s) into {target}: "
+        await self.step(Finding("extra-files", CheckStatus.PASS,
+                                f"moved {len(self.plan.extras)} extra file(s) into {target}: "
                                 + ", ".join(self.plan.extras), _evidence(results)))
 
     async def staleness(self) -> None:
         service = self.plan.host.service
         if service is None or not self.outcome.restored:
             return
-        restored = [f.live_path for f in self.plan.changes if f.name in self.outcome.restored]
-        first = await self.conn.run_batch([service_state_argv(service), listing_argv(restored)])
-        _, state = main_pid_finding(service, first[0])
-        listing = parse_listing(first[1])
-        if state is None or state.main_pid is None:
-            await self.step(Finding("stale-process", "warn", f"{service.unit} has no running main PID: "
-                                    "start it to load the restored files", _evidence(first)))
+        restored = tuple(f.live_path for f in self.plan.changes if f.name in self.outcome.restored)
+        # One round trip, the checks verify runs: the manager's main PID, the restored files' times, the start.
+        manager = checks_for(service)
+        main_pid, stale = manager.main_pid(service), manager.stale(service, restored)
+        read = await read_facts(self.conn, [main_pid, MainPidRead(), FileTimes(restored), stale])
+        if parse(main_pid, read).details.get("main_pid") is None:
+            await self.step(Finding("stale-process", CheckStatus.WARN, f"{service.unit} has no running main PID: "
+                                    "start it to load the restored files",
+                                    _evidence([*read[main_pid.name], *read[FILE_TIMES]])))
             return
-        second = await self.conn.run_batch(process_start_argvs(state.main_pid))
-        start = parse_process_start(state.main_pid, *second)
-        await self.step(stale_finding(start, restored, listing, second))
+        await self.step(parse(stale, read))
 
 
 # Run as `sh -c REPLACE_SCRIPT proofbot-replace SOURCE TARGET REFERENCE`. The target's dir may be
@@ -262,7 +276,7 @@ async def apply_plan(conn: HostConnection, plan: RestorePlan, outcome: ApplyOutc
     if move_extras and plan.extras:
         await applier.move_extras()
     elif plan.extras:
-        await applier.step(Finding("extra-files", "warn", f"{len(plan.extras)} extra file(s) left in place "
+        await applier.step(Finding("extra-files", CheckStatus.WARN, f"{len(plan.extras)} extra file(s) left in place "
                                    "(moving them was not chosen): " + ", ".join(plan.extras),
                                    Evidence.of("(from the plan)", 0, "\n".join(plan.extras), 0.0)))
     await applier.staleness()

@@ -19,13 +19,14 @@ from commands.inventory import Host, Inventory
 from commands.operation import OnFinding, OperationResult, Origin
 from commands.plans import PlanRequest, finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
-from commands.restore.plan import RestorePlan, backup_source, read_plan, snapshot_source
+from commands.restore.plan import RestorePlan, read_plan
+from commands.restore.source import backup_source, snapshot_source
 from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
 from commands.store.log import audit_log
-from commands.vocabulary import PlanState, Verdict
+from commands.vocabulary import CheckStatus, PlanState, Verdict
 
 
 async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
@@ -40,8 +41,8 @@ async def request_restore(inventory: Inventory, host: Host, *, backup_name: str 
 
     def nothing_to_approve(plan: RestorePlan) -> tuple[str, str] | None:
         if plan.unreadable:
-            return "error", "source unreadable"
-        return None if plan.changes else ("pass", "nothing differs")
+            return Verdict.ERROR, "source unreadable"
+        return None if plan.changes else (Verdict.PASS, "nothing differs")
 
     request = PlanRequest.for_host(RestorePlan.operation, host, {"backup": backup_name, "undo": undo_snapshot})
     return await request_plan(request, inventory=inventory, origin=origin, audit=audit, make_plan=make_plan,
@@ -105,6 +106,6 @@ async def _reread_after_loss(plan: RestorePlan, outcome: ApplyOutcome, record: O
     outcome.restored.clear()  # the re-read, not what was seen before the link dropped, says what is restored
     for f, result in zip(plan.changes, results, strict=True):
         finding = parse_file_hash(f.name, plan.source.name, f.source_path, f.live_path, result)
-        if finding.status == "pass":
+        if finding.status == CheckStatus.PASS:
             outcome.restored.append(f.name)
         await record(finding)

@@ -1,7 +1,7 @@
 """Restore, step one: what a restore would change, read from the host, changing nothing.
 
-A source is a backup from the inventory or a snapshot proofbot made earlier (for
-``--undo``); either way the live paths come only from the inventory.
+A source (``commands.restore.source``) is a backup from the inventory or a snapshot proofbot made
+earlier (for ``--undo``); either way the live paths come only from the inventory.
 
 Two round trips. The first reads only *where* things are, never content: each live file's
 type and, for a symlink, its resolved target; each backup entry resolved on the host; the
@@ -9,8 +9,8 @@ owner and mode of every dir (and parent) a restore would write into, one ``stat`
 plan that would read outside its backup dir (an entry that is a symlink to a root-only
 file) or write into a dir another user can write is refused there, before the second
 round trip reads hashes and diffs that are posted to Slack and kept in the audit log
-(the first round trip's script and judgement: ``commands.restore.where``). Each file's three reads
-are kept together, so its state and its evidence come from its own commands, never a neighbour's.
+(the first round trip's script and judgement: ``commands.restore.where``). Each file's reads are one
+named fact of the batch runner, so its state and its evidence come from its own commands, never a neighbour's.
 """
 
 from __future__ import annotations
@@ -23,41 +23,25 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from commands.checks.check import Reads
+from commands.checks.extra_files import extra_files_finding
+from commands.checks.file_times import FILE_TIMES, FileTimes, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path
-from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
 from commands.command_result import CommandResult
-from commands.errors import PlanVoid, Refused, UnknownBackup, UsageError
+from commands.errors import PlanVoid, Refused
 from commands.findings import Evidence, Finding, trim
-from commands.inventory import Backup, Host
+from commands.inventory import Host
 from commands.plans import Plan
 from commands.redact import redact, redact_data
+from commands.restore.diff import diff_argv, diff_text
+from commands.restore.source import RestoreSource, backup_source, check_snapshot_path, snapshot_backup
 from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
+from commands.verify.runner import read_facts
+from commands.vocabulary import CheckStatus, Operation
 
-SNAPSHOT_SUFFIX = ".proofbot-snapshots"
-SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9-]{1,64}$")
-MANIFEST = "MANIFEST.json"
-DIFF_LIMIT = 200_000  # bytes of diff the host sends; the rest is only counted there
-# diff's own exit status survives the pipe (sh has no pipefail): it leaves through fd 3 while
-# the diff goes through dd, which passes exactly $4 bytes; wc then drains the rest (so diff
-# never dies of SIGPIPE) and prints only its byte count, right after those $4 bytes.
-DIFF_SCRIPT = ('{ st=$( { { diff -u --no-dereference --label "$1" --label "$3" -- "$2" "$3"; '
-               'echo "$?" >&3; } | { dd bs="$4" count=1 iflag=fullblock 2>/dev/null; rest=$(wc -c); '
-               '[ "$rest" -eq 0 ] || printf %s "$rest"; } >&4; } 3>&1 ); } 4>&1; exit "$st"')
 _FIND_COMPLAINTS = re.compile(r"\A(?:find: [^\n]*\n)+")
 FileChangeState = Literal["differs", "missing", "same", "unreadable"]
-
-
-@dataclass(frozen=True)
-class RestoreSource:
-    kind: Literal["backup", "snapshot"]
-    name: str
-    backup: Backup
-    snapshot_root: str
-
-    @property
-    def label(self) -> str:
-        return f"backup {self.name}" if self.kind == "backup" else f"snapshot {self.backup.dir}"
 
 
 @dataclass(frozen=True)
@@ -93,19 +77,19 @@ class FileState:
         check = f"file:{self.name}"
         details = {"backup_sha256": self.source_sha, "live_sha256": self.live_sha}
         if self.state == "same":
-            return Finding(check, "pass", "identical: nothing to restore", self.evidence, details)
+            return Finding(check, CheckStatus.PASS, "identical: nothing to restore", self.evidence, details)
         if self.state == "unreadable":
-            return Finding(check, "error", f"cannot plan: {self.problem}", self.evidence, details)
+            return Finding(check, CheckStatus.ERROR, f"cannot plan: {self.problem}", self.evidence, details)
         what = "live file missing" if self.state == "missing" else "differs from the source"
         why = "another file of the plan cannot be read" if blocked else "not applied"
-        return Finding(check, "fail", f"{what}: not restored ({why})", self.evidence, details)
+        return Finding(check, CheckStatus.FAIL, f"{what}: not restored ({why})", self.evidence, details)
 
 
 @dataclass(frozen=True)
 class RestorePlan(Plan):
     """Which files a restore would replace, from which source, with the hashes it was built on."""
 
-    operation: ClassVar[str] = "restore"
+    operation: ClassVar[Operation] = Operation.RESTORE
     operation_id: str
     host: Host
     source: RestoreSource
@@ -157,108 +141,30 @@ class RestorePlan(Plan):
             path = check_snapshot_path(host, source_info["dir"])
             allowed = {live for backup in host.backups.values() for live in backup.files.values()}
             files = {str(k): str(v) for k, v in source_info["files"].items() if v in allowed}
-            source = RestoreSource("snapshot", os.path.basename(path), _snapshot_backup(host, path, files),
+            source = RestoreSource("snapshot", os.path.basename(path), snapshot_backup(host, path, files),
                                    os.path.dirname(path))
         fields = set(FileState.__dataclass_fields__) - {"evidence"}
         files_state = [FileState(**{k: v for k, v in entry.items() if k in fields}) for entry in details["files"]]
         return cls(details["operation_id"], host, source, files_state, list(details["extras"]))
 
 
-def backup_source(host: Host, backup_name: str | None) -> RestoreSource:
-    name, backup = host.backup(backup_name)
-    return RestoreSource("backup", name, backup, backup.dir + SNAPSHOT_SUFFIX)
-
-
-def snapshot_roots(host: Host) -> dict[str, str]:
-    return {backup.dir + SNAPSHOT_SUFFIX: name for name, backup in host.backups.items()}
-
-
-def check_snapshot_path(host: Host, snapshot_dir: str) -> str:
-    """A snapshot dir typed by a person must be one proofbot made for this host's backups."""
-    path = os.path.normpath(snapshot_dir)
-    root, child = os.path.dirname(path), os.path.basename(path)
-    if root not in snapshot_roots(host) or not SNAPSHOT_NAME.fullmatch(child):
-        known = ", ".join(sorted(snapshot_roots(host))) or "none"
-        raise UsageError(f"{snapshot_dir!r} is not a proofbot snapshot of {host.name}",
-                         hint=f"snapshots live in: {known}")
-    return path
-
-
-async def snapshot_source(conn: HostConnection, snapshot_dir: str) -> RestoreSource:
-    """Read a snapshot's manifest; its files must still be backup files of this host."""
-    host = conn.host
-    path = check_snapshot_path(host, snapshot_dir)
-    result = await conn.run(["cat", "--", f"{path}/{MANIFEST}"])
-    if result.exit_status != 0:
-        raise UnknownBackup(f"cannot read {path}/{MANIFEST}: {result.text.strip()}")
-    try:
-        manifest = json.loads(result.text)
-        entries = {str(name): str(entry["live_path"]) for name, entry in manifest["files"].items()
-                   if not entry.get("absent")}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise UnknownBackup(f"{path}/{MANIFEST} is not a proofbot snapshot manifest") from None
-    allowed = {live for backup in host.backups.values() for live in backup.files.values()}
-    outside = sorted(live for live in entries.values() if live not in allowed)
-    if outside:
-        raise UsageError(f"snapshot {path} names files that are not backup files of {host.name}: "
-                         f"{', '.join(outside)}", hint="proofbot only writes paths listed in the inventory")
-    if not entries:
-        raise UnknownBackup(f"snapshot {path} holds no files to put back")
-    root = os.path.dirname(path)
-    return RestoreSource("snapshot", os.path.basename(path), _snapshot_backup(host, path, entries), root)
-
-
-def _snapshot_backup(host: Host, path: str, files: dict[str, str]) -> Backup:
-    """A snapshot restores into the dirs of the backup it belongs to, under that backup's trust rule."""
-    owner = host.backups[snapshot_roots(host)[os.path.dirname(path)]]
-    return Backup(dir=path, files=files, allow_untrusted_dirs=owner.allow_untrusted_dirs)
-
-
 @dataclass(frozen=True)
 class _FileReads:
-    """The three reads of one backup file, kept together so each result stays with its own file."""
+    """The three reads of one backup file (hash, stat, diff), run as one named fact: each result comes back
+    under this file's name, never by its place in the batch."""
 
     name: str
     live: str
     src: str
     where: Where
-    hash: list[str]
-    stat: list[str]
-    diff: list[str]
 
-
-def _file_reads(source: RestoreSource, wheres: list[Where]) -> list[_FileReads]:
-    backup = source.backup
-    reads = []
-    for (name, live), where in zip(backup.files.items(), wheres, strict=True):
-        src = backup.backup_path(name)
-        read = where.live_target if where.live_type == "symlink" else live
-        stat = ["find", "-H", src, live, "-maxdepth", "0", "-printf", "%s\\t%T@\\t%m\\t%u:%g\\t%p\\0"]
+    @property
+    def fact(self) -> Reads:
+        stat = ["find", "-H", self.src, self.live, "-maxdepth", "0", "-printf", "%s\\t%T@\\t%m\\t%u:%g\\t%p\\0"]
         # Never through a link swapped in since the first round trip: diff reads what was checked.
-        reads.append(_FileReads(name, live, src, where, file_hash_argv(src, live), stat,
-                                diff_argv(live, src, read=read)))
-    return reads
-
-
-def diff_argv(live: str, src: str, limit: int = DIFF_LIMIT, *, read: str | None = None) -> list[str]:
-    """``diff -u live src`` (reading ``read`` for live, labelled ``live``) cut on the host at ``limit``
-    bytes, keeping diff's exit status."""
-    return ["sh", "-c", DIFF_SCRIPT, "sh", live, read or live, src, str(limit)]
-
-
-def diff_text(result: CommandResult, limit: int = DIFF_LIMIT) -> tuple[str, int]:
-    """The diff as shown and its full size: at most ``limit`` bytes came, then the count of the rest.
-
-    The cut falls back to the last whole line, so no secret is shown in part.
-    """
-    body, rest = result.output[:limit], result.output[limit:]
-    if not rest.isdigit():
-        return result.output.decode("utf-8", errors="replace"), len(result.output)
-    total = limit + int(rest)
-    kept = body[: body.rfind(b"\n") + 1] or body
-    note = (f"… [diff cut on the host after {len(kept):,} of {total:,} bytes: "
-            "compare the hashes above; the rest was not read]\n")
-    return kept.decode("utf-8", errors="replace") + note, total
+        read = self.where.live_target if self.where.live_type == "symlink" else self.live
+        return Reads(f"read:{self.name}", (file_hash_argv(self.src, self.live), stat,
+                                           diff_argv(self.live, self.src, read=read)))
 
 
 async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSource) -> RestorePlan:
@@ -269,38 +175,36 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     it runs in a worker thread so the event loop keeps answering Slack meanwhile.
     """
     backup = source.backup
-    located = await conn.run_batch([["id"], *(where_argv(live, backup.backup_path(name), backup.dir)
-                                             for name, live in backup.files.items())])
-    ids = ssh_ids(located[0])
-    wheres = [parse_where(r) for r in located[1:]]
-    reasons = [reason for (name, live), where in zip(backup.files.items(), wheres, strict=True)
-               for reason in refusals(name, live, backup.backup_path(name), backup.dir, where, ids,
+    where = [Reads(f"where:{name}", (where_argv(live, backup.backup_path(name), backup.dir),))
+             for name, live in backup.files.items()]
+    located = await read_facts(conn, [Reads("id", (["id"],)), *where])
+    ids = ssh_ids(located["id"][0])
+    wheres = {name: parse_where(located[f"where:{name}"][0]) for name in backup.files}
+    reasons = [reason for name, live in backup.files.items()
+               for reason in refusals(name, live, backup.backup_path(name), backup.dir, wheres[name], ids,
                                       backup.allow_untrusted_dirs)]
     if reasons:
         raise Refused(f"restore of {conn.host.name} from {source.label} refused, nothing read or written: "
                       + "; ".join(reasons), hint="fix the host or the inventory, then plan again")
-    reads = _file_reads(source, wheres)
-    listing = [listing_argv(listing_paths(backup))] if backup.watch else []
-    results = await conn.run_batch([*(argv for r in reads for argv in (r.hash, r.stat, r.diff)), *listing])
-    per_file = iter(results)
-    read = [(r, next(per_file), next(per_file), next(per_file)) for r in reads]
-    listed = [next(per_file) for _ in listing]
-    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, read, listed)
+    reads = [_FileReads(name, live, backup.backup_path(name), wheres[name]) for name, live in backup.files.items()]
+    listing = [FileTimes.of_backup(backup)] if backup.watch else []
+    results = await read_facts(conn, [*(r.fact for r in reads), *listing])
+    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, reads, results)
 
 
-def _build_plan(host: Host, operation_id: str, source: RestoreSource,
-                read: list[tuple[_FileReads, CommandResult, CommandResult, CommandResult]],
-                listed: list[CommandResult]) -> RestorePlan:
+def _build_plan(host: Host, operation_id: str, source: RestoreSource, reads: list[_FileReads],
+                results: dict[str, tuple[CommandResult, ...]]) -> RestorePlan:
     files: list[FileState] = []
-    for reads, hashed, stat, diff in read:
-        state = _file_state(reads.name, reads.live, reads.src, hashed, stat, diff)
-        where = reads.where
+    for reads_of in reads:
+        hashed, stat, diff = results[reads_of.fact.name]
+        state = _file_state(reads_of.name, reads_of.live, reads_of.src, hashed, stat, diff)
+        where = reads_of.where
         target = where.live_target if where.live_type == "symlink" else None
         evidence = Evidence.of(hashed.command, hashed.exit_status, hashed.text, hashed.duration_s)
         files.append(replace(state, live_type=where.live_type, live_target=target, evidence=evidence))
     extras: list[str] = []
-    for listing in listed:
-        finding = extra_files_finding(source.name, source.backup, parse_listing(listing))
+    if FILE_TIMES in results:
+        finding = extra_files_finding(source.name, source.backup, parse_listing(results[FILE_TIMES][0]))
         extras = list(finding.details.get("extra_files", []))
     return RestorePlan(operation_id, host, source, files, extras)
 

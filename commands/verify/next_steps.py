@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from commands.findings import Finding, NextStep
+from commands.verify.causes import CAUSE, KEY_REFUSAL, REFUSED_KEY_KINDS, Cause
 from commands.verify.plan import VerifyPlan
-
-# What commands.known_hosts says of a key it refused as revoked or as not the host's.
-REFUSED_KEY_SIGNS = ("@revoked", "host certificate", "the host key changed")
+from commands.vocabulary import CheckStatus, Operation
 
 
 def with_next_step(finding: Finding, plan: VerifyPlan) -> Finding:
@@ -24,33 +23,33 @@ def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     host, backup = plan.host.name, plan.backup_name
     restore = (host, backup) if backup else (host,)
     name, status = finding.name, finding.status
-    if status == "error" and finding.evidence is None and finding.summary.startswith("could not check"):
+    cause = finding.details.get(CAUSE)
+    if status == CheckStatus.ERROR and cause in (Cause.CONNECTION, Cause.BASTION):
         ssh = plan.host.ssh
-        if "host key not verified against" in finding.summary and any(
-                sign in finding.summary for sign in REFUSED_KEY_SIGNS):
+        if finding.details.get(KEY_REFUSAL) in REFUSED_KEY_KINDS:
             # a revoked or mismatched key is never answered with advice to trust it (issue 19 item 7)
             return NextStep("the key it presented was refused for the reason above: check the host out of band "
-                            "(do not add or replace its key in known_hosts), then", "verify", (host,))
-        if ssh.jump and finding.summary.startswith("could not check: could not reach the bastion"):
+                            "(do not add or replace its key in known_hosts), then", Operation.VERIFY, (host,))
+        if ssh.jump and cause == Cause.BASTION:
             way = " → ".join(f"{hop.name} ({hop.address}:{hop.port})" for hop in ssh.jump)
             return NextStep(f"check that the bastion answers SSH ({way}) and that its host key is known, then",
-                            "verify", (host,))
+                            Operation.VERIFY, (host,))
         return NextStep(f"check that {plan.host.address}:{plan.host.port} answers SSH as {ssh.user} and that its "
-                        f"host key is in {', '.join(ssh.known_hosts_list())}, then", "verify", (host,))
-    if status not in ("fail", "warn"):  # other errors say their own cause; a retry is all there is
+                        f"host key is in {', '.join(ssh.known_hosts_list())}, then", Operation.VERIFY, (host,))
+    if status not in (CheckStatus.FAIL, CheckStatus.WARN):  # other errors say their own cause; a retry is all there is
         return None
     if name.startswith("file:"):
-        return NextStep("put the backup's copy back:", "restore", restore)
+        return NextStep("put the backup's copy back:", Operation.RESTORE, restore)
     if name == "extra-files":
-        return NextStep("move the extra files into a snapshot with the restore:", "restore", restore,
+        return NextStep("move the extra files into a snapshot with the restore:", Operation.RESTORE, restore,
                         slack_choice="Approve + move extras", cli_flags=("--move-extras",))
     if name == "cmdline":
-        return NextStep("fix the launch config (the unit or supervisord program), then", "restart", (host,))
+        return NextStep("fix the launch config (the unit or supervisord program), then", Operation.RESTART, (host,))
     if name == "stale-process":
-        return NextStep("the service still runs the code it started with:", "restart", (host,))
+        return NextStep("the service still runs the code it started with:", Operation.RESTART, (host,))
     service = plan.host.service
     if name == "main-pid" and service:
-        return NextStep(f"{service.unit} is not running: start it, or", "restart", (host,))
+        return NextStep(f"{service.unit} is not running: start it, or", Operation.RESTART, (host,))
     if name in ("health", "probe"):
-        return NextStep("read the service's log; if it is stuck,", "restart", (host,))
+        return NextStep("read the service's log; if it is stuck,", Operation.RESTART, (host,))
     return None

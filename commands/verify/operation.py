@@ -1,8 +1,9 @@
 """The verify operation: every check of README "Checks" against one host, over one SSH connection.
 
-Host-side facts are gathered in ONE exec round trip (service state, and what needs the main
-PID, which the host-side script reads itself: see ``pid_steps``; hashes, the file listing and
-package probes), with health fetched over an SSH channel meanwhile.
+The plan's checks (``VerifyPlan.checks``) run through the one runner (``commands.verify.runner``):
+host-side facts in ONE exec round trip (service state, and what needs the main PID, which the
+host-side script reads itself: see ``commands.checks.pid_read``; hashes, the file listing and
+package probes), with health and the probe fetched over SSH channels meanwhile.
 """
 
 from __future__ import annotations
@@ -12,34 +13,20 @@ import importlib
 import sys
 import time
 
-from commands.checks.cmdline import cmdline_finding
-from commands.checks.deb import deb_argv, parse_deb
-from commands.checks.files import file_hash_argv, parse_file_hash
-from commands.checks.health import HttpOutcome, health_finding
-from commands.checks.listing import extra_files_finding, listing_argv, listing_paths, parse_listing
-from commands.checks.package import package_argv, parse_package
-from commands.checks.service import main_pid_finding
-from commands.checks.stale import parse_process_start, stale_finding
+from commands.checks.check import Check
 from commands.clock import utc_now
 from commands.errors import CouldNotCheck
 from commands.findings import Finding, could_not_check
-from commands.inventory import Backup
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id
 from commands.ssh import BatchStep, HostConnection, connect
 from commands.store.db import AuditStore
 from commands.store.events import Event
 from commands.store.kinds import Finished
 from commands.store.log import audit_log
+from commands.verify.causes import cause_of, timed_out
 from commands.verify.next_steps import with_next_step
-from commands.verify.pid_steps import (
-    as_read,
-    cmdline_step,
-    pid_step,
-    process_start_steps,
-    shell_pid,
-    state_step,
-)
 from commands.verify.plan import VerifyPlan
+from commands.verify.runner import batch_of, run_checks
 from commands.vocabulary import Operation
 
 
@@ -100,7 +87,7 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
                 http.cancel()  # the thread finishes the import by itself; nobody waits for it
             await asyncio.gather(http, return_exceptions=True)
 
-    cause: str | None = None
+    cause: tuple[str, dict[str, str]] | None = None
     try:
         if deadline_s is None:
             await checked()
@@ -108,15 +95,18 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
             async with asyncio.timeout(deadline_s):
                 await checked()
     except CouldNotCheck as exc:
-        cause = f"could not check: {exc}"
+        cause = cause_of(exc)
     except TimeoutError:
-        cause = f"timed out after {deadline_s:g} s (fleet.host_deadline_s)"
+        cause = timed_out(deadline_s or 0.0)
     if cause is not None:
+        said, details = cause
         done = {finding.name for finding in findings}
         left = [name for name in plan.check_names() if name not in done]
-        for index, name in enumerate(left):  # the cause is said once, on the first check it stopped
-            await found(could_not_check(name, cause if index == 0 else
-                                        f"not checked: the same cause as `{left[0]}`"))
+        first, *rest = left or [""]
+        if left:  # the cause is said once (and its next step given once), on the first check it stopped
+            await found(could_not_check(first, said, details=details))
+        for name in rest:
+            await found(could_not_check(name, f"not checked: the same cause as `{first}`"))
     result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await logged
@@ -130,102 +120,12 @@ async def _load_host_http() -> None:
 
 
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
-    """The host's facts, with the probe (one real request) sent meanwhile when the host has one."""
-    from commands.host_http import run_probe  # loaded already (_load_host_http): a dict look-up
-
-    probe = plan.host.service.probe if plan.host.service else None
-    sent = asyncio.create_task(run_probe(conn, probe)) if probe and plan.send_probe else None
-    try:
-        await _host_facts(plan, conn, found)
-        if sent is not None:
-            await found(await sent)
-        elif probe is not None:
-            await found(Finding("probe", "skipped", f"not sent (asked not to): POST {probe.url}"))
-    finally:
-        if sent is not None and not sent.done():
-            sent.cancel()
-            await asyncio.gather(sent, return_exceptions=True)
+    """Every check of the plan through the one runner: the host's facts in one round trip, health and the
+    probe (one real request, when the host has one) over SSH channels meanwhile."""
+    async for finding in run_checks(conn, plan.checks(), plan.facts()):
+        await found(finding)
 
 
-def host_batch(plan: VerifyPlan) -> tuple[list[BatchStep], int]:
-    """Every host-side command of plan's verify, as the one batch runs them, and how many lead it for the service."""
-    service, backup, packages = plan.host.service, plan.backup, plan.host.packages
-    batch: list[BatchStep] = []
-    if service:
-        # The script reads the main PID itself, so cmdline and stat need no second round trip.
-        batch += [state_step(service), pid_step(), cmdline_step()]
-        batch += process_start_steps() if backup else []
-    service_steps = len(batch)
-    if backup:
-        batch += [file_hash_argv(backup.backup_path(n), live) for n, live in backup.files.items()]
-        batch.append(listing_argv(listing_paths(backup)))
-    python = packages.python if packages else None
-    # The package probes ride in the same round trip: they need nothing from the others.
-    batch += [package_argv(python, dist) for dist in packages.dists] if packages and python else []
-    batch += [deb_argv(name) for name in packages.deb] if packages else []
-    return batch, service_steps
-
-
-async def _host_facts(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
-    from commands.host_http import fetch_via_host  # loaded already (_load_host_http): a dict look-up
-
-    service, backup = plan.host.service, plan.backup
-    health_task: asyncio.Task[HttpOutcome] | None = None
-    if service:
-        health_task = asyncio.create_task(fetch_via_host(conn, service.health_url))
-    packages = plan.host.packages
-    python = packages.python if packages else None
-    dists = packages.dists if packages and python else []  # the inventory refuses dists without python
-    debs = packages.deb if packages else []
-    try:
-        batch, service_steps = host_batch(plan)
-        results = await conn.run_batch(batch)
-    except BaseException:
-        if health_task:
-            health_task.cancel()
-        raise
-
-    on_pid, rest = results[:service_steps], results[service_steps:]
-    listing = None
-    if backup and plan.backup_name:
-        for name, live in backup.files.items():
-            await found(parse_file_hash(name, plan.backup_name, backup.backup_path(name), live, rest.pop(0)))
-        listing = parse_listing(rest.pop(0))
-        if backup.watch:
-            await found(extra_files_finding(plan.backup_name, backup, listing))
-    tail = rest[len(rest) - len(dists) - len(debs):]
-    if python:
-        for dist, result in zip(dists, tail[: len(dists)], strict=True):
-            await found(parse_package(python, dist, result))
-    for name, result in zip(debs, tail[len(dists):], strict=True):
-        await found(parse_deb(name, result))
-    if not service or not health_task:
-        return
-    main_pid, state = main_pid_finding(service, on_pid[0])
-    await found(main_pid)
-    await found(health_finding(await health_task))
-
-    pid = state.main_pid if state else None
-    if pid is None:
-        await found(could_not_check("cmdline", "no running main PID to read a command line from"))
-        if listing is not None:
-            await found(could_not_check("stale-process", "no running main PID to compare file times with"))
-        return
-    read_pid = shell_pid(on_pid[1])
-    if read_pid != pid:
-        why = (f"the host's script took main PID {read_pid or 'none'} from the manager's answer, "
-               f"the parser PID {pid}: nothing read for it is judged")
-        await found(could_not_check("cmdline", why))
-        if listing is not None:
-            await found(could_not_check("stale-process", why))
-        return
-    cmdline, *start_reads = as_read(pid, on_pid[2:])
-    await found(cmdline_finding(service, pid, cmdline))
-    if listing is not None and backup:
-        start = parse_process_start(pid, *start_reads)
-        files = [path for path in listing.mtimes if _watched(path, backup)]
-        await found(stale_finding(start, files, listing, start_reads))
-
-
-def _watched(path: str, backup: Backup) -> bool:
-    return path in backup.files.values() or path.rsplit("/", 1)[0] in backup.watch
+def host_batch(plan: VerifyPlan) -> list[BatchStep]:
+    """Every host-side command of plan's verify, as the one batch runs them."""
+    return batch_of([*plan.facts(), *(check for check in plan.checks() if isinstance(check, Check))])

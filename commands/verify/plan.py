@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commands.errors import UnknownBackup, UsageError
 from commands.inventory import Backup, Host
 from commands.inventory.check import NOTHING_TO_CHECK, nothing_configured
+
+if TYPE_CHECKING:
+    from commands.checks.check import AnyCheck, Fact
 
 
 @dataclass(frozen=True)
@@ -28,24 +32,44 @@ class VerifyPlan:
         name, backup = host.backup(backup_name)
         return cls(host, name, backup, send_probe)
 
-    def check_names(self) -> list[str]:
-        names = [f"file:{name}" for name in self.backup.files] if self.backup else []
-        if self.backup and self.backup.watch:
-            names.append("extra-files")
-        names += self.package_checks()  # in the order the findings come
-        if self.host.service:
-            names += ["main-pid", "health", "cmdline"]
-            if self.backup:
-                names.append("stale-process")
-            if self.host.service.probe:
-                names.append("probe")
-        return names
+    def checks(self) -> list[AnyCheck]:
+        """Every check of this verify, in the order the findings come."""
+        # The check modules load here, on first use (see commands.verify): a plan alone needs none of them.
+        from commands.checks.deb import DebCheck
+        from commands.checks.extra_files import ExtraFilesCheck
+        from commands.checks.files import FileCheck
+        from commands.checks.managers import checks_for
+        from commands.checks.package import PackageCheck
 
-    def package_checks(self) -> list[str]:
-        packages = self.host.packages
-        if not packages:
-            return []
-        return [f"package:{dist}" for dist in packages.dists] + [f"package:deb:{name}" for name in packages.deb]
+        host, backup, packages = self.host, self.backup, self.host.packages
+        checks: list[AnyCheck] = []
+        if backup and self.backup_name:
+            checks += [FileCheck(name, self.backup_name, backup.backup_path(name), live)
+                       for name, live in backup.files.items()]
+            checks += [ExtraFilesCheck(self.backup_name, backup)] if backup.watch else []
+        if packages:  # the inventory refuses dists without python
+            checks += [PackageCheck(packages.python, dist) for dist in packages.dists] if packages.python else []
+            checks += [DebCheck(name) for name in packages.deb]
+        service = host.service
+        if service:
+            manager = checks_for(service)
+            checks += [manager.main_pid(service), manager.health(service.health_url), manager.cmdline(service)]
+            if backup:
+                checks.append(manager.stale(service, tuple(backup.files.values()), tuple(backup.watch)))
+            if service.probe:
+                checks.append(manager.probe(service.probe, self.send_probe))
+        return checks
+
+    def facts(self) -> list[Fact]:
+        """What the checks read besides their own steps: the file listing, the PID the script kept."""
+        from commands.checks.file_times import FileTimes
+        from commands.checks.pid_read import MainPidRead
+
+        facts: list[Fact] = [FileTimes.of_backup(self.backup)] if self.backup else []
+        return facts + ([MainPidRead()] if self.host.service else [])
+
+    def check_names(self) -> list[str]:
+        return [check.name for check in self.checks()]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Verify's one round trip: the host-side script reads the main PID itself.
+"""The main PID read in the batch's own shell, so the reads that need it ride the same round trip.
 
 The service manager's answer is captured ONCE in a shell variable, printed as the main-pid
 command's own framed result, and the PID taken from that same text: digits only, no leading
@@ -17,61 +17,52 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import replace
+from typing import ClassVar
 
-from commands.checks.cmdline import cmdline_argv
-from commands.checks.service import service_state_argv
-from commands.checks.stale import process_start_argvs
+from commands.checks.check import Fact, Script, Step
 from commands.command_result import CommandResult
-from commands.inventory import Service
-from commands.ssh import BatchStep, ShellStep
 
 # Shell variables of the batch's own shell; the prefix keeps them apart from the batch's `rc`.
 _STATE, _STATUS, _PID = "pb_state", "pb_status", "pb_pid"
 MAX_PID_DIGITS = 10
 
-# systemd: the one `MainPID=` line; supervisor: the line whose program name (after any
-# `group:`) is the unit and whose state is a word in capitals, its `pid N,` field.
-_SYSTEMD_PID = "sed -n 's/^MainPID=\\([0-9]*\\)$/\\1/p' | head -n 1"
-_SUPERVISOR_PID = ("awk '{ name = $1; sub(/.*:/, \"\", name) } name == ENVIRON[\"PB_UNIT\"] && $2 ~ /^[A-Z]+$/ "
-                   "{ if ($3 == \"pid\") { pid = $4; sub(/,$/, \"\", pid); print pid }; exit }'")
+MAIN_PID_READ = "main-pid-read"  # the fact's name: the PID the script kept, for Python to check
 
 
-def state_step(service: Service) -> ShellStep:
-    """The manager's state, printed as it came, with the main PID kept in ``$pb_pid``."""
-    argv = service_state_argv(service)
-    extract = (_SYSTEMD_PID if service.manager == "systemd"
-               else f"PB_UNIT={shlex.quote(service.unit)} {_SUPERVISOR_PID}")
+def state_script(argv: list[str], pid_filter: str) -> Script:
+    """The manager's state (``argv``), printed as it came, with the main PID (``pid_filter`` reads it from
+    that text on its stdin) kept in ``$pb_pid``."""
     script = "\n".join([
         f"{_STATE}=$({shlex.join(argv)} </dev/null 2>&1); {_STATUS}=$?",
         f"printf '%s\\n' \"${_STATE}\"",
-        f"{_PID}=$(printf '%s\\n' \"${_STATE}\" | {extract})",
+        f"{_PID}=$(printf '%s\\n' \"${_STATE}\" | {pid_filter})",
         # Only a PID proper goes on: anything else the host printed leaves no PID at all.
         f"case ${_PID} in ''|0*|*[!0-9]*) {_PID}= ;; esac",
         f"[ ${{#{_PID}}} -le {MAX_PID_DIGITS} ] || {_PID}=",
         f"(exit ${_STATUS})",
     ])
-    return ShellStep(script, shlex.join(argv))
+    return Script(script, shlex.join(argv))
 
 
-def pid_step() -> ShellStep:
+def pid_step() -> Script:
     """The PID the script will read from, for Python to hold against the parser's."""
-    return ShellStep(f"printf '%s' \"${_PID}\"", "echo main PID")
+    return Script(f"printf '%s' \"${_PID}\"", "echo main PID")
 
 
-def cmdline_step() -> ShellStep:
+def cmdline_step() -> Script:
     return _with_pid("cat", "cmdline")
 
 
-def process_start_steps() -> list[BatchStep]:
+def process_start_steps() -> list[Step]:
     """``/proc/PID/stat`` with ``/proc/uptime``, then the host clock and CLK_TCK (as ``process_start_argvs``)."""
-    return [_with_pid("cat", "stat", "/proc/uptime"), *process_start_argvs(0)[1:]]
+    return [_with_pid("cat", "stat", "/proc/uptime"), ["date", "+%s.%N"], ["getconf", "CLK_TCK"]]
 
 
-def _with_pid(command: str, proc_file: str, *more: str) -> ShellStep:
+def _with_pid(command: str, proc_file: str, *more: str) -> Script:
     rest = "".join(" " + shlex.quote(arg) for arg in more)
     script = (f"if [ -n \"${_PID}\" ]; then {command} \"/proc/${_PID}/{proc_file}\"{rest}; "
               f"else echo 'no main PID to read'; false; fi")
-    return ShellStep(script, f"{command} /proc/$MAINPID/{proc_file}{rest}")
+    return Script(script, f"{command} /proc/$MAINPID/{proc_file}{rest}")
 
 
 def shell_pid(result: CommandResult) -> int | None:
@@ -79,7 +70,25 @@ def shell_pid(result: CommandResult) -> int | None:
     return int(text) if text.isdigit() and len(text) <= MAX_PID_DIGITS and not text.startswith("0") else None
 
 
-def as_read(pid: int, results: list[CommandResult]) -> list[CommandResult]:
-    """The PID-reading results named by the commands they ran for pid (their evidence)."""
-    shown = [shlex.join(cmdline_argv(pid)), *(shlex.join(argv) for argv in process_start_argvs(pid))]
-    return [replace(result, command=command) for result, command in zip(results, shown, strict=False)]
+def as_read(results: list[CommandResult], argvs: list[list[str]]) -> list[CommandResult]:
+    """The PID-reading results named by the commands they ran for the PID (``argvs``: their evidence)."""
+    return [replace(result, command=shlex.join(argv)) for result, argv in zip(results, argvs, strict=False)]
+
+
+class MainPidRead(Fact):
+    """The PID the host-side script kept (``$pb_pid``), printed for Python to hold against the parser's."""
+
+    needs: ClassVar[tuple[str, ...]] = ("main-pid",)  # whose script keeps it
+
+    @property
+    def name(self) -> str:
+        return MAIN_PID_READ
+
+    def steps(self) -> list[Step]:
+        return [pid_step()]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MainPidRead)
+
+    def __hash__(self) -> int:
+        return hash(MAIN_PID_READ)

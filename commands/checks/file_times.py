@@ -1,4 +1,4 @@
-"""One ``find`` that lists watch dirs, the backup dir and the live files with their mtimes.
+"""A fact, not a check: one ``find`` that lists watch dirs, the backup dir and the live files with their mtimes.
 
 ``extra-files`` reads it for files in a watch dir that the backup does not hold;
 ``stale-process`` reads it for files changed after the service started.
@@ -17,10 +17,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from commands.checks.check import Fact, Step
 from commands.command_result import CommandResult
-from commands.findings import Evidence, Finding, short_path
+from commands.findings import Evidence, Finding
 from commands.inventory import Backup
+from commands.vocabulary import CheckStatus
 
+FILE_TIMES = "file-times"  # the fact's name, as the checks that read it need it
 _RECORD = re.compile(r"([0-9]+(?:\.[0-9]+)?)\t(/.*)", re.DOTALL)
 # find's own messages (stderr, merged into the output) arrive as whole lines between records.
 _FIND_MESSAGE = re.compile(r"find: [^\n]*\n?")
@@ -67,15 +70,15 @@ def parse_listing(result: CommandResult) -> Listing:
             # The last chunk has no NUL: a record cut short. One path with two times cannot be
             # trusted either way.
             bad.append(chunk)
-            shown.append(f"(record that does not parse) {_escaped(chunk)}")
+            shown.append(f"(record that does not parse) {escaped(chunk)}")
             continue
         mtimes[path] = float(record.group(1))
-        shown.append(f"{record.group(1)}\t{_escaped(path)}")
+        shown.append(f"{record.group(1)}\t{escaped(path)}")
     evidence = Evidence.of(result.command, result.exit_status, "\n".join(shown), result.duration_s)
     return Listing(mtimes, missing, evidence, bad)
 
 
-def _escaped(text: str) -> str:
+def escaped(text: str) -> str:
     """One record per evidence line: tabs, newlines and backslashes in names shown escaped."""
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
@@ -84,37 +87,23 @@ def unparsed_finding(name: str, listing: Listing) -> Finding | None:
     """``error`` when the listing held a record that does not parse: no verdict rests on a guess."""
     if not listing.bad_records:
         return None
-    return Finding(name, "error", f"the listing holds {len(listing.bad_records)} record(s) that do not parse "
-                   f"(first: {_escaped(listing.bad_records[0])[:200]!r}): no verdict from it", listing.evidence)
+    return Finding(name, CheckStatus.ERROR, f"the listing holds {len(listing.bad_records)} record(s) that do not parse "
+                   f"(first: {escaped(listing.bad_records[0])[:200]!r}): no verdict from it", listing.evidence)
 
 
-def extra_files_finding(backup_name: str, backup: Backup, listing: Listing) -> Finding:
-    """Files in a watch dir that are neither restored by the backup nor held in its dir."""
-    unparsed = unparsed_finding("extra-files", listing)
-    if unparsed is not None:
-        return unparsed
-    held = {os.path.basename(path) for path in listing.mtimes if os.path.dirname(path) == backup.dir}
-    restored = set(backup.files.values())
-    if backup.dir in listing.missing:
-        return Finding("extra-files", "error", f"backup dir {backup.dir} does not exist", listing.evidence)
-    missing_watch = [path for path in backup.watch if path in listing.missing]
-    if missing_watch:
-        return Finding("extra-files", "error", f"watch dir missing: {', '.join(missing_watch)}",
-                       listing.evidence)
-    extras = sorted(
-        path
-        for path in listing.mtimes
-        if os.path.dirname(path) in backup.watch
-        and path not in restored
-        and os.path.basename(path) not in held
-    )
-    if extras:
-        shown = ", ".join(short_path(_escaped(p)) for p in extras[:10]) + (f" and {len(extras) - 10} more"
-                                                               if len(extras) > 10 else "")
-        return Finding("extra-files", "fail",
-                       f"{len(extras)} file(s) not in backup {backup_name}: {shown}",
-                       listing.evidence, {"extra_files": extras})
-    watched = sum(1 for path in listing.mtimes if os.path.dirname(path) in backup.watch)
-    return Finding("extra-files", "pass",
-                   f"{watched} file(s) in {len(backup.watch)} watch dir(s), none outside backup {backup_name}",
-                   listing.evidence)
+@dataclass(frozen=True)
+class FileTimes(Fact):
+    """The listing as a fact of a plan: ``extra-files`` and ``stale-process`` parse it by this name."""
+
+    paths: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return FILE_TIMES
+
+    def steps(self) -> list[Step]:
+        return [listing_argv(list(self.paths))]
+
+    @classmethod
+    def of_backup(cls, backup: Backup) -> FileTimes:
+        return cls(tuple(listing_paths(backup)))

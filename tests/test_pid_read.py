@@ -1,4 +1,4 @@
-"""Tier 1: verify's host-side script reads the main PID itself (real sh, sed, awk, cat on loopback).
+"""Tier 1: the main-pid check's host-side script reads the main PID itself (real sh, sed, awk, cat on loopback).
 
 A service manager stand-in earlier in the batch's PATH prints what a broken or hostile host
 could: only a PID proper is read from, and nothing it printed runs.
@@ -15,11 +15,21 @@ from pathlib import Path
 import pytest
 
 from bot.demo.host import DemoHost
+from commands.checks.cmdline import cmdline_argv
+from commands.checks.pid_read import as_read, cmdline_step, pid_step, process_start_steps, shell_pid
+from commands.checks.service import main_pid_check
+from commands.checks.stale import process_start_argvs
 from commands.command_result import CommandResult
 from commands.inventory import Service
-from commands.ssh import ShellStep, connect
-from commands.verify.pid_steps import as_read, cmdline_step, pid_step, process_start_steps, shell_pid, state_step
+from commands.ssh import BatchStep, ShellStep, connect
+from commands.verify.runner import as_batch_step
 from tests.test_ssh import host_of
+
+
+def state_step(service: Service) -> BatchStep:
+    """The main-pid check's one step: the manager's state, with the PID kept for the reads after it."""
+    return as_batch_step(main_pid_check(service).steps()[0])
+
 
 SUPERVISED = Service(manager="supervisord", unit="sglang", health_url="http://127.0.0.1:1/health")
 SYSTEMD = Service(manager="systemd", unit="sglang.service", health_url="http://127.0.0.1:1/health")
@@ -35,8 +45,8 @@ async def read_with(host: DemoHost, tmp_path: Path, service: Service, says: str)
         fake.chmod(0o755)
     path = ShellStep(f"PATH={shlex.quote(str(bin_dir))}:$PATH", "PATH=fake")
     async with connect(host_of(host)) as conn:
-        results = await conn.run_batch([path, state_step(service), pid_step(), cmdline_step(),
-                                        *process_start_steps()])
+        steps = [state_step(service), pid_step(), cmdline_step(), *process_start_steps()]
+        results = await conn.run_batch([path, *map(as_batch_step, steps)])
     return results[1:]
 
 
@@ -54,7 +64,7 @@ async def test_the_pid_the_manager_printed_is_the_one_read(clean_host: DemoHost,
     assert cmdline.output.split(b"\0")[:4] == [sys.executable.encode(), b"-c", b"import time; time.sleep(60)",
                                                 b"--marker-flag"]
     assert stat.text.startswith(f"{sleeper.pid} (")
-    shown = as_read(sleeper.pid, [cmdline, stat])
+    shown = as_read([cmdline, stat], [cmdline_argv(sleeper.pid), process_start_argvs(sleeper.pid)[0]])
     assert [r.command for r in shown] == [f"cat /proc/{sleeper.pid}/cmdline",
                                           f"cat /proc/{sleeper.pid}/stat /proc/uptime"]
 
@@ -95,6 +105,6 @@ async def test_the_managers_exit_status_is_the_steps_own(clean_host: DemoHost, t
     (bin_dir / "supervisorctl").chmod(0o755)
     async with connect(host_of(clean_host)) as conn:
         _, state, pid = await conn.run_batch([ShellStep(f"PATH={bin_dir}:$PATH", "PATH=fake"),
-                                              state_step(SUPERVISED), pid_step()])
+                                              state_step(SUPERVISED), as_batch_step(pid_step())])
     assert state.exit_status == 3 and state.text == "sglang STOPPED Not started\n"
     assert state.command == "supervisorctl status sglang" and shell_pid(pid) is None
