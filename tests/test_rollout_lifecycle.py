@@ -61,7 +61,7 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     real = HostConnection.run_batch
 
     async def counted(self: HostConnection, commands: Sequence[Any], **kwargs: Any) -> Any:
-        if any(list(step) == START_TIME_READ for step in commands if not isinstance(step, str)):
+        if any(list(step) == START_TIME_READ for step in commands if isinstance(step, (list, tuple))):
             reads[self.host.name] += 1
         return await real(self, commands, **kwargs)
 
