@@ -129,3 +129,24 @@ async def test_close_unapplied_finishes_and_frees_only_its_own_lock(tmp_path: Pa
 def test_set_message_is_gone() -> None:
     assert not hasattr(approvals, "set_message")
     assert sqlite3.sqlite_version_info >= (3, 35)  # UPDATE ... RETURNING, which decides and reads in one
+
+
+async def test_a_rejection_or_an_expiry_ends_the_plan_with_its_decision_and_frees_its_host(tmp_path: Path) -> None:
+    """The decision that ends a plan ends it in its own transaction: finished, the host freed; no front-end
+    has to close it (nor can a late click leave the host locked)."""
+    store = AuditStore.open(tmp_path / "a.db")
+    await new_plan(store, "op-1")
+    await locks.acquire(store, "ct129", "op-1", "restore", "slack:U1")
+    await approvals.decide(store, "op-1", "slack:U2", "rejected", APPROVALS, user_id="U2", reason="not now")
+    assert await locks.holder_of(store, "ct129") is None
+    await new_plan(store, "op-2", Approvals(approvers=["U2"], expire_after_s=0.01))
+    await locks.acquire(store, "ct129", "op-2", "restore", "slack:U1")
+    await asyncio.sleep(0.05)
+    with pytest.raises(Refused, match="this plan expired at"):
+        await approvals.decide(store, "op-2", "slack:U2", "approved", APPROVALS, user_id="U2")
+    assert await locks.holder_of(store, "ct129") is None
+    finished = await rows(store, "SELECT operation_id, actor, json_extract(details, '$.verdict'), "
+                                 "json_extract(details, '$.summary') FROM events WHERE kind = 'finished' ORDER BY id")
+    assert finished == [("op-1", "slack:U2", "rejected", "rejected: not now"),
+                        ("op-2", "proofbot", "expired", "no decision before the plan expired")]
+    store.close()

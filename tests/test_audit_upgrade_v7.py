@@ -24,7 +24,7 @@ from bot.cli.session import Session
 from commands.errors import UsageError
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
-from commands.plans import request_plan, withdraw
+from commands.plans import PlanRequest, request_plan, withdraw
 from commands.store.chain import verify_chain
 from commands.store.db import AuditStore
 from commands.store.migrations import MIGRATIONS
@@ -152,8 +152,8 @@ async def test_what_the_writers_write_now_reads_like_the_old_rows(tmp_path: Path
         for refused in (True, False):
             async def make_plan(operation_id: str) -> _Plan:
                 return _Plan(operation_id)
-            plan = await request_plan(inventory.host("ct129"), Operation.RESTORE, inventory=inventory, origin=origin,
-                                      audit=store, details={"backup": "pre-ddtree"}, make_plan=make_plan)
+            request = PlanRequest.for_host(Operation.RESTORE, inventory.host("ct129"), {"backup": "pre-ddtree"})
+            plan = await request_plan(request, inventory=inventory, origin=origin, audit=store, make_plan=make_plan)
             await withdraw(store, plan, origin.actor, refused=refused, reason="declined")  # type: ignore[arg-type]
             plans.append(plan.operation_id)
         # a verify requested by a process that then died (its request names that process): recovery ends it

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from bot.demo.host import DemoHost
 from bot.slack.app import BotContext, build_app
-from bot.slack.fleet import FleetRequest, Paced, ParentProgress, post_outcome
+from bot.slack.fleet import Paced, ParentProgress, post_outcome
 from bot.slack.fleet_blocks import FleetView, fleet_table, fleet_verdict_message, group_reply_message
 from bot.slack.redacting import RedactingWebClient
 from bot.slack.verify import verify_request
@@ -37,7 +37,7 @@ from commands.inventory import parse_inventory
 from commands.operation import OperationResult
 from commands.store.db import AuditStore
 from commands.verify import VerifyPlan
-from commands.verify.fleet import FleetResult
+from commands.verify.fleet import FleetRequest, FleetResult
 from tests.fleet_rig import fleet_document, fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.slack_fake.blockkit import validate_blocks

@@ -32,20 +32,6 @@ SQL_LIST = re.compile(r"\b(?:kind|state|verdict|status)\s+(?:NOT\s+)?IN\s*\(([^)
 
 # The vocabulary itself, and the front-ends' tables of words and glyphs (each maps the enums to a word).
 ALLOWED = frozenset({"commands/vocabulary.py"})
-# Files other helpers of issue 20 own that still spell the words out when this test was written; the lead
-# empties this set as their branches merge (the test fails on a file listed here that no longer offends).
-PENDING = frozenset({
-    "bot/cli/fleet_view.py",
-    "bot/cli/restart.py",
-    "bot/cli/session.py",  # approvals.decide takes a Literal["approved", "rejected"] (store/approvals.py)
-    "bot/demo/story.py",
-    "bot/slack/fleet.py",
-    "bot/slack/plans.py",
-    "commands/fleet/grouping.py",
-    "commands/plans.py",
-    "commands/restart/rollout.py",
-    "commands/store/approvals.py",
-})
 
 
 def _word(node: ast.AST | None) -> str | None:
@@ -138,14 +124,12 @@ def tree_offences() -> dict[str, list[str]]:
 
 def test_statuses_verdicts_and_kinds_are_named_through_the_vocabulary() -> None:
     found = tree_offences()
-    new = [line for name, lines in found.items() if name not in PENDING for line in lines]
+    new = [line for lines in found.values() for line in lines]
     assert new == [], "spelled out instead of named through commands/vocabulary.py:\n" + "\n".join(new)
 
 
-def test_pending_lists_only_files_that_still_spell_the_words_out() -> None:
-    found = tree_offences()
-    assert sorted(PENDING - found.keys()) == [], "these no longer offend: take them out of PENDING"
-    assert all((REPO / name).is_file() for name in PENDING | ALLOWED)
+def test_allowed_files_exist() -> None:
+    assert all((REPO / name).is_file() for name in ALLOWED)
 
 
 def test_the_checker_finds_each_kind_of_offence() -> None:

@@ -23,9 +23,11 @@ from commands.fleet.names import compress_names
 from commands.operation import OperationResult
 from commands.redact import redact_data
 from commands.verify.fleet import FleetResult
+from commands.vocabulary import CheckStatus, Outcome, Verdict
 
 SAME_CAUSE = "not checked: the same cause"  # commands.verify.operation's words for the checks a cause stopped
-GROUP_WORDS = {"fail": "✗ FAIL", "error": "? COULD NOT CHECK", "warn": "! PASS WITH A WARNING", "pass": "✓ PASS"}
+GROUP_WORDS = {Outcome.FAIL: "✗ FAIL", Outcome.ERROR: "? COULD NOT CHECK", Outcome.WARN: "! PASS WITH A WARNING",
+               Outcome.PASS: "✓ PASS"}
 
 
 def counts_line(fleet: FleetResult) -> str:
@@ -56,8 +58,8 @@ def progress_text(done: Sequence[OperationResult], hosts: Sequence[str]) -> str:
     outcomes = Counter(outcome_of(result) for result in done)
     finished = {result.host for result in done}
     waiting = [host for host in hosts if host not in finished]
-    parts = [f"{len(done)}/{len(hosts)} hosts", f"{outcomes['pass'] + outcomes['warn']} ✓"]
-    parts += [f"{outcomes[key]} {mark}" for key, mark in (("fail", "✗"), ("error", "?")) if outcomes[key]]
+    parts = [f"{len(done)}/{len(hosts)} hosts", f"{outcomes[Outcome.PASS] + outcomes[Outcome.WARN]} ✓"]
+    parts += [f"{outcomes[key]} {mark}" for key, mark in ((Outcome.FAIL, "✗"), (Outcome.ERROR, "?")) if outcomes[key]]
     if waiting:
         more = f" +{len(waiting) - 3}" if len(waiting) > 3 else ""
         parts.append(f"waiting on {', '.join(waiting[:3])}{more}")
@@ -67,22 +69,22 @@ def progress_text(done: Sequence[OperationResult], hosts: Sequence[str]) -> str:
 def _group_lines(group: OutcomeGroup, *, verbose: bool) -> list[str]:
     count = len(group.hosts)
     head = f"{GROUP_WORDS[group.outcome]} · {count} host{'s' if count != 1 else ''}: {compress_names(group.hosts)}"
-    if group.outcome == "pass" and not verbose:
+    if group.outcome == Outcome.PASS and not verbose:
         return [head]
     example = group.example
     if count > 1:
         head += f"  (evidence from {example.host}; the others' in `proofbot audit HOST` and --json)"
-    shown = [f for f in example.checks if verbose or f.status not in ("pass", "skipped")]
-    same_cause = [f for f in shown if f.status == "error" and f.evidence is None
+    shown = [f for f in example.checks if verbose or f.status not in (CheckStatus.PASS, CheckStatus.SKIPPED)]
+    same_cause = [f for f in shown if CheckStatus(f.status) == CheckStatus.ERROR and f.evidence is None
                   and f.summary.startswith(SAME_CAUSE)]
     if len(same_cause) > 1:  # one line for the checks a timeout or a lost link stopped, not one each
         shown = [f for f in shown if f not in same_cause]
     lines = [head, *finding_lines(shown, verbose=verbose)]
     if len(same_cause) > 1:
-        lines.append(f"  {MARKS['error']}  {len(same_cause)} more {SAME_CAUSE}: "
+        lines.append(f"  {MARKS[CheckStatus.ERROR]}  {len(same_cause)} more {SAME_CAUSE}: "
                      + ", ".join(f.name for f in same_cause))
     if not verbose:
-        for status in ("pass", "skipped"):
+        for status in (CheckStatus.PASS, CheckStatus.SKIPPED):
             names = [f.name for f in example.checks if f.status == status]
             if names:
                 lines.append(f"  {MARKS[status]}  also: {', '.join(names)}")
@@ -94,7 +96,7 @@ def _without_backup_lines(without_backup: Mapping[str, str]) -> list[str]:
     by_reason: dict[str, list[str]] = {}
     for host, reason in without_backup.items():
         by_reason.setdefault(reason, []).append(host)
-    return [f"  {MARKS['skipped'].strip()} {compress_names(hosts)}: {reason}: verified without files"
+    return [f"  {MARKS[CheckStatus.SKIPPED].strip()} {compress_names(hosts)}: {reason}: verified without files"
             for reason, hosts in by_reason.items()]
 
 
@@ -117,6 +119,6 @@ def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None =
 
 def fleet_exit_code(fleet: FleetResult, *, strict: bool = False) -> int:
     """The worst host's: a failure (1) outranks a could-not-check (3); ``strict``: a warning exits 1."""
-    if strict and fleet.verdict == "pass" and fleet.counts()["warn"]:
+    if strict and fleet.verdict == Verdict.PASS and fleet.counts()[Outcome.WARN]:
         return 1
     return EXIT_FOR_VERDICT[fleet.verdict]

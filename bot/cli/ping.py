@@ -18,7 +18,7 @@ from commands.vocabulary import CheckStatus
 async def run_ping(args: argparse.Namespace) -> int:
     inventory = inventory_of(args)
     hosts = inventory.targets(args.hosts) if args.hosts else [inventory.hosts[n] for n in sorted(inventory.hosts)]
-    findings = await ping_all(hosts)
+    findings = await ping_all(hosts, inventory.fleet)
     if args.json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, "hosts": [
             {"host": host.name, **finding.to_json(), **({"ssh": effective(host)} if args.verbose else {})}

@@ -20,11 +20,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 from bot.cli.command import CliCommand
+from bot.cli.marks import EXIT_FOR_VERDICT
 from bot.cli.output import SCHEMA_VERSION, print_result
 from bot.cli.rollout_text import render_rollout_result, rollout_host_done_line
 from bot.cli.session import Session, approve_at_terminal, session
 from bot.restart_text import progress_line, render_restart_plan, render_rollout_plan
 from commands.errors import ProofbotError
+from commands.vocabulary import Operation, Verdict
 
 if TYPE_CHECKING:
     from commands.restart import RestartProgress
@@ -42,7 +44,7 @@ async def run(args: argparse.Namespace) -> int:
         try:
             host = cli.inventory.host(args.host)
         except ProofbotError as exc:
-            await cli.refused("restart", args.host, exc)
+            await cli.refused(Operation.RESTART, args.host, exc)
             raise
         plan = await request_restart(cli.inventory, host, origin=cli.origin, audit=cli.audit)
         print(render_restart_plan(plan), file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -64,7 +66,7 @@ async def run(args: argparse.Namespace) -> int:
     return code
 
 
-EXIT_FOR_ROLLOUT = {"pass": 0, "fail": 1, "error": 3, "refused": 4}
+EXIT_FOR_ROLLOUT = {**EXIT_FOR_VERDICT, Verdict.REFUSED: 4}
 
 
 async def _rollout(cli: Session, args: argparse.Namespace) -> int:
@@ -75,7 +77,7 @@ async def _rollout(cli: Session, args: argparse.Namespace) -> int:
     try:
         plan = await request_rollout(cli.inventory, target, origin=cli.origin, audit=cli.audit)
     except ProofbotError as exc:
-        await cli.refused("restart", target, exc)
+        await cli.refused(Operation.RESTART, target, exc)
         raise
     out = sys.stderr if args.json else sys.stdout
     print(render_rollout_plan(plan), file=out, flush=True)
@@ -100,8 +102,7 @@ def _print_rollout(result: RolloutResult, args: argparse.Namespace) -> int:
         print(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=2, ensure_ascii=False))
     else:
         print(render_rollout_result(result, verbose=args.verbose))
-    warned = any(f.status == "warn" for o in result.hosts if o.result is not None for f in o.result.checks)
-    if args.strict and result.verdict == "pass" and warned:
+    if args.strict and result.verdict == Verdict.PASS and result.warned:
         return 1
     return EXIT_FOR_ROLLOUT[result.verdict]
 

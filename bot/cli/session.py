@@ -85,10 +85,11 @@ async def approve_at_terminal(cli: Session, plan: Decidable, *, yes: bool, quest
     ``Refused`` raised (``refusal_words`` with ``{}`` for why), nothing changed."""
     from commands.plans import withdraw
     from commands.store import approvals
+    from commands.vocabulary import PlanState
 
     refusal = "" if yes else await confirm(question)
     if refusal:
         await withdraw(cli.audit, plan, cli.origin.actor, refused=not sys.stdin.isatty(), reason=refusal)
         raise Refused(refusal_words.format(refusal), hint=hint)
-    return await approvals.decide(cli.audit, plan.operation_id, cli.origin.actor, "approved",
+    return await approvals.decide(cli.audit, plan.operation_id, cli.origin.actor, PlanState.APPROVED,
                                   cli.inventory.approvals)

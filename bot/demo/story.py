@@ -39,7 +39,7 @@ from commands.restore import apply_restore, request_restore
 from commands.store import approvals
 from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
-from commands.vocabulary import CheckStatus, Operation, Verdict
+from commands.vocabulary import CheckStatus, Operation, PlanState, Verdict
 
 REQUESTER = "UDEMO"
 APPROVER = "UAPPROVER"
@@ -145,7 +145,7 @@ async def _approval_terms(inventory: Inventory, audit: AuditStore, plan: Plan) -
 
 
 async def _approve(inventory: Inventory, audit: AuditStore, plan_id: str) -> approvals.PendingPlan:
-    return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", "approved", inventory.approvals,
+    return await approvals.decide(audit, plan_id, f"slack:{APPROVER}", PlanState.APPROVED, inventory.approvals,
                                   user_id=APPROVER)
 
 

@@ -13,7 +13,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from slack_sdk.errors import SlackApiError
@@ -31,24 +30,15 @@ from bot.slack.fleet_blocks import (
     more_groups_message,
 )
 from bot.slack.listening import Body, BotContext
-from commands.errors import Refused
 from commands.fleet.grouping import group_outcomes, outcome_of
 from commands.inflight import Ticket
-from commands.inventory import Inventory
-from commands.operation import OperationResult, Origin, new_operation_id
-from commands.verify.fleet import FleetResult, verify_fleet
-from commands.verify.plan import FleetPlan, VerifyPlan, plan_fleet
-from commands.verify.rerun import NotPassing
+from commands.operation import OperationResult, Origin
+from commands.verify.fleet import FleetRequest, FleetResult, verify_fleet
+from commands.vocabulary import Outcome
 
 log = logging.getLogger("proofbot.slack")
 T = TypeVar("T")
 CALL_INTERVAL_S = 1.0
-
-
-@dataclass(frozen=True)
-class FleetRequest:
-    target: str  # as asked: "gpu-west", "ct129 ct130", "the 3 not passing in op-…"
-    plan: FleetPlan
 
 
 class Paced:
@@ -113,35 +103,11 @@ class ParentProgress:
             log.warning("fleet progress update failed: %s", exc.response.get("error"))
 
 
-def rerun_request(inventory: Inventory, failed: NotPassing) -> FleetRequest:
-    """The hosts that did not pass, looked up in today's inventory; each with the backup it compared."""
-    hosts = [inventory.hosts[name] for name in failed.hosts if name in inventory.hosts]
-    if not hosts:
-        raise Refused(f"none of the {len(failed.hosts)} hosts that did not pass in {failed.fleet_operation_id} "
-                      "is in the inventory any more")
-    plans: list[VerifyPlan] = []
-    without: dict[str, str] = {}
-    for host in hosts:
-        backup = failed.backups.get(host.name)
-        if backup is not None and backup not in host.backups:  # removed since: compare nothing else instead
-            plans.append(VerifyPlan(host, None, None))
-            without[host.name] = f"no backup {backup} any more"
-            continue
-        one = plan_fleet([host], backup)
-        plans += one.plans
-        without.update(one.without_backup)
-    gone = len(failed.hosts) - len(hosts)
-    target = f"the {len(hosts)} not passing in {failed.fleet_operation_id}"
-    if gone:
-        target += f" ({gone} no longer in the inventory)"
-    return FleetRequest(target, FleetPlan(plans, without))
-
-
 async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, command: Body,
                                  request: FleetRequest, ticket: Ticket) -> FleetResult:
     user = command["user_id"]
     paced = Paced()
-    operation_id = new_operation_id()
+    operation_id = request.operation_id
     total = len(request.plan.plans)
     counts: Counter[str] = Counter()
     text, blocks = fleet_progress_message(operation_id, request.target, user, total, counts)
@@ -181,7 +147,7 @@ async def post_outcome(client: AsyncWebClient, paced: Paced, channel: str, ts: s
         await paced.run(lambda: client.chat_postMessage(channel=channel, thread_ts=ts, text=message[0],
                                                         blocks=message[1]))
 
-    failing = [group for group in groups if group.outcome != "pass"]
+    failing = [group for group in groups if group.outcome != Outcome.PASS]
     with_file = attaches_file(fleet, groups)
     by_host = {result.host: result for result in fleet.results}
     for index, group in enumerate(failing[:GROUP_REPLIES], start=1):

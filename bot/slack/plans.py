@@ -28,7 +28,9 @@ from bot.slack.modal_blocks import (
     rejection_reply,
 )
 from commands.errors import PlanVoid, Refused
+from commands.plans import load_decided
 from commands.store import approvals
+from commands.vocabulary import PlanState
 
 
 async def on_decision(context: BotContext, approvable: Approvable[Any], ack: AsyncAck, body: Body,
@@ -46,7 +48,7 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
     pending = await approvals.get(context.audit, str(action["value"]))
     # The apply is work in flight for the approver: refused over a limit before anything is decided.
     with context.start(str(user), pending.operation, [pending.host], plan_id=pending.id) as ticket:
-        decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", "approved",
+        decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", PlanState.APPROVED,
                                          context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
         ticket.at(decided.channel or str(channel), decided.message_ts or str(clicked_on.message_ts), decided.id)
         await ack()
@@ -58,9 +60,8 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
 async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:
     """The decided plan rebuilt from the inventory; a void one is closed, said on its message, and raised."""
     try:
-        return approvable.plan_type.load(context.inventory, click.decided)
+        return await load_decided(approvable.plan_type, context.inventory, context.audit, click.decided)
     except PlanVoid as void:
-        await approvals.close_unapplied(context.audit, click.decided.id, "proofbot", "void", void.message)
         await client.chat_update(channel=click.channel, ts=click.ts,
                                  text=f"{click.decided.operation} plan void: {void.message}", blocks=[])
         raise
@@ -70,7 +71,7 @@ async def _ask_why(context: BotContext, ack: AsyncAck, body: Body, client: Async
                    clicked_on: approvals.ClickedOn) -> None:
     """Reject: refused at once if this user may not reject this plan now, else a modal asking why."""
     plan_id, user = str(body["actions"][0]["value"]), str(body["user"]["id"])
-    pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", "rejected",
+    pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", PlanState.REJECTED,
                                          context.inventory.approvals, user_id=user, clicked_on=clicked_on)
     await ack()
     metadata = json.dumps({"plan": plan_id, "operation": clicked_on.operation, "channel": clicked_on.channel,
@@ -93,15 +94,13 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
     if approvable is None:
         raise Refused(f"not decided: no {operation!r} plans here")
     clicked_on = approvals.ClickedOn(operation, where.get("channel"), where.get("message_ts"))
-    decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", "rejected",
+    decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", PlanState.REJECTED,
                                      context.inventory.approvals, user_id=user, clicked_on=clicked_on,
                                      reason=reason)
     await ack()
     click = Click(user, approvable.reject_action, decided, decided.channel or str(clicked_on.channel),
                   decided.message_ts or str(clicked_on.message_ts))
-    plan = await _load(context, approvable, client, click)
-    await approvals.close_unapplied(context.audit, decided.id, f"slack:{user}", "rejected",
-                                    f"rejected in Slack: {reason}")
+    plan = await _load(context, approvable, client, click)  # the rejection ended it (commands.store.approvals)
     status = rejected_status(user, decided.decided_at, reason, approvable.nothing_done)
     text, blocks = approvable.decided_message(plan, click.requester, status)
     await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
@@ -123,10 +122,8 @@ async def _expire_later(context: BotContext, client: AsyncWebClient, plan_id: st
 
 
 async def show_expired(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
-    """Close an expired plan and take the buttons off its message."""
+    """Take the buttons off an expired plan's message (the expiry ended it: commands.store.approvals)."""
     pending = await approvals.get(context.audit, plan_id)
-    await approvals.close_unapplied(context.audit, plan_id, "proofbot", "expired",
-                                    "no decision before the plan expired")
     approvable = context.approvables[pending.operation]
     if pending.channel and pending.message_ts:
         status = (f":hourglass: expired at {pending.expires_at_utc()} with no decision; "

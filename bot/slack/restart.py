@@ -26,45 +26,38 @@ from commands.inflight import Ticket
 from commands.inventory import Host
 from commands.operation import Origin
 from commands.restart import RestartPlan, RestartProgress, apply_restart, request_restart
-from commands.store import approvals, locks
+from commands.restart.operation import admit_restart
+from commands.store import approvals
+from commands.vocabulary import Operation
 
 USAGE = "usage: /restart HOST or /restart GROUP"
 
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
-    words = command.get("text", "").split()
-    if len(words) == 1 and context.inventory.is_group(words[0]):
-        hosts = await rollout.check_group(context, words[0])
-        with context.start(command["user_id"], "rollout", hosts, target=words[0]) as ticket:  # the planning
-            await ack()
-            await rollout.plan_in_thread(context, client, command, words[0], ticket)
-        return
-    await _plan_one(context, ack, command, client)
+    await _plan(context, ack, command, client)
 
 
 async def on_restart_now(context: BotContext, ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
     command = await context.command_for_click(body)
     context.check_channel(command["channel_id"])
-    await _plan_one(context, ack, command, client)
+    await _plan(context, ack, command, client)
 
 
-async def _plan_one(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
-    host = await _restartable(context, command)
-    with context.start(command["user_id"], "restart", [host.name]) as ticket:  # the planning counts
-        await ack()
-        await plan_in_thread(context, client, command, host, ticket)
-
-
-async def _restartable(context: BotContext, command: Body) -> Host:
-    """HOST looked up in the inventory, with a service; a busy host is refused with who holds it."""
+async def _plan(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
+    """HOST or GROUP, admitted by the core before the ack (so a refusal is the answer), then planned."""
     words = command.get("text", "").split()
     if len(words) != 1:
         raise UsageError(USAGE, hint="or /verify help")
-    host = context.inventory.host(words[0])
-    if host.service is None:
-        raise UsageError(f"{host.name} has no service in the inventory: nothing to restart")
-    await locks.refuse_if_busy(context.audit, host.name)
-    return host
+    request = await admit_restart(context.inventory, words[0], context.audit)
+    fleet = request.operation == Operation.ROLLOUT
+    # the planning counts among the work in flight
+    with context.start(command["user_id"], request.operation, list(request.hosts),
+                       target=request.subject if fleet else "") as ticket:
+        await ack()
+        if fleet:
+            await rollout.plan_in_thread(context, client, command, request, ticket)
+        else:
+            await plan_in_thread(context, client, command, context.inventory.hosts[request.subject], ticket)
 
 
 async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, host: Host,

@@ -24,22 +24,15 @@ from bot.slack.thread import OperationThread
 from commands.errors import ProofbotError, Refused
 from commands.inflight import Ticket
 from commands.operation import Origin
-from commands.restart.rollout import HostOutcome, RolloutPlan, apply_rollout, request_rollout, restartable_hosts
-from commands.store import approvals, locks
+from commands.plans import PlanRequest
+from commands.restart.rollout import HostOutcome, RolloutPlan, apply_rollout, request_rollout
+from commands.store import approvals
 
 
-async def check_group(context: BotContext, target: str) -> list[str]:
-    """Before the ack: every host of the group has a service and none is busy (who holds it is said)."""
-    hosts = restartable_hosts(context.inventory, target)
-    for host in hosts:
-        await locks.refuse_if_busy(context.audit, host.name)
-    return [host.name for host in hosts]
-
-
-async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, target: str,
+async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, request: PlanRequest,
                          ticket: Ticket) -> None:
-    user = command["user_id"]
-    count = len(context.inventory.groups[target])
+    """The admitted request (``admit_restart``) planned in a thread: the plan with Approve/Reject."""
+    user, target, count = command["user_id"], request.subject, len(request.hosts)
     posted = await client.chat_postMessage(channel=command["channel_id"],
                                            text=f"Planning a rolling restart of {target} ({count} hosts) for "
                                                 f"<@{user}>…")
@@ -47,7 +40,7 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
     ticket.at(channel, ts)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     try:
-        plan = await request_rollout(context.inventory, target, origin=origin, audit=context.audit)
+        plan = await request_rollout(context.inventory, request, origin=origin, audit=context.audit)
     except ProofbotError as exc:  # recorded by request_rollout; the placeholder says why
         await client.chat_update(channel=channel, ts=ts, text=f":no_entry: no rolling restart of {target}: "
                                  f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""), blocks=[])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.fleet import FleetRequest, rerun_request, verify_fleet_in_thread
+from bot.slack.fleet import verify_fleet_in_thread
 from bot.slack.listening import Body, BotContext, SlackCommand
 from bot.slack.restart_blocks import restart_now_message
 from bot.slack.thread import OperationThread
@@ -23,8 +23,9 @@ from commands.inflight import Ticket
 from commands.inventory import Inventory
 from commands.operation import Origin
 from commands.verify import VerifyPlan, verify
+from commands.verify.fleet import FleetRequest
 from commands.verify.plan import plan_fleet
-from commands.verify.rerun import not_passing
+from commands.verify.reverify import reverify_request
 from commands.vocabulary import Operation
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
@@ -79,7 +80,7 @@ async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: As
     """Re-verify the hosts that did not pass, read from the audit log by the fleet operation id the
     button carries; a new fleet operation with its own parent message."""
     context.check_channel(body["channel"]["id"])
-    request = rerun_request(context.inventory, await not_passing(context.audit, str(body["actions"][0]["value"])))
+    request = await reverify_request(context.inventory, context.audit, str(body["actions"][0]["value"]))
     command = {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"]}
     with verify_work(context, command["user_id"], request) as ticket:
         await ack()

@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass
 
 from commands.operation import OperationResult
+from commands.vocabulary import CheckStatus, Outcome
 
-# A group's order: what needs a human first.
-VERDICT_RANK: dict[str, int] = {"fail": 0, "error": 1, "warn": 2, "pass": 3}
+# A group's order: what needs a human first (``Outcome`` is listed in that order).
+_ORDER = list(Outcome)
 # Per-host particulars that differ between hosts in the same state: PIDs, times, durations, ages.
 _PARTICULARS = (
     (re.compile(r"\bPID \d+"), "PID …"),
@@ -23,37 +24,35 @@ _PARTICULARS = (
 class OutcomeGroup:
     """Hosts whose results read the same; ``example`` is the first of them, whose evidence is shown."""
 
-    outcome: str  # "fail" | "error" | "warn" | "pass": warn is a pass with a warning
+    outcome: Outcome  # warn is a pass with a warning
     signature: tuple[tuple[str, str, str], ...]  # (check, status, summary read without host particulars)
     hosts: tuple[str, ...]
     example: OperationResult
 
 
-def outcome_of(result: OperationResult) -> str:
-    verdict = result.verdict
-    if verdict == "pass" and any(finding.status == "warn" for finding in result.checks):
-        return "warn"
-    return verdict
+def outcome_of(result: OperationResult) -> Outcome:
+    """A host's verify as counts and groups show it (``Outcome.of``)."""
+    return Outcome.of(result.verdict, (finding.status for finding in result.checks))
 
 
 def signature_of(result: OperationResult, address: str | None = None) -> tuple[tuple[str, str, str], ...]:
     """The non-passing checks as they read on any host: passing and skipped checks are left out."""
     return tuple((finding.name, finding.status, _general(finding.summary, result.host, address))
-                 for finding in result.checks if finding.status not in ("pass", "skipped"))
+                 for finding in result.checks if finding.status not in (CheckStatus.PASS, CheckStatus.SKIPPED))
 
 
 def group_outcomes(results: list[OperationResult], addresses: dict[str, str] | None = None) -> list[OutcomeGroup]:
     """Groups of identical outcomes: failing first, then could-not-check, warnings, passes; bigger first
     within each; hosts in the order given. All passing hosts without a warning form one group."""
     addresses = addresses or {}
-    members: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[OperationResult]] = {}
+    members: dict[tuple[Outcome, tuple[tuple[str, str, str], ...]], list[OperationResult]] = {}
     for result in results:
         outcome = outcome_of(result)
-        signature = () if outcome == "pass" else signature_of(result, addresses.get(result.host))
+        signature = () if outcome == Outcome.PASS else signature_of(result, addresses.get(result.host))
         members.setdefault((outcome, signature), []).append(result)
     groups = [OutcomeGroup(outcome, signature, tuple(r.host for r in same), same[0])
               for (outcome, signature), same in members.items()]
-    return sorted(groups, key=lambda group: (VERDICT_RANK[group.outcome], -len(group.hosts)))
+    return sorted(groups, key=lambda group: (_ORDER.index(group.outcome), -len(group.hosts)))
 
 
 def _general(summary: str, host: str, address: str | None) -> str:

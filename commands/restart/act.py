@@ -57,16 +57,18 @@ CMDLINE = "cmdline"
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
                   poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S,
-                  fleet_operation_id: str | None = None) -> OperationResult:
+                  fleet_operation_id: str | None = None, checked: ServiceSnapshot | None = None) -> OperationResult:
     """Restart the planned service and prove it came back right; every step goes to the audit log.
 
     Raises ``Locked`` (another mutating operation holds the host) or ``PlanVoid``
     (the host changed since the plan): both are ``Refused`` and nothing was restarted.
     ``request_recorded``: the caller already appended ``requested`` for plan.operation_id
     (e.g. when it showed the plan for approval). A restart that is one host of a rolling restart
-    names the rollout (``fleet_operation_id``) in its request.
+    names the rollout (``fleet_operation_id``) in its request; ``checked``: the host's state as the caller
+    re-read it a moment ago against the plan (a rollout's first batch), so it is not read again.
     """
     run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
+    run.checked = checked
     if not request_recorded:
         await run.log.requested(origin, plan_hash=plan.plan_hash, plan=plan.to_json(), checks=check_names(plan),
                                 fleet_operation_id=fleet_operation_id)
@@ -129,6 +131,7 @@ class _Run:
         self.started_at, self.started = utc_now(), time.monotonic()
         self.sent_at: float | None = None
         self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
+        self.checked: ServiceSnapshot | None = None
 
 
     def elapsed(self) -> float:
@@ -156,7 +159,7 @@ class _Run:
 
     async def _recheck(self, conn: HostConnection) -> None:
         """Approval binds to the plan: the planned process must still be the one running."""
-        now, _ = await read_snapshot(conn, self.service)
+        now = self.checked or (await read_snapshot(conn, self.service))[0]
         if changed := changes_since(self.plan.before, now):
             raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")

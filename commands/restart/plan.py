@@ -9,8 +9,6 @@ the restart re-reads the host and refuses if the process is no longer the planne
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -24,9 +22,10 @@ from commands.errors import MissingOutput, PlanVoid, UsageError
 from commands.findings import Evidence
 from commands.inventory import Host, Service
 from commands.operation import new_operation_id
-from commands.plans import Plan
+from commands.plans import Plan, hash_of
 from commands.redact import redact, redact_data
 from commands.ssh import HostConnection, connect
+from commands.vocabulary import Operation
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def restart_argv(service: Service) -> list[str]:
 class RestartPlan(Plan):
     """What a restart of one host's service would do, and the state it was planned against."""
 
-    operation: ClassVar[str] = "restart"
+    operation: ClassVar[str] = Operation.RESTART
     operation_id: str
     host: Host
     before: ServiceSnapshot
@@ -99,8 +98,7 @@ class RestartPlan(Plan):
 
     @property
     def plan_hash(self) -> str:
-        canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hash_of(self.content())
 
     def to_json(self) -> dict[str, Any]:
         """As shown and stored (``plan-shown``, the plans table): URLs, probe body and evidence masked.

@@ -1,15 +1,20 @@
 """Rolling restart of a group: one plan over every host, one approval, then hosts restarted in batches.
 
-``request_rollout`` reads every host's running service concurrently (``fleet.max_parallel``
-at a time, each within ``fleet.host_deadline_s``) into ONE plan listing each host's main PID
-and command line; a host that cannot be read refuses the plan, naming it. ``apply_rollout``
-takes every host's lock at once (a busy host refuses the rollout, naming the holder: nobody
-else restarts or restores a host of the group mid-rollout), re-reads every host (a changed
-PID voids the plan, nothing restarted), then restarts ``fleet.restart_batch`` hosts at a
-time through the single-host path (``commands.restart.act.restart``: the same re-check just
-before each host, the same proof, the same audit events, each per-host operation naming the
-rollout as ``fleet_operation_id``). The first host not proven halts it: the rest of its batch
-finishes, later batches are never touched (README "Restart", "Rolling restart").
+A rolling restart is a plan over N hosts in the shared lifecycle (``commands.plans``), not a
+lifecycle of its own. ``rollout_request`` judges the request once (every host has a service;
+``admit`` then refuses when one is busy). ``request_rollout`` reads every host's running
+service concurrently (``fleet.max_parallel`` at a time, each within ``fleet.host_deadline_s``)
+into ONE plan listing each host's main PID and command line; a host that cannot be read
+refuses the plan, naming it. ``apply_rollout`` goes through ``begin_apply``: the approved
+hash, every host's lock at once (a busy host refuses the rollout, naming the holder: nobody
+else restarts or restores a host of the group mid-rollout) and one re-read of every host (a
+changed PID voids the plan, nothing restarted). Then ``fleet.restart_batch`` hosts at a time
+go through the single-host path (``commands.restart.act.restart``: the same proof, the same
+audit events, each per-host operation naming the rollout as ``fleet_operation_id``). The
+first batch restarts on the state just re-read; a later batch's host is read once more just
+before its restart (time has passed: one that changed meanwhile is left untouched). The
+first host not proven halts it: the rest of its batch finishes, later batches are never
+touched (README "Restart", "Rolling restart").
 
 Locks are taken at apply, not while the plan waits: a pending plan must not freeze a whole
 group for ``expire_after_s``, and the PID re-check voids whatever changed meanwhile.
@@ -18,8 +23,6 @@ group for ``expire_after_s``, and the PID re-check voids whatever changed meanwh
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -27,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from commands.clock import utc_now
-from commands.errors import CouldNotCheck, Locked, PlanVoid, Refused, UsageError
+from commands.errors import CouldNotCheck, PlanVoid, Refused, UsageError
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host, Inventory
-from commands.operation import OperationResult, Origin, new_operation_id
-from commands.plans import Decidable
+from commands.operation import OperationResult, Origin
+from commands.plans import Decidable, PlanRequest, admit, begin_apply, hash_of, request_plan
 from commands.redact import redact_data
 from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
 from commands.restart.plan import RestartPlan, ServiceSnapshot, plan_restart, read_snapshot
@@ -40,13 +43,12 @@ from commands.ssh import connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
-from commands.store.kinds import Finished, Refusal
+from commands.store.kinds import Finished
 from commands.store.log import audit_log
-from commands.vocabulary import Operation, Verdict
+from commands.vocabulary import CheckStatus, Operation, Outcome, PlanState, Verdict
 
 OPERATION = Operation.ROLLOUT
 HostState = Literal["done", "failed", "untouched"]
-RolloutVerdict = Literal["pass", "fail", "error", "refused"]
 OnHostStart = Callable[[str, int, int], Awaitable[None]]  # (host, batch number, batches)
 OnHostDone = Callable[["HostOutcome"], Awaitable[None]]
 OnHostProgress = Callable[[str], OnProgress | None]
@@ -62,10 +64,16 @@ class RolloutPlan(Decidable):
     restart_batch: int
     hosts: tuple[RestartPlan, ...]
     created_at: str = field(default_factory=utc_now)
+    # What the re-read at apply found, host by host (set by ``recheck``; not part of the plan).
+    reread: dict[str, ServiceSnapshot] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def audit_host(self) -> str | None:
         return None
+
+    @property
+    def apply_hosts(self) -> tuple[str, ...]:
+        return tuple(plan.host.name for plan in self.hosts)
 
     def content(self) -> dict[str, Any]:
         return {"target": self.target, "restart_batch": self.restart_batch,
@@ -73,8 +81,7 @@ class RolloutPlan(Decidable):
 
     @property
     def plan_hash(self) -> str:
-        canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hash_of(self.content())
 
     def to_json(self) -> dict[str, Any]:
         """As shown and stored; each host's part is its restart plan as stored (masked, without the
@@ -84,10 +91,8 @@ class RolloutPlan(Decidable):
                             "restart_batch": self.restart_batch, "hosts": [plan.to_json() for plan in self.hosts]})
 
     @classmethod
-    def load(cls, inventory: Inventory, pending: PendingPlan) -> RolloutPlan:
+    def rebuild_from(cls, inventory: Inventory, pending: PendingPlan) -> RolloutPlan:
         """Rebuilt against today's inventory: a host gone or changed in it voids the plan."""
-        if pending.operation != cls.operation:
-            raise PlanVoid(f"plan {pending.id} is a {pending.operation} plan, not a rolling restart")
         data = pending.details
         plans = []
         for entry in data.get("hosts", []):
@@ -96,12 +101,28 @@ class RolloutPlan(Decidable):
                 raise PlanVoid(f"plan void: {entry.get('host')} is no longer in the inventory",
                                hint="request a new plan")
             plans.append(RestartPlan.from_json(entry, host))
-        plan = cls(str(data["operation_id"]), str(data["target"]), int(data["restart_batch"]), tuple(plans),
+        return cls(str(data["operation_id"]), str(data["target"]), int(data["restart_batch"]), tuple(plans),
                    str(data["created_at"]))
-        if plan.plan_hash != pending.plan_hash or plan.plan_hash != data.get("plan_hash"):
-            raise PlanVoid(f"plan void: plan {pending.id} no longer matches the hash that was approved",
-                           hint="request a new plan")
-        return plan
+
+    async def recheck(self, fleet: FleetSettings) -> None:
+        """Every host still runs the planned process (one read each, bounded); else the whole plan is void."""
+        by_name = {plan.host.name: plan for plan in self.hosts}
+
+        async def read(host: Host) -> ServiceSnapshot:
+            async with connect(host) as conn:
+                snapshot, _ = await read_snapshot(conn, by_name[host.name].service)
+            return snapshot
+
+        hosts = [plan.host for plan in self.hosts]
+        nows = await _read_all(hosts, fleet, read)
+        _unreadable(nows, "plan void, nothing restarted")
+        changed = [f"{host.name}: " + "; ".join(diff) for host, now in zip(hosts, nows, strict=True)
+                   if isinstance(now, ServiceSnapshot) and (diff := changes_since(by_name[host.name].before, now))]
+        if changed:
+            raise PlanVoid(f"plan void, nothing restarted: {len(changed)} host(s) changed since the plan: "
+                           + "; ".join(changed[:10]), hint="request a new plan")
+        self.reread.update({host.name: now for host, now in zip(hosts, nows, strict=True)
+                            if isinstance(now, ServiceSnapshot)})
 
     def batches(self) -> list[tuple[RestartPlan, ...]]:
         size = self.restart_batch
@@ -117,10 +138,23 @@ class HostOutcome:
     result: OperationResult | None = None  # None: never restarted
     reason: str = ""  # why untouched, or what failed
 
+    @classmethod
+    def restarted(cls, host: str, result: OperationResult) -> HostOutcome:
+        """Done when proven, else failed, saying its first failed check (a failure before a could-not-check)."""
+        failed = [f for f in result.checks if CheckStatus(f.status) in (CheckStatus.FAIL, CheckStatus.ERROR)]
+        failed.sort(key=lambda f: CheckStatus(f.status) != CheckStatus.FAIL)
+        state: HostState = "done" if Verdict(result.verdict) == Verdict.PASS else "failed"
+        return cls(host, state, result, f"{failed[0].name}: {failed[0].summary}" if failed else "")
+
+    @property
+    def verdict(self) -> Verdict:
+        """A host never restarted was refused (it changed since the plan, or was not reached)."""
+        return Verdict(self.result.verdict) if self.result is not None else Verdict.REFUSED
+
     def to_json(self) -> dict[str, Any]:
         if self.result is not None:
             return {**self.result.to_json(), "rollout_state": self.state}
-        return {"host": self.host, "operation": "restart", "verdict": None, "rollout_state": self.state,
+        return {"host": self.host, "operation": Operation.RESTART, "verdict": None, "rollout_state": self.state,
                 "reason": self.reason}
 
 
@@ -137,36 +171,41 @@ class RolloutResult:
         return [outcome.host for outcome in self.hosts if outcome.state == state]
 
     @property
-    def verdict(self) -> RolloutVerdict:
-        """The worst host's: a failed proof, then a could-not-check, then a host refused (changed since
-        the plan); pass only when every host was restarted and proven."""
-        failed = [o.result.verdict for o in self.hosts if o.state == "failed" and o.result is not None]
-        if "fail" in failed:
-            return "fail"
-        if "error" in failed:
-            return "error"
-        return "pass" if all(o.state == "done" for o in self.hosts) else "refused"
+    def verdict(self) -> Verdict:
+        """The worst host's (``Verdict.worst``): a failed proof, then a could-not-check, then a host refused
+        (changed since the plan, or never reached); pass only when every host was restarted and proven."""
+        return Verdict.worst(outcome.verdict for outcome in self.hosts)
+
+    @property
+    def warned(self) -> bool:
+        """A host passed with a warning (``--strict`` fails it)."""
+        return any(Outcome.of(o.result.verdict, (f.status for f in o.result.checks)) == Outcome.WARN
+                   for o in self.hosts if o.result is not None)
 
     def counts(self) -> Counter[str]:
         return Counter(outcome.state for outcome in self.hosts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation": "restart", "target": self.target, "verdict": self.verdict,
+        return {"operation": Operation.RESTART, "target": self.target, "verdict": self.verdict,
                 "operation_id": self.operation_id, "started_at": self.started_at,
                 "duration_s": round(self.duration_s, 3), "halted": self.halted or None,
                 "done": self.named("done"), "failed": self.named("failed"), "untouched": self.named("untouched"),
                 "hosts": [outcome.to_json() for outcome in self.hosts]}
 
 
-def restartable_hosts(inventory: Inventory, target: str) -> list[Host]:
-    """The group's hosts; every one must have a service (else the request is refused, naming them)."""
+def rollout_request(inventory: Inventory, target: str) -> PlanRequest:
+    """The group's hosts, judged once: every one must have a service (else refused, naming them)."""
     hosts = inventory.targets([target])
     without = [host.name for host in hosts if host.service is None]
     if without:
         raise UsageError(f"{target}: {len(without)} host(s) have no service in the inventory: "
                          + ", ".join(without[:20]) + (" …" if len(without) > 20 else ""),
                          hint="add hosts.<name>.service, or restart a group without them")
-    return hosts
+    fleet = inventory.fleet
+    names = tuple(host.name for host in hosts)
+    return PlanRequest(OPERATION, target, names, None, False, {"fleet": {
+        "target": target, "hosts": list(names), "restart_batch": fleet.restart_batch,
+        "max_parallel": fleet.max_parallel, "host_deadline_s": fleet.host_deadline_s}})
 
 
 async def _read_all(hosts: list[Host], fleet: FleetSettings,
@@ -192,40 +231,25 @@ def _unreadable(results: list[Any], words: str) -> None:
                       hint="nothing was restarted; fix or leave out those hosts and ask again")
 
 
-async def plan_rollout(inventory: Inventory, target: str, *, operation_id: str | None = None) -> RolloutPlan:
+async def plan_rollout(inventory: Inventory, request: PlanRequest, operation_id: str) -> RolloutPlan:
     """Read every host's service (bounded, a deadline each); nothing on any host changes."""
-    hosts = restartable_hosts(inventory, target)
     fleet = inventory.fleet
-    plans = await _read_all(hosts, fleet, plan_restart)
-    _unreadable(plans, f"no plan for {target}")
-    return RolloutPlan(operation_id or new_operation_id(), target, fleet.restart_batch,
+    plans = await _read_all([inventory.hosts[name] for name in request.hosts], fleet, plan_restart)
+    _unreadable(plans, f"no plan for {request.subject}")
+    return RolloutPlan(operation_id, request.subject, fleet.restart_batch,
                        tuple(replace(plan, evidence=()) for plan in plans if isinstance(plan, RestartPlan)))
 
 
-def _fleet_details(plan_hosts: list[str], target: str, fleet: FleetSettings) -> dict[str, Any]:
-    return {"target": target, "hosts": plan_hosts, "restart_batch": fleet.restart_batch,
-            "max_parallel": fleet.max_parallel, "host_deadline_s": fleet.host_deadline_s}
+async def request_rollout(inventory: Inventory, target: str | PlanRequest, *, origin: Origin,
+                          audit: AuditStore) -> RolloutPlan:
+    """Plan a rolling restart of a group; it awaits one approval. ``target``: the group's name (judged
+    here), or the request a front-end already admitted (``admit_restart``), not judged again."""
+    request = target if isinstance(target, PlanRequest) else await admit(audit, rollout_request(inventory, target))
 
+    async def make_plan(operation_id: str) -> RolloutPlan:
+        return await plan_rollout(inventory, request, operation_id)
 
-async def request_rollout(inventory: Inventory, target: str, *, origin: Origin, audit: AuditStore) -> RolloutPlan:
-    """Plan a rolling restart of a group; it awaits one approval. A busy host refuses at once."""
-    hosts = restartable_hosts(inventory, target)
-    for host in hosts:
-        await locks.refuse_if_busy(audit, host.name)
-    operation_id = new_operation_id()
-    log = audit_log(audit, OPERATION, operation_id, None, origin.actor)
-    await log.requested(origin, fleet=_fleet_details([h.name for h in hosts], target, inventory.fleet))
-    try:
-        plan = await plan_rollout(inventory, target, operation_id=operation_id)
-    except BaseException as exc:
-        verdict = Verdict.REFUSED if isinstance(exc, Refused) else Verdict.ERROR
-        await log.finished(Finished(verdict, f"planning failed: {exc}"))
-        raise
-    await log.plan_shown(plan.to_json())
-    await approvals.create(audit, plan_id=operation_id, operation=OPERATION, host=target,
-                           requested_by=origin.actor, plan_hash=plan.plan_hash, details=plan.to_json(),
-                           approvals=inventory.approvals, channel=origin.channel, message_ts=origin.thread_ts)
-    return plan
+    return await request_plan(request, inventory=inventory, origin=origin, audit=audit, make_plan=make_plan)
 
 
 class _Rollout:
@@ -238,36 +262,10 @@ class _Rollout:
         self.outcomes: dict[str, HostOutcome] = {}
         self.started_at, self.started = utc_now(), time.monotonic()
 
-
-    async def refuse(self, exc: Refused) -> None:
-        """Nothing was restarted: the plan is closed void and the rollout finished refused."""
-        await approvals.close(self.audit, self.plan.operation_id, "void")
-        await self.log.refused(Refusal(str(exc), plan_hash=self.plan.plan_hash,
-                                       holder=exc.holder if isinstance(exc, Locked) else None))
-        await self.log.finished(Finished(Verdict.REFUSED, exc.message))
-
     async def release_untaken(self) -> None:
         for host, lock in list(self.locks.items()):
             await locks.release(self.audit, lock)
             del self.locks[host]
-
-    async def recheck(self, fleet: FleetSettings) -> None:
-        """Every host still runs the planned process; else the whole plan is void."""
-        by_name = {plan.host.name: plan for plan in self.plan.hosts}
-
-        async def read(host: Host) -> ServiceSnapshot:
-            async with connect(host) as conn:
-                snapshot, _ = await read_snapshot(conn, by_name[host.name].service)
-            return snapshot
-
-        hosts = [plan.host for plan in self.plan.hosts]
-        nows = await _read_all(hosts, fleet, read)
-        _unreadable(nows, "plan void, nothing restarted")
-        changed = [f"{host.name}: " + "; ".join(diff) for host, now in zip(hosts, nows, strict=True)
-                   if isinstance(now, ServiceSnapshot) and (diff := changes_since(by_name[host.name].before, now))]
-        if changed:
-            raise PlanVoid(f"plan void, nothing restarted: {len(changed)} host(s) changed since the plan: "
-                           + "; ".join(changed[:10]), hint="request a new plan")
 
 
 async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Origin, audit: AuditStore,
@@ -277,27 +275,13 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     """Restart an approved rolling plan batch by batch, halting at the first host not proven.
 
     Raises ``Refused`` (not approved, a host busy, unreadable or changed since the plan) with
-    nothing restarted. ``fleet`` gives the deadline and fan-out of the re-read; the batch size is
-    the plan's own (it was shown and approved).
+    nothing restarted (``begin_apply``). ``fleet`` gives the deadline and fan-out of the re-read;
+    the batch size is the plan's own (it was shown and approved).
     """
-    if decided.id != plan.operation_id or decided.state != "approved":
-        raise Refused(f"plan {plan.operation_id} is not approved ({decided.state})", hint="nothing was done")
     run = _Rollout(plan, origin, audit)
-    try:
-        if decided.plan_hash != plan.plan_hash:
-            raise PlanVoid(f"plan void: plan {decided.id} no longer matches the hash that was approved",
-                           hint="request a new plan")
-        taken = await locks.acquire_all(audit, [p.host.name for p in plan.hosts], plan.operation_id, OPERATION,
-                                        origin.actor, origin.channel, origin.thread_ts)
-        run.locks = {lock.host: lock for lock in taken}
-        await run.recheck(fleet)
-    except Refused as exc:
-        await run.release_untaken()
-        await run.refuse(exc)
-        raise
-    except BaseException:
-        await run.release_untaken()
-        raise
+    taken = await begin_apply(plan, decided, origin.actor, audit, fleet=fleet, channel=origin.channel,
+                              thread_ts=origin.thread_ts)
+    run.locks = {lock.host: lock for lock in taken}
     try:
         halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
     except BaseException as exc:
@@ -311,9 +295,9 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
             restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
     result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
                            [run.outcomes[p.host.name] for p in plan.hosts], halted)
-    await approvals.close(audit, plan.operation_id, "applied")
+    await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
     await run.log.finished(Finished(
-        Verdict(result.verdict), duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
+        result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
         hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
         extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
                "untouched": result.named("untouched")}))
@@ -331,19 +315,17 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
             name = host_plan.host.name
             if on_host_start is not None:
                 await on_host_start(name, number, len(batches))
-            lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, "restart")
-            try:
+            lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, Operation.RESTART)
+            try:  # the first batch restarts on the state the apply just re-read; a later one re-reads first
                 result = await restart(host_plan, origin=run.origin, audit=run.audit,
                                        on_progress=on_host_progress(name) if on_host_progress else None,
                                        poll_interval_s=poll_interval_s, settle_s=settle_s,
-                                       fleet_operation_id=run.plan.operation_id)
+                                       fleet_operation_id=run.plan.operation_id,
+                                       checked=run.plan.reread.get(name) if number == 1 else None)
             except PlanVoid as void:
                 outcome = HostOutcome(name, "untouched", reason=void.message)
             else:
-                state: HostState = "done" if result.verdict == "pass" else "failed"
-                worst = sorted((f for f in result.checks if f.status in ("fail", "error")),
-                               key=lambda f: f.status != "fail")  # the first failed check says it best
-                outcome = HostOutcome(name, state, result, f"{worst[0].name}: {worst[0].summary}" if worst else "")
+                outcome = HostOutcome.restarted(name, result)
             finally:
                 await locks.release(run.audit, lock)
             run.outcomes[name] = outcome
@@ -366,5 +348,4 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
 def _what_went_wrong(outcome: HostOutcome) -> str:
     if outcome.state == "untouched":
         return "was not restarted (changed since the plan)"
-    return "could not be checked" if outcome.result is not None and outcome.result.verdict == "error" \
-        else "failed its proof"
+    return "could not be checked" if outcome.verdict == Verdict.ERROR else "failed its proof"

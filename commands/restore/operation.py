@@ -17,7 +17,7 @@ from commands.errors import CouldNotCheck, PlanVoid
 from commands.findings import Finding, could_not_check
 from commands.inventory import Host, Inventory
 from commands.operation import OnFinding, OperationResult, Origin
-from commands.plans import finish, lock_for_apply, request_plan
+from commands.plans import PlanRequest, finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
 from commands.restore.plan import RestorePlan, read_plan
 from commands.restore.source import backup_source, snapshot_source
@@ -26,7 +26,7 @@ from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
 from commands.store.log import audit_log
-from commands.vocabulary import CheckStatus, Verdict
+from commands.vocabulary import CheckStatus, PlanState, Verdict
 
 
 async def request_restore(inventory: Inventory, host: Host, *, backup_name: str | None = None,
@@ -44,8 +44,8 @@ async def request_restore(inventory: Inventory, host: Host, *, backup_name: str 
             return Verdict.ERROR, "source unreadable"
         return None if plan.changes else (Verdict.PASS, "nothing differs")
 
-    return await request_plan(host, RestorePlan.operation, inventory=inventory, origin=origin, audit=audit,
-                              details={"backup": backup_name, "undo": undo_snapshot}, make_plan=make_plan,
+    request = PlanRequest.for_host(RestorePlan.operation, host, {"backup": backup_name, "undo": undo_snapshot})
+    return await request_plan(request, inventory=inventory, origin=origin, audit=audit, make_plan=make_plan,
                               nothing_to_approve=nothing_to_approve)
 
 
@@ -70,7 +70,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
             async with connect(plan.host) as conn:
                 await apply_plan(conn, plan, outcome, move_extras=move_extras, on_step=record)
         except PlanVoid:
-            await approvals.close(audit, plan.operation_id, "void")
+            await approvals.close(audit, plan.operation_id, PlanState.VOID)
             await finish(audit, plan, actor, Verdict.REFUSED, "changed since the plan")
             raise
         except CouldNotCheck as exc:
@@ -78,7 +78,7 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
                                          "as it was or fully restored (temp file + rename): see the re-read below"))
             await _reread_after_loss(plan, outcome, record)
         snapshot_dir = outcome.snapshot_dir if any(f.name == "snapshot" for f in findings) else ""
-        await approvals.close(audit, plan.operation_id, "applied")
+        await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
         result = OperationResult(plan.operation_id, plan.operation, plan.host.name, started_at,
                                  time.monotonic() - started, findings,
                                  extra={"snapshot_dir": snapshot_dir, "restored": outcome.restored})

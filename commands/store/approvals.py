@@ -4,7 +4,10 @@ The first decision wins atomically (one UPDATE … WHERE state = 'pending'), so 
 approvers clicking at once yield exactly one apply; the decision, the plan as read for it
 and the event that logs it are one transaction. A plan binds its approval to the
 plan hash that was shown; expiry, self-approval and the approver list come from the
-inventory's ``approvals``.
+inventory's ``approvals``. ``decide`` (and its read-only twin ``may_decide``) is the one place
+that judges whether a click counts (``_judge``); today one approval decides a plan. A decision
+that ends a plan (a rejection, an expiry) ends it in the same transaction: finished, its host
+freed. The plan's state (``PlanState``) is written only here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from commands.clock import utc_now
 from commands.errors import Refused
@@ -28,8 +32,18 @@ from commands.vocabulary import PlanState, Verdict
 if TYPE_CHECKING:
     import sqlite_utils
 
-Decision = Literal["approved", "rejected"]
-Outcome = Literal["ok", "decided", "expired", "self", "not-approver", "elsewhere"]
+Decision = Literal[PlanState.APPROVED, PlanState.REJECTED]
+
+
+class Judgement(StrEnum):
+    """Whether a click counts, and if not, why (``_judge``)."""
+
+    OK = "ok"
+    DECIDED = "decided"  # no longer pending
+    EXPIRED = PlanState.EXPIRED
+    SELF = "self"  # the requester approving their own plan
+    NOT_APPROVER = "not-approver"
+    ELSEWHERE = "elsewhere"  # a button of another plan's kind, channel or message
 
 
 @dataclass(frozen=True)
@@ -64,7 +78,7 @@ class PendingPlan:
     expires_at: float
     plan_hash: str
     details: dict[str, Any]
-    state: str
+    state: PlanState
     decided_by: str | None
     decided_at: str | None
     channel: str | None
@@ -75,7 +89,7 @@ class PendingPlan:
 
 
 def plan_of(row: dict[str, Any]) -> PendingPlan:
-    return from_row(PendingPlan, row, details=json.loads(row["details"]))
+    return from_row(PendingPlan, row, details=json.loads(row["details"]), state=PlanState(row["state"]))
 
 
 async def create(store: AuditStore, *, plan_id: str, operation: str, host: str, requested_by: str,
@@ -83,7 +97,7 @@ async def create(store: AuditStore, *, plan_id: str, operation: str, host: str, 
                  channel: str | None = None, message_ts: str | None = None) -> PendingPlan:
     row = {"id": plan_id, "operation": operation, "host": host, "requested_by": requested_by,
            "created_at": utc_now(), "expires_at": time.time() + approvals.expire_after_s, "plan_hash": plan_hash,
-           "details": json.dumps(details, sort_keys=True, default=str), "state": "pending", "decided_by": None,
+           "details": json.dumps(details, sort_keys=True, default=str), "state": PlanState.PENDING, "decided_by": None,
            "decided_at": None, "channel": channel, "message_ts": message_ts}
     await store.write(lambda db: db.table("plans").insert(row))
     return plan_of(row)
@@ -100,14 +114,15 @@ def _no_such_plan(plan_id: str) -> Refused:
     return Refused(f"no such plan {plan_id!r}", hint="it may have been made by another proofbot database")
 
 
-def _settle(db: sqlite_utils.Database, plan_id: str, state: str, decided_by: str | None,
+def _settle(db: sqlite_utils.Database, plan_id: str, state: PlanState, decided_by: str | None,
             expired_by: float | None = None) -> PendingPlan | None:
     """The one write that decides a plan, returning the plan as it is after it (None when it was no
     longer pending, or, with ``expired_by``, not yet expired then): the first decision wins."""
     due = " AND expires_at <= ?" if expired_by is not None else ""
     rows = list(db.query(f"UPDATE plans SET state = ?, decided_by = ?, decided_at = ? "
-                         f"WHERE id = ? AND state = 'pending'{due} RETURNING *",
-                         [state, decided_by, utc_now(), plan_id, *([expired_by] if due else [])]))
+                         f"WHERE id = ? AND state = ?{due} RETURNING *",
+                         [state, decided_by, utc_now(), plan_id, PlanState.PENDING,
+                          *([expired_by] if due else [])]))
     return plan_of(rows[0]) if rows else None
 
 
@@ -116,24 +131,34 @@ def _log(plan: PendingPlan, actor: str, db: sqlite_utils.Database) -> Within:
 
 
 def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, str]) -> None:
-    _log(plan, PROOFBOT, db).expired(plan.expires_at_utc(), **details)
+    log = _log(plan, PROOFBOT, db)
+    log.expired(plan.expires_at_utc(), **details)
+    _end(db, log, plan, Verdict.EXPIRED, "no decision before the plan expired")
+
+
+def _end(db: sqlite_utils.Database, log: Within, plan: PendingPlan, verdict: Verdict, summary: str) -> None:
+    """A plan that will not be applied, ended with its decision: finished, and its host freed if it holds it."""
+    log.finished(Finished(verdict, summary))
+    locks.free(db, plan.host, plan.id)
 
 
 def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approvals, user_id: str | None,
-           now: float) -> Outcome:
-    if plan.state != "pending":
-        return "decided"
+           now: float) -> Judgement:
+    """Does this click count? The one judgement (issue 24's approvals per plan and policies grow here)."""
+    if plan.state != PlanState.PENDING:
+        return Judgement.DECIDED
     if plan.expires_at <= now:
-        return "expired"
+        return Judgement.EXPIRED
     is_requester = actor == plan.requested_by
-    if user_id is not None and decision == "approved":
+    if user_id is not None and decision == PlanState.APPROVED:
         if user_id not in approvals.approvers:
-            return "not-approver"
+            return Judgement.NOT_APPROVER
         if is_requester and not approvals.allow_self_approval:
-            return "self"
-    if user_id is not None and decision == "rejected" and not is_requester and user_id not in approvals.approvers:
-        return "not-approver"
-    return "ok"
+            return Judgement.SELF
+    if (user_id is not None and decision == PlanState.REJECTED and not is_requester
+            and user_id not in approvals.approvers):
+        return Judgement.NOT_APPROVER
+    return Judgement.OK
 
 
 async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
@@ -146,8 +171,8 @@ async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Deci
         raise _no_such_plan(plan_id)
     plan = plan_of(row)
     why = clicked_on.mismatch(plan) if clicked_on is not None else ""
-    outcome: Outcome = "elsewhere" if why else _judge(plan, actor, decision, approvals, user_id, time.time())
-    if outcome != "ok":
+    outcome = Judgement.ELSEWHERE if why else _judge(plan, actor, decision, approvals, user_id, time.time())
+    if outcome != Judgement.OK:
         raise _refusal(outcome, plan, why)
     return plan
 
@@ -166,46 +191,49 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
     """
     now = time.time()
     refusal: list[str] = []
+    decision = cast(Decision, PlanState(decision))  # a test's plain "approved" is the same word
 
-    def attempt(db: sqlite_utils.Database) -> tuple[Outcome, PendingPlan]:
+    def attempt(db: sqlite_utils.Database) -> tuple[Judgement, PendingPlan]:
         row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
         plan = plan_of(row)
         if clicked_on is not None and (why := clicked_on.mismatch(plan)):
             refusal.append(why)
-            return "elsewhere", plan
+            return Judgement.ELSEWHERE, plan
         outcome = _judge(plan, actor, decision, approvals, user_id, now)
-        if outcome == "expired":
-            plan = _settle(db, plan_id, "expired", None) or plan
+        if outcome == Judgement.EXPIRED:
+            plan = _settle(db, plan_id, PlanState.EXPIRED, None) or plan
             _expired(db, plan, {"clicked_by": actor})
-        elif outcome == "ok":
+        elif outcome == Judgement.OK:
             decided = _settle(db, plan_id, decision, actor)
             if decided is None:
-                return "decided", plan
+                return Judgement.DECIDED, plan
             plan = decided
             log = _log(plan, actor, db)
             writer = {PlanState.APPROVED: log.approved, PlanState.REJECTED: log.rejected}[PlanState(decision)]
             writer(plan.plan_hash, plan.requested_by, reason or None)
+            if decision == PlanState.REJECTED:
+                _end(db, log, plan, Verdict.REJECTED, f"rejected: {reason}" if reason else "rejected")
         return outcome, plan
 
     outcome, plan = await store.write(attempt)
-    if outcome == "ok":
+    if outcome == Judgement.OK:
         return plan
     raise _refusal(outcome, plan, refusal[0] if refusal else "")
 
 
-def _refusal(outcome: Outcome, plan: PendingPlan, why: str) -> Refused:
+def _refusal(outcome: Judgement, plan: PendingPlan, why: str) -> Refused:
     """Why a decision was not taken, in the words the decider sees."""
     match outcome:
-        case "decided":
+        case Judgement.DECIDED:
             return Refused(f"this plan was already {plan.state} by {plan.decided_by or 'proofbot'} "
                            f"at {plan.decided_at}", hint="nothing more was done")
-        case "expired":
+        case Judgement.EXPIRED:
             return Refused(f"this plan expired at {plan.expires_at_utc()}", hint=f"run /{plan.operation} again")
-        case "elsewhere":
+        case Judgement.ELSEWHERE:
             return Refused(f"not decided: {why} (plan {plan.id})", hint="use the buttons on the plan's message")
-        case "self":
+        case Judgement.SELF:
             return Refused("you requested this plan; another approver must approve it",
                            hint="allow_self_approval is false in the inventory")
         case _:
@@ -216,19 +244,26 @@ def _refusal(outcome: Outcome, plan: PendingPlan, why: str) -> Refused:
 async def expire_if_due(store: AuditStore, plan_id: str) -> PendingPlan | None:
     """Mark a pending plan expired once its time has passed; returns it when this call expired it."""
     def attempt(db: sqlite_utils.Database) -> PendingPlan | None:
-        plan = _settle(db, plan_id, "expired", None, expired_by=time.time())
+        plan = _settle(db, plan_id, PlanState.EXPIRED, None, expired_by=time.time())
         if plan is not None:
             _expired(db, plan, {})
         return plan
     return await store.write(attempt)
 
 
-async def close(store: AuditStore, plan_id: str, state: str) -> None:
+async def close(store: AuditStore, plan_id: str, state: PlanState) -> None:
     """Mark a plan void or applied (states that follow approval)."""
-    await store.write(lambda db: db.execute("UPDATE plans SET state = ? WHERE id = ?", [state, plan_id]))
+    await store.write(lambda db: set_state(db, plan_id, state))
 
 
-async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: str, reason: str) -> None:
+def set_state(db: sqlite_utils.Database, plan_id: str, state: PlanState) -> None:
+    """``close`` inside the caller's transaction (a withdrawal closes the plan with its event)."""
+    if state not in (PlanState.VOID, PlanState.APPLIED):
+        raise ValueError(f"a plan is closed void or applied, not {state}")
+    db.execute("UPDATE plans SET state = ? WHERE id = ?", [PlanState(state), plan_id])
+
+
+async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: Verdict | str, reason: str) -> None:
     """End a plan that will not be applied (rejected, expired, declined): finish it and free the host if
     this plan holds it, in one transaction."""
     def finish(db: sqlite_utils.Database) -> None:

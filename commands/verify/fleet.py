@@ -2,7 +2,8 @@
 
 The fleet operation's own events say what was asked (the targets, the hosts) and, at the end,
 the counts; each host's verify is a full operation of its own (``/audit HOST`` lists it) that
-names the fleet operation in its request.
+names the fleet operation in its request. A ``FleetRequest`` carries its operation id from the
+moment it is asked, so a front-end can show it before the first host is reached.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from commands.clock import utc_now
 from commands.fleet.grouping import outcome_of
@@ -23,11 +24,20 @@ from commands.store.db import AuditStore
 from commands.store.kinds import Finished
 from commands.store.log import audit_log
 from commands.verify.operation import verify
-from commands.verify.plan import VerifyPlan
+from commands.verify.plan import FleetPlan, VerifyPlan
 from commands.vocabulary import Operation, Verdict
 
 OnHostDone = Callable[[OperationResult], Awaitable[None]]
 OnHostFinding = Callable[[str], OnFinding | None]
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """A fleet verify as asked: the words that named it, each host's plan, and its operation id."""
+
+    target: str  # as asked: "gpu-west", "ct129 ct130", "the 3 not passing in op-…"
+    plan: FleetPlan
+    operation_id: str = field(default_factory=new_operation_id)
 
 
 @dataclass(frozen=True)
@@ -41,13 +51,12 @@ class FleetResult:
 
     @property
     def verdict(self) -> Verdict:
-        """The worst host's: a failure outranks a could-not-check, which outranks a pass."""
-        verdicts = {result.verdict for result in self.results}
-        return Verdict.worst(verdicts)
+        """The worst host's (``Verdict.worst``): a failure outranks a could-not-check, which outranks a pass."""
+        return Verdict.worst(result.verdict for result in self.results)
 
     def counts(self) -> Counter[str]:
         """Hosts per outcome: pass, warn (a pass with a warning), fail, error."""
-        return Counter(outcome_of(result) for result in self.results)
+        return Counter[str](outcome_of(result) for result in self.results)
 
 
 async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, audit: AuditStore,
@@ -63,12 +72,12 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     started_at, started = utc_now(), time.monotonic()
     log = audit_log(audit, Operation.VERIFY, operation_id, None, origin.actor)
     await log.requested(origin, fleet={"target": target, "hosts": [plan.host.name for plan in plans],
-                                          # what each host is to be compared with: a re-verify of a host
-                                          # that never started (an interrupted fleet) reads it here
-                                          "backups": {plan.host.name: plan.backup_name for plan in plans},
-                                          "max_parallel": fleet.max_parallel,
-                                          "host_deadline_s": fleet.host_deadline_s,
-                                          **({"without_backup": without_backup} if without_backup else {})})
+                                       # what each host is to be compared with: a re-verify of a host
+                                       # that never started (an interrupted fleet) reads it here
+                                       "backups": {plan.host.name: plan.backup_name for plan in plans},
+                                       "max_parallel": fleet.max_parallel,
+                                       "host_deadline_s": fleet.host_deadline_s,
+                                       **({"without_backup": without_backup} if without_backup else {})})
 
     async def one(plan: VerifyPlan) -> OperationResult:
         on_finding = on_host_finding(plan.host.name) if on_host_finding else None
@@ -81,7 +90,7 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
             await on_host_done(result)
 
     results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done)
-    outcome = FleetResult(operation_id, "verify", target, started_at, time.monotonic() - started, results)
+    outcome = FleetResult(operation_id, Operation.VERIFY, target, started_at, time.monotonic() - started, results)
     await log.finished(Finished(outcome.verdict, duration_s=round(outcome.duration_s, 3),
                                 counts=dict(sorted(outcome.counts().items())),
                                 hosts={result.host: result.operation_id for result in results}))
