@@ -30,8 +30,9 @@ from commands.findings import Finding
 from commands.inflight import Ticket
 from commands.inventory import Host
 from commands.operation import Origin
+from commands.plans import PlanRequest, admit
 from commands.restore import RestorePlan, apply_restore, request_restore
-from commands.store import approvals, locks
+from commands.store import approvals
 from commands.vocabulary import Operation
 
 USAGE = "usage: /restore HOST [BACKUP]"
@@ -45,7 +46,7 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
         raise UsageError(USAGE, hint="or /verify help")
     host = context.inventory.host(words[0])
     backup, _ = host.backup(words[1] if len(words) > 1 else None)
-    await locks.refuse_if_busy(context.audit, host.name)
+    await admit(context.audit, PlanRequest.for_host(Operation.RESTORE, host))  # the core judges; refused as the reply
     with context.start(command["user_id"], Operation.RESTORE, [host.name], [backup]) as ticket:  # the planning counts
         await ack()
         await _plan_in_thread(context, client, command, host, backup, ticket)
