@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from commands.errors import UnknownBackup, UnknownHost
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
+from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -191,6 +192,7 @@ class Inventory(Strict):
     hosts: dict[str, Host]
     # Each group expanded to its host names, in the order written, each host once; `all` included.
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    watch: tuple[WatchEntry, ...] = ()  # the schedule of re-verifies (commands/inventory/watch.py)
 
     def host(self, name: str) -> Host:
         """One host by name; a group name here (a one-host command) is a usage error that says so."""

@@ -17,6 +17,7 @@ from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
+from commands.inventory.watch import parse_watch
 from commands.ssh_config import resolve_entry
 from commands.ssh_config.files import UnsafeFiles
 
@@ -32,6 +33,7 @@ class _InventoryFile(Strict):
     limits: Limits = Field(default_factory=Limits)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     packages: dict[str, Any] = Field(default_factory=dict)
+    watch: Any = None  # commands/inventory/watch.py checks it, each entry at its line
     hosts: dict[str, dict[str, Any]]
 
 
@@ -90,9 +92,10 @@ def parse_inventory(text: str, source: str) -> Inventory:
     except InventoryError as exc:
         problems.add_raised(exc)
     groups = expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
+    watch = parse_watch(problems, document.watch, set(map(str, document.hosts)), set(groups))
     problems.raise_if_any()
     return Inventory(path=source, approvals=document.approvals, channels=document.channels,
-                     fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups)
+                     fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups, watch=watch)
 
 
 def _document(raw: dict[str, Any], problems: Problems) -> _InventoryFile:
