@@ -88,6 +88,15 @@ class EventKind(StrEnum):
 ENDING_KINDS = frozenset({EventKind.FINISHED, EventKind.REFUSED, EventKind.CANCELLED, EventKind.INTERRUPTED})
 
 
+class Change(StrEnum):
+    """What the watch says about one host whose confirmed state changed (commands/watch/)."""
+
+    FAILED = "failed"  # pass (or not yet known) -> fail
+    NEW_CAUSE = "new-cause"  # still failing, for another reason
+    RECOVERED = "recovered"  # fail or could-not-check -> pass
+    UNCHECKABLE = "uncheckable"  # -> could not check
+
+
 class PlanState(StrEnum):
     """Where a plan awaiting approval stands (the ``plans.state`` column)."""
 

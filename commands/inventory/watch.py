@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import time, timedelta
+from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -64,6 +64,13 @@ class QuietHours:
 
     def __str__(self) -> str:
         return f"{self.start:%H:%M}-{self.end:%H:%M} {self.zone.key}"
+
+    def contains(self, moment: datetime) -> bool:
+        """Whether ``moment`` (aware) falls in the window, read on the zone's wall clock (DST included)."""
+        local = moment.astimezone(self.zone).time()
+        if self.start < self.end:
+            return self.start <= local < self.end
+        return local >= self.start or local < self.end  # across midnight
 
 
 class WatchEntry(Strict):
