@@ -117,6 +117,7 @@ class Operation(StrEnum):
     ROLLOUT = "rollout"  # a rolling restart over a group
     PING = "ping"
     AUDIT = "audit"
+    WATCH = "watch"  # a scheduled re-verify (commands/watch/)
 
 
 class Outcome(StrEnum):

@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     ping = sub.add_parser(Operation.PING, parents=[shared],
                           help="reach each host, check its key, run `true`; change nothing")
     ping_arguments(ping)
+    watch = sub.add_parser(Operation.WATCH, parents=[shared],
+                           help="re-verify the inventory's watch entries on their schedule; say only what changes")
+    watch.add_argument("--once", action="store_true",
+                       help="verify every watched target once and exit with verify's code (cron, CI)")
     inventory = sub.add_parser("inventory", parents=[shared],
                                help="`inventory check`: validate; `inventory show HOST`: its SSH values and their "
                                     "origins; connect to nothing")
@@ -177,6 +181,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host)
+    if args.command == Operation.WATCH:
+        from bot.cli.watch import run_watch
+
+        return await run_watch(args)
     if args.command in (Operation.PING, "inventory"):
         if args.command == Operation.PING:
             from bot.cli.ping import run_ping

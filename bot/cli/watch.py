@@ -1,0 +1,43 @@
+"""``proofbot watch [--once]``: the inventory's ``watch`` entries from a terminal, cron or CI. ``--once`` verifies
+every entry's target once and exits with verify's codes; without it the watch runs until interrupted,
+printing each announcement (``serve`` posts them to Slack)."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from bot.cli.marks import EXIT_FOR_VERDICT
+from bot.cli.session import inventory_of, session
+from bot.watch_text import announcement_text
+from bot.words import counts_words
+from commands.errors import UsageError
+from commands.fleet.grouping import outcome_of
+from commands.inventory.watch import WatchEntry
+from commands.vocabulary import Verdict
+from commands.watch.fleet import fleet_verifier
+from commands.watch.holds import LockHolds
+from commands.watch.schedule import TargetRun, Watch
+from commands.watch.state import Announcement
+
+
+async def run_watch(args: argparse.Namespace) -> int:
+    inventory = inventory_of(args)
+    if not inventory.watch:
+        raise UsageError(f"{inventory.path} has no watch entries",
+                         hint="add e.g. watch: [{target: all, every: 5m, channel: C0123ABCD}]")
+
+    async def printed(_entry: WatchEntry, announcement: Announcement) -> None:
+        print(announcement_text(announcement), flush=True)
+
+    async def counted(run: TargetRun) -> None:
+        counts = Counter[str](outcome_of(result) for result in run.results)
+        print(f"{run.at:%Y-%m-%d %H:%M:%S} watch {run.target}: {counts_words(counts)}", flush=True)
+
+    async with session(args, inventory) as cli:
+        watch = Watch(inventory.watch, fleet_verifier(inventory, cli.audit, cli.origin), printed,
+                      held_until=LockHolds(inventory, cli.audit), on_run=counted)
+        if not args.once:
+            await watch.run_forever()  # until interrupted (exit 130)
+        runs = await watch.run_once()
+    return EXIT_FOR_VERDICT[Verdict.worst(run.verdict for run in runs)]

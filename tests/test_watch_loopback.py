@@ -1,0 +1,131 @@
+"""Tier 1: the watch on simulated time over many inventory hosts on loopback lab hosts, each real verify over
+SSH: a steady fleet says nothing, one patched file is one alert after ``after`` runs and one recovery after
+the restore, a flap says nothing, proofbot's own lock says nothing, quiet hours give one digest."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.demo.host import ORIGINAL_FILES, PATCHED_SPEC_INFO, DemoHost, demo_host
+from commands.inventory import Inventory
+from commands.operation import Origin
+from commands.store.db import AuditStore
+from commands.store.locks import acquire, holder_of, release
+from commands.vocabulary import Change, Operation, Verdict
+from commands.watch.fleet import fleet_verifier
+from commands.watch.holds import LockHolds
+from commands.watch.schedule import TargetRun, Watch
+from tests.watch_rig import Posted, SimulatedClock, watch_inventory
+
+START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # 13:00 in Berlin
+BROKEN = [f"ct{n}" for n in range(200, 220)]  # 20 names of the one host the tests patch
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def drifting_host() -> AsyncIterator[DemoHost]:
+    """A passing loopback host of this module's own: the tests patch its file and put it back."""
+    async with demo_host("ct200", patched=False, extra_file=False, flags=["--speculative-algorithm", "NEXTN"]) as host:
+        yield host
+
+
+@pytest.fixture
+def inventory(tmp_path: Path, drifting_host: DemoHost, clean_host: DemoHost) -> Inventory:
+    steady = [(f"ct{n}", clean_host) for n in range(300, 304)]
+    return watch_inventory(tmp_path, {"gpu": [(name, drifting_host) for name in BROKEN] + steady}, [
+        {"target": "gpu", "every": "5m", "channel": "C0WATCH", "jitter": "30s",
+         "quiet": "22:00-22:30 Europe/Berlin"}])
+
+
+def _patch(host: DemoHost, patched: bool) -> None:
+    (host.live_dir / "spec_info.py").write_text(PATCHED_SPEC_INFO if patched else ORIGINAL_FILES["spec_info.py"])
+
+
+async def _watch(inventory: Inventory, tmp_path: Path, start: datetime, runs: int,
+                 between: Callable[[int], object]) -> tuple[Posted, list[TargetRun]]:
+    """``runs`` runs of the inventory's watch from ``start``; ``between(n)`` after the n-th (0-based)."""
+    audit = AuditStore.open(tmp_path / "audit.db")
+    posted, done = Posted(), list[TargetRun]()
+
+    async def on_run(run: TargetRun) -> None:
+        done.append(run)
+        outcome = between(len(done) - 1)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    watch = Watch(inventory.watch, fleet_verifier(inventory, audit, Origin("watch", "cli")), posted,
+                  clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
+    try:
+        await watch.run_forever(until=start + runs * inventory.watch[0].interval)
+    finally:
+        audit.close()
+    assert len(done) == runs
+    return posted, done
+
+
+async def test_a_steady_fleet_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
+    _patch(drifting_host, False)
+    posted, runs = await _watch(inventory, tmp_path, START, 6, lambda _: None)
+    assert posted.messages == [] and all(len(run.results) == 24 for run in runs)
+
+
+async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
+        inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
+    _patch(drifting_host, False)
+    plan = {1: True, 4: False}  # patched after run 1, restored after run 4
+    posted, runs = await _watch(inventory, tmp_path, START, 7,
+                                lambda n: _patch(drifting_host, plan[n]) if n in plan else None)
+    assert posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN),
+                              sorted((name, Change.RECOVERED) for name in BROKEN)]
+    assert [run.said != [] for run in runs] == [False, False, False, True, False, False, True]
+    alert = posted.messages[0][1].changes[0]
+    assert posted.messages[0][0] == "C0WATCH" and "file:spec_info.py" in alert.now.causes
+
+
+async def test_a_flap_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
+    _patch(drifting_host, False)
+    posted, _ = await _watch(inventory, tmp_path, START, 6, lambda n: _patch(drifting_host, n % 2 == 0))
+    assert posted.messages == []
+
+
+async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path: Path,
+                                                  drifting_host: DemoHost) -> None:
+    _patch(drifting_host, False)
+    audit = AuditStore.open(tmp_path / "audit.db")
+    locks = []
+
+    async def restart_between(n: int) -> None:
+        if n == 1:  # proofbot's restore of every broken name begins: locks taken, the file patched meanwhile
+            locks.extend([await acquire(audit, name, "op-restart", Operation.RESTART, "U1") for name in BROKEN])
+            _patch(drifting_host, True)
+        if n == 4:  # it ends: the file is right again, the locks released (ready_timeout_s 30 s is then over)
+            _patch(drifting_host, False)
+            for lock in locks:
+                await release(audit, lock)
+
+    try:
+        posted, runs = await _watch(inventory, tmp_path, START, 6, restart_between)
+        assert await holder_of(audit, BROKEN[0]) is None
+    finally:
+        audit.close()
+    assert any(run.verdict == Verdict.FAIL for run in runs)  # the host did fail while held
+    assert posted.messages == []
+
+
+async def test_quiet_hours_hold_the_alert_for_one_digest_at_their_end(
+        inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
+    _patch(drifting_host, False)
+    evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:30
+    posted, runs = await _watch(inventory, tmp_path, evening, 10, lambda n: _patch(drifting_host, n == 2) if n == 2
+                                else None)
+    assert len(posted.messages) == 1
+    digest = posted.messages[0][1]
+    assert digest.digest and posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN)]
+    said_at = next(run.at for run in runs if run.said)
+    assert said_at >= evening + timedelta(minutes=40)  # 22:30 Berlin: the first run after the quiet hours
+    _patch(drifting_host, False)

@@ -1,0 +1,59 @@
+"""The watch's test rig: a simulated clock (a week passes without sleeping), an inventory of many loopback
+hosts, and the announcements a watch posts, recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.demo.host import DemoHost
+from commands.inventory import Inventory, parse_inventory
+from commands.inventory.watch import WatchEntry
+from commands.watch.state import Announcement
+from tests.fleet_rig import fleet_entry
+
+
+class SimulatedClock:
+    """Time that moves only when the watch waits: ``sleep_until`` jumps to the moment at once."""
+
+    def __init__(self, start: datetime) -> None:
+        self.current = start
+
+    def now(self) -> datetime:
+        return self.current
+
+    async def sleep_until(self, moment: datetime) -> None:
+        self.current = max(self.current, moment)
+        await asyncio.sleep(0)
+
+
+class Posted:
+    """What the watch posted, in order: each announcement with the entry's channel."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, Announcement]] = []
+
+    async def __call__(self, entry: WatchEntry, announcement: Announcement) -> None:
+        self.messages.append((entry.channel, announcement))
+
+    def hosts(self) -> list[list[tuple[str, str]]]:
+        """Each message as its (host, change) pairs, hosts sorted."""
+        return [sorted((change.host, str(change.change)) for change in message.changes)
+                for _, message in self.messages]
+
+
+def watch_inventory(tmp_path: Path, groups: dict[str, list[tuple[str, DemoHost]]], watch: list[dict[str, Any]],
+                    ) -> Inventory:
+    """An inventory whose groups name hosts, each reached on its loopback lab host (many names, one host)."""
+    template = next(iter(groups.values()))[0][1]
+    document = template.inventory()
+    document["hosts"] = {name: fleet_entry(host) for members in groups.values() for name, host in members}
+    document["groups"] = {group: [name for name, _ in members] for group, members in groups.items()}
+    document["watch"] = watch
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return parse_inventory(path.read_text(), str(path))
