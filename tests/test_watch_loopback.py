@@ -11,16 +11,23 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import ORIGINAL_FILES, PATCHED_SPEC_INFO, DemoHost, demo_host
+from bot.slack.fleet import Paced
+from bot.slack.watch import slack_poster
 from commands.inventory import Inventory
+from commands.inventory.watch import WatchEntry
 from commands.operation import Origin
 from commands.store.db import AuditStore
 from commands.store.locks import acquire, holder_of, release
+from commands.verify.fleet import FleetResult
 from commands.vocabulary import Change, Operation, Verdict
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
-from commands.watch.schedule import TargetRun, Watch
+from commands.watch.schedule import Post, TargetRun, Watch
+from commands.watch.state import Announcement
+from tests.slack_fake.server import FakeSlack
 from tests.watch_rig import Posted, SimulatedClock, watch_inventory
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # 13:00 in Berlin
@@ -48,9 +55,25 @@ def _patch(host: DemoHost, patched: bool) -> None:
 
 async def _watch(inventory: Inventory, tmp_path: Path, start: datetime, runs: int,
                  between: Callable[[int], object]) -> tuple[Posted, list[TargetRun]]:
-    """``runs`` runs of the inventory's watch from ``start``; ``between(n)`` after the n-th (0-based)."""
+    """``runs`` runs of the inventory's watch from ``start``, posting to a fake Slack; ``between(n)`` after the
+    n-th (0-based). What was posted is returned as the fake Slack holds it: each parent and its replies."""
     audit = AuditStore.open(tmp_path / "audit.db")
     posted, done = Posted(), list[TargetRun]()
+    async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
+        to_slack = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url), Paced(0))
+
+        async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
+            await posted(entry, announcement, fleet)
+            await to_slack(entry, announcement, fleet)
+
+        await _run(inventory, audit, start, runs, between, post, done)
+        posted.slack = [(message.text, [reply.text for reply in slack.thread("C0WATCH", message.ts)])
+                        for message in slack.messages_in("C0WATCH") if not message.is_reply]
+    return posted, done
+
+
+async def _run(inventory: Inventory, audit: AuditStore, start: datetime, runs: int, between: Callable[[int], object],
+               post: Post, done: list[TargetRun]) -> None:
 
     async def on_run(run: TargetRun) -> None:
         done.append(run)
@@ -58,20 +81,19 @@ async def _watch(inventory: Inventory, tmp_path: Path, start: datetime, runs: in
         if inspect.isawaitable(outcome):
             await outcome
 
-    watch = Watch(inventory.watch, fleet_verifier(inventory, audit, Origin("watch", "cli")), posted,
+    watch = Watch(inventory.watch, fleet_verifier(inventory, audit, Origin("watch", "cli")), post,
                   clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
     try:
         await watch.run_forever(until=start + runs * inventory.watch[0].interval)
     finally:
         audit.close()
     assert len(done) == runs
-    return posted, done
 
 
 async def test_a_steady_fleet_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
     posted, runs = await _watch(inventory, tmp_path, START, 6, lambda _: None)
-    assert posted.messages == [] and all(len(run.results) == 24 for run in runs)
+    assert posted.slack == [] and all(len(run.results) == 24 for run in runs)
 
 
 async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
@@ -82,6 +104,12 @@ async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
                                 lambda n: _patch(drifting_host, plan[n]) if n in plan else None)
     assert posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN),
                               sorted((name, Change.RECOVERED) for name in BROKEN)]
+    # in Slack: one alert for the 20 hosts, its evidence in the thread (one group: they fail alike); one recovery
+    (alert_text, alert_replies), (recovery_text, recovery_replies) = posted.slack
+    assert alert_text == "watch gpu: 20 hosts now failing" and recovery_text == "watch gpu: 20 hosts recovered"
+    assert alert_replies == ["Group 1 of 1: FAIL on 20 hosts"]
+    # the file was put back under the running process: a pass that warns, its evidence shown too
+    assert recovery_replies == ["Group 1 of 1: PASS with warnings on 20 hosts"]
     assert [run.said != [] for run in runs] == [False, False, False, True, False, False, True]
     alert = posted.messages[0][1].changes[0]
     assert posted.messages[0][0] == "C0WATCH" and "file:spec_info.py" in alert.now.causes
@@ -90,7 +118,7 @@ async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
 async def test_a_flap_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
     posted, _ = await _watch(inventory, tmp_path, START, 6, lambda n: _patch(drifting_host, n % 2 == 0))
-    assert posted.messages == []
+    assert posted.slack == []
 
 
 async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path: Path,
@@ -114,7 +142,7 @@ async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path
     finally:
         audit.close()
     assert any(run.verdict == Verdict.FAIL for run in runs)  # the host did fail while held
-    assert posted.messages == []
+    assert posted.slack == []
 
 
 async def test_quiet_hours_hold_the_alert_for_one_digest_at_their_end(
@@ -123,7 +151,8 @@ async def test_quiet_hours_hold_the_alert_for_one_digest_at_their_end(
     evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:30
     posted, runs = await _watch(inventory, tmp_path, evening, 10, lambda n: _patch(drifting_host, n == 2) if n == 2
                                 else None)
-    assert len(posted.messages) == 1
+    assert posted.slack == [("watch gpu (held through quiet hours): 20 hosts now failing",
+                             ["Group 1 of 1: FAIL on 20 hosts"])]
     digest = posted.messages[0][1]
     assert digest.digest and posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN)]
     said_at = next(run.at for run in runs if run.said)

@@ -13,6 +13,7 @@ import yaml
 from bot.demo.host import DemoHost
 from commands.inventory import Inventory, parse_inventory
 from commands.inventory.watch import WatchEntry
+from commands.verify.fleet import FleetResult
 from commands.watch.state import Announcement
 from tests.fleet_rig import fleet_entry
 
@@ -36,8 +37,9 @@ class Posted:
 
     def __init__(self) -> None:
         self.messages: list[tuple[str, Announcement]] = []
+        self.slack: list[tuple[str, list[str]]] = []  # as the fake Slack holds them: each parent's text, its replies'
 
-    async def __call__(self, entry: WatchEntry, announcement: Announcement) -> None:
+    async def __call__(self, entry: WatchEntry, announcement: Announcement, _fleet: FleetResult) -> None:
         self.messages.append((entry.channel, announcement))
 
     def hosts(self) -> list[list[tuple[str, str]]]:

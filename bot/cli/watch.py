@@ -14,6 +14,7 @@ from bot.words import counts_words
 from commands.errors import UsageError
 from commands.fleet.grouping import outcome_of
 from commands.inventory.watch import WatchEntry
+from commands.verify.fleet import FleetResult
 from commands.vocabulary import Verdict
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
@@ -27,7 +28,7 @@ async def run_watch(args: argparse.Namespace) -> int:
         raise UsageError(f"{inventory.path} has no watch entries",
                          hint="add e.g. watch: [{target: all, every: 5m, channel: C0123ABCD}]")
 
-    async def printed(_entry: WatchEntry, announcement: Announcement) -> None:
+    async def printed(_entry: WatchEntry, announcement: Announcement, _fleet: FleetResult) -> None:
         print(announcement_text(announcement), flush=True)
 
     async def counted(run: TargetRun) -> None:

@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack.app import build_app
 from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack
+from bot.slack.watch import start_watch, stop_watch
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
 from commands.store.db import AuditStore
@@ -103,9 +104,11 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
             return 0
         # Recorded only now: the tokens were accepted and the bot is reachable.
         await bot_log(audit).bot_started("http" if http_port else "socket", sorted(inventory.hosts))
+        watching = start_watch(context, app.client)  # the inventory's watch entries, until shutdown
         try:
             await stop.wait()
         finally:
+            await stop_watch(watching)
             await close()
             await bot_log(audit).bot_stopped()
     finally:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from commands.inventory import Inventory
 from commands.inventory.watch import WatchEntry
-from commands.operation import OperationResult, Origin
+from commands.operation import Origin
 from commands.store.db import AuditStore
-from commands.verify.fleet import verify_fleet
+from commands.verify.fleet import FleetResult, verify_fleet
 from commands.verify.plan import plan_fleet
 from commands.watch.schedule import VerifyTarget
 
@@ -14,10 +14,9 @@ from commands.watch.schedule import VerifyTarget
 def fleet_verifier(inventory: Inventory, audit: AuditStore, origin: Origin) -> VerifyTarget:
     """Verify an entry's hosts as ``proofbot verify TARGET`` would (each host's only backup, the probe sent)."""
 
-    async def verify_target(entry: WatchEntry) -> list[OperationResult]:
+    async def verify_target(entry: WatchEntry) -> FleetResult:
         planned = plan_fleet(inventory.targets([entry.target]), None)
-        fleet = await verify_fleet(planned.plans, target=entry.target, origin=origin, audit=audit,
-                                   fleet=inventory.fleet, without_backup=planned.without_backup)
-        return fleet.results
+        return await verify_fleet(planned.plans, target=entry.target, origin=origin, audit=audit,
+                                  fleet=inventory.fleet, without_backup=planned.without_backup)
 
     return verify_target

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from commands.inventory.watch import WatchEntry
 from commands.operation import OperationResult
+from commands.verify.fleet import FleetResult
 from commands.vocabulary import CheckStatus, Verdict
 from commands.watch.state import Announcement, Result, TargetWatch
 
@@ -41,17 +42,22 @@ class TargetRun:
 
     target: str
     at: datetime
-    results: list[OperationResult]
+    fleet: FleetResult  # the fleet verify's (its operation id is what a Re-verify button names)
     said: list[Announcement]
 
     @property
+    def results(self) -> list[OperationResult]:
+        return self.fleet.results
+
+    @property
     def verdict(self) -> Verdict:
-        return Verdict.worst(result.verdict for result in self.results)
+        return self.fleet.verdict
 
 
-# Verify the entry's hosts; post one message; which hosts proofbot itself holds, and until when.
-VerifyTarget = Callable[[WatchEntry], Awaitable[list[OperationResult]]]
-Post = Callable[[WatchEntry, Announcement], Awaitable[None]]
+# Verify the entry's hosts; post one message (with the run's verify, for its evidence); which hosts proofbot
+# itself holds, and until when.
+VerifyTarget = Callable[[WatchEntry], Awaitable[FleetResult]]
+Post = Callable[[WatchEntry, Announcement, FleetResult], Awaitable[None]]
 HeldUntil = Callable[[Sequence[str], datetime], Awaitable[Mapping[str, datetime]]]
 OnRun = Callable[[TargetRun], Awaitable[None]]
 
@@ -88,14 +94,14 @@ class Watch:
 
     async def run_entry(self, entry: WatchEntry) -> TargetRun:
         """Verify the entry's target once, judge the results, post what is to be said."""
-        operations = await self.verify_target(entry)
+        fleet = await self.verify_target(entry)
         now = self.clock.now()
-        results = {operation.host: result_of(operation) for operation in operations}
+        results = {operation.host: result_of(operation) for operation in fleet.results}
         held = await self.held_until(list(results), now)
         said = self.states[entry.target].observe(now, results, held)
         for announcement in said:
-            await self.post(entry, announcement)
-        run = TargetRun(entry.target, now, operations, said)
+            await self.post(entry, announcement, fleet)
+        run = TargetRun(entry.target, now, fleet, said)
         if self.on_run is not None:
             await self.on_run(run)
         return run

@@ -1,0 +1,79 @@
+"""``serve`` runs the watch: one task owned by serve's lifecycle (cancelled at shutdown, its failure logged by a
+done-callback, never an unretrieved exception); each change posted to its entry's channel, the evidence of
+the hosts not passing in its thread as /verify posts a fleet's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from functools import partial
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.fleet import Paced
+from bot.slack.fleet_blocks import GROUP_REPLIES, group_reply_message
+from bot.slack.listening import BotContext
+from bot.slack.watch_blocks import watch_message
+from commands.fleet.grouping import group_outcomes
+from commands.inventory.watch import WatchEntry
+from commands.operation import Origin
+from commands.verify.fleet import FleetResult
+from commands.vocabulary import Outcome
+from commands.watch.fleet import fleet_verifier
+from commands.watch.holds import LockHolds
+from commands.watch.schedule import Clock, Post, SystemClock, Watch
+from commands.watch.state import Announcement
+
+log = logging.getLogger(__name__)
+WATCH_ACTOR = "proofbot:watch"
+
+
+def slack_poster(client: AsyncWebClient, paced: Paced | None = None) -> Post:
+    """The watch's ``post``: the change message, then a reply per group of changed hosts not passing."""
+    pace = paced or Paced()
+
+    async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
+        text, blocks = watch_message(announcement, fleet)
+        posted = await pace.run(lambda: client.chat_postMessage(channel=entry.channel, text=text, blocks=blocks))
+        changed = {change.host for change in announcement.changes}
+        results = [result for result in fleet.results if result.host in changed]
+        groups = await asyncio.to_thread(group_outcomes, results, {})
+        failing = [group for group in groups if group.outcome != Outcome.PASS]
+        by_host = {result.host: result for result in results}
+        channel, ts = str(posted["channel"]), str(posted["ts"])
+        for index, group in enumerate(failing[:GROUP_REPLIES], start=1):
+            reply = group_reply_message(group, index, len(failing), by_host, False)
+            await pace.run(partial(client.chat_postMessage, channel=channel, thread_ts=ts, text=reply[0],
+                                   blocks=reply[1]))
+
+    return post
+
+
+def start_watch(context: BotContext, client: AsyncWebClient, clock: Clock | None = None) -> asyncio.Task[None] | None:
+    """The watch as a task (None when the inventory has no entries); the caller cancels it at shutdown."""
+    inventory = context.inventory
+    if not inventory.watch:
+        return None
+    watch = Watch(inventory.watch, fleet_verifier(inventory, context.audit, Origin(WATCH_ACTOR, "slack")),
+                  slack_poster(client), clock=clock or SystemClock(), held_until=LockHolds(inventory, context.audit))
+    task = asyncio.create_task(watch.run_forever(), name="proofbot-watch")
+    task.add_done_callback(_logged)
+    return task
+
+
+def _logged(task: asyncio.Task[None]) -> None:
+    """A watch that ended by itself is a bug or an outage: said in the log, the exception retrieved."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.error("the watch stopped: %s", error, exc_info=error)
+
+
+async def stop_watch(task: asyncio.Task[None] | None) -> None:
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure was logged by _logged
+        await task
