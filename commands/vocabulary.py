@@ -82,6 +82,8 @@ class EventKind(StrEnum):
     VIEWED = "viewed"
     BOT_STARTED = "bot-started"
     BOT_STOPPED = "bot-stopped"
+    WATCH_RUN = "watch-run"  # one run of a watch entry: counts and the hosts that changed
+    WATCH_CHANGE = "watch-change"  # one host's confirmed change (its verify's trail is written with it)
 
 
 # Events after which an operation has ended, whatever else was written.

@@ -5,7 +5,10 @@ the restore, a flap says nothing, proofbot's own lock says nothing, quiet hours 
 from __future__ import annotations
 
 import inspect
+import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,10 +22,13 @@ from bot.slack.watch import slack_poster
 from commands.inventory import Inventory
 from commands.inventory.watch import WatchEntry
 from commands.operation import Origin
+from commands.store.chain import verify_chain
 from commands.store.db import AuditStore
 from commands.store.locks import acquire, holder_of, release
 from commands.verify.fleet import FleetResult
-from commands.vocabulary import Change, Operation, Verdict
+from commands.verify.rerun import not_passing
+from commands.vocabulary import Change, EventKind, Operation, Verdict
+from commands.watch.audit import WatchAudit
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
 from commands.watch.schedule import Post, TargetRun, Watch
@@ -75,13 +81,17 @@ async def _watch(inventory: Inventory, tmp_path: Path, start: datetime, runs: in
 async def _run(inventory: Inventory, audit: AuditStore, start: datetime, runs: int, between: Callable[[int], object],
                post: Post, done: list[TargetRun]) -> None:
 
+    origin = Origin("proofbot:watch", "slack")
+    recorded = WatchAudit(audit, inventory, origin)
+
     async def on_run(run: TargetRun) -> None:
+        await recorded.record(run)
         done.append(run)
         outcome = between(len(done) - 1)
         if inspect.isawaitable(outcome):
             await outcome
 
-    watch = Watch(inventory.watch, fleet_verifier(inventory, audit, Origin("watch", "cli")), post,
+    watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), post,
                   clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
     try:
         await watch.run_forever(until=start + runs * inventory.watch[0].interval)
@@ -90,10 +100,16 @@ async def _run(inventory: Inventory, audit: AuditStore, start: datetime, runs: i
     assert len(done) == runs
 
 
+def _kinds(db: Path) -> Counter[str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return Counter(kind for (kind,) in conn.execute("SELECT kind FROM events"))
+
+
 async def test_a_steady_fleet_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
     posted, runs = await _watch(inventory, tmp_path, START, 6, lambda _: None)
     assert posted.slack == [] and all(len(run.results) == 24 for run in runs)
+    assert _kinds(tmp_path / "audit.db") == {EventKind.WATCH_RUN: 6}  # the log grows with changes, not time
 
 
 async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
@@ -110,6 +126,17 @@ async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
     assert alert_replies == ["Group 1 of 1: FAIL on 20 hosts"]
     # the file was put back under the running process: a pass that warns, its evidence shown too
     assert recovery_replies == ["Group 1 of 1: PASS with warnings on 20 hosts"]
+    # the audit log: one compact event per run; the changed hosts' trails only with their change
+    kinds = _kinds(tmp_path / "audit.db")
+    assert kinds[EventKind.WATCH_RUN] == 7 and kinds[EventKind.WATCH_CHANGE] == 40
+    assert kinds[EventKind.REQUESTED] == 2 * (20 + 1)  # each change: 20 hosts' verifies and their fleet's
+    store = AuditStore.open(tmp_path / "audit.db")
+    try:
+        again = await not_passing(store, runs[3].fleet.operation_id)  # the alert's Re-verify button
+        assert (await verify_chain(store)).intact
+    finally:
+        store.close()
+    assert sorted(again.hosts) == BROKEN and set(again.backups.values()) == {"pre-ddtree"}
     assert [run.said != [] for run in runs] == [False, False, False, True, False, False, True]
     alert = posted.messages[0][1].changes[0]
     assert posted.messages[0][0] == "C0WATCH" and "file:spec_info.py" in alert.now.causes

@@ -16,6 +16,7 @@ from commands.fleet.grouping import outcome_of
 from commands.inventory.watch import WatchEntry
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import Verdict
+from commands.watch.audit import WatchAudit
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
 from commands.watch.schedule import TargetRun, Watch
@@ -31,13 +32,19 @@ async def run_watch(args: argparse.Namespace) -> int:
     async def printed(_entry: WatchEntry, announcement: Announcement, _fleet: FleetResult) -> None:
         print(announcement_text(announcement), flush=True)
 
-    async def counted(run: TargetRun) -> None:
-        counts = Counter[str](outcome_of(result) for result in run.results)
-        print(f"{run.at:%Y-%m-%d %H:%M:%S} watch {run.target}: {counts_words(counts)}", flush=True)
-
     async with session(args, inventory) as cli:
-        watch = Watch(inventory.watch, fleet_verifier(inventory, cli.audit, cli.origin), printed,
-                      held_until=LockHolds(inventory, cli.audit), on_run=counted)
+        # --once is a verify of each target (its whole trail kept, as `proofbot verify`'s); a watch that runs on
+        # keeps a compact event per run and the trails of the hosts that changed
+        recorded = WatchAudit(cli.audit, inventory, cli.origin)
+
+        async def counted(run: TargetRun) -> None:
+            counts = Counter[str](outcome_of(result) for result in run.results)
+            print(f"{run.at:%Y-%m-%d %H:%M:%S} watch {run.target}: {counts_words(counts)}", flush=True)
+            if not args.once:
+                await recorded.record(run)
+
+        watch = Watch(inventory.watch, fleet_verifier(inventory, cli.audit if args.once else None, cli.origin),
+                      printed, held_until=LockHolds(inventory, cli.audit), on_run=counted)
         if not args.once:
             await watch.run_forever()  # until interrupted (exit 130)
         runs = await watch.run_once()

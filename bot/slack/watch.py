@@ -20,6 +20,7 @@ from commands.inventory.watch import WatchEntry
 from commands.operation import Origin
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import Outcome
+from commands.watch.audit import WatchAudit
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
 from commands.watch.schedule import Clock, Post, SystemClock, Watch
@@ -55,8 +56,10 @@ def start_watch(context: BotContext, client: AsyncWebClient, clock: Clock | None
     inventory = context.inventory
     if not inventory.watch:
         return None
-    watch = Watch(inventory.watch, fleet_verifier(inventory, context.audit, Origin(WATCH_ACTOR, "slack")),
-                  slack_poster(client), clock=clock or SystemClock(), held_until=LockHolds(inventory, context.audit))
+    origin = Origin(WATCH_ACTOR, "slack")
+    watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), slack_poster(client),
+                  clock=clock or SystemClock(), held_until=LockHolds(inventory, context.audit),
+                  on_run=WatchAudit(context.audit, inventory, origin).record)
     task = asyncio.create_task(watch.run_forever(), name="proofbot-watch")
     task.add_done_callback(_logged)
     return task

@@ -195,3 +195,28 @@ class BotStarted(EventBody):
 @dataclass(frozen=True)
 class BotStopped(EventBody):
     KIND = EventKind.BOT_STOPPED
+
+
+@dataclass(frozen=True)
+class WatchRun(EventBody):
+    """One run of a ``watch`` entry, compact: its target, hosts by outcome, and the hosts whose confirmed
+    state changed (each with a ``watch-change`` of its own); a steady fleet writes only these."""
+
+    KIND = EventKind.WATCH_RUN
+    target: str
+    counts: Mapping[str, int]
+    changed: list[str]
+    held: list[str] | None = None  # changes kept for the quiet hours' digest
+
+
+@dataclass(frozen=True)
+class WatchChange(EventBody):
+    """One host's confirmed change as the watch said it: which, to what, since when, and the verify (its
+    operation id) whose whole trail is in the log beside it."""
+
+    KIND = EventKind.WATCH_CHANGE
+    change: str
+    verdict: Verdict | str
+    causes: list[str]
+    since: str
+    verify_operation_id: str

@@ -30,6 +30,8 @@ from commands.store.kinds import (
     Requested,
     Step,
     Viewed,
+    WatchChange,
+    WatchRun,
 )
 from commands.vocabulary import Operation
 
@@ -141,6 +143,12 @@ class AuditLog(Subject):
 
     async def bot_stopped(self) -> Event:
         return await self._write(BotStopped())
+
+    async def watch_run(self, run: WatchRun) -> Event:
+        return await self._write(run)
+
+    async def watch_change(self, change: WatchChange) -> Event:
+        return await self._write(change)
 
 
 def audit_log(store: AuditStore, operation: Operation | str | None = None, operation_id: str | None = None,

@@ -15,7 +15,7 @@ from commands.inventory.watch import WatchEntry
 from commands.operation import OperationResult
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import CheckStatus, Verdict
-from commands.watch.state import Announcement, Result, TargetWatch
+from commands.watch.state import Announcement, HostChange, Result, TargetWatch
 
 
 class Clock(Protocol):
@@ -44,6 +44,8 @@ class TargetRun:
     at: datetime
     fleet: FleetResult  # the fleet verify's (its operation id is what a Re-verify button names)
     said: list[Announcement]
+    changes: list[HostChange]  # confirmed in this run (said now, or held for the quiet hours' digest)
+    held: list[str]  # hosts whose changes wait for the digest
 
     @property
     def results(self) -> list[OperationResult]:
@@ -98,10 +100,11 @@ class Watch:
         now = self.clock.now()
         results = {operation.host: result_of(operation) for operation in fleet.results}
         held = await self.held_until(list(results), now)
-        said = self.states[entry.target].observe(now, results, held)
+        state = self.states[entry.target]
+        said = state.observe(now, results, held)
         for announcement in said:
             await self.post(entry, announcement, fleet)
-        run = TargetRun(entry.target, now, fleet, said)
+        run = TargetRun(entry.target, now, fleet, said, state.confirmed, [change.host for change in state.held])
         if self.on_run is not None:
             await self.on_run(run)
         return run

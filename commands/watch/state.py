@@ -84,6 +84,7 @@ class TargetWatch:
     quiet: QuietHours | None = None
     hosts: dict[str, HostState] = field(default_factory=dict)
     held: list[HostChange] = field(default_factory=list)
+    confirmed: list[HostChange] = field(default_factory=list)  # the last run's changes, said now or held
 
     def observe(self, now: datetime, results: Mapping[str, Result],
                 held_until: Mapping[str, datetime] | None = None) -> list[Announcement]:
@@ -101,6 +102,7 @@ class TargetWatch:
             self.hosts[host], change = step(state, result, now, self.after)
             if change is not None:
                 changes.append(HostChange(host, change, state.confirmed, result, self.hosts[host].since or now))
+        self.confirmed = changes
         if self.quiet is not None and self.quiet.contains(now):
             self.held.extend(changes)
             return []
