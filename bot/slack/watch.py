@@ -9,6 +9,7 @@ import contextlib
 import logging
 from functools import partial
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.fleet import Paced
@@ -35,6 +36,13 @@ def slack_poster(client: AsyncWebClient, paced: Paced | None = None) -> Post:
     pace = paced or Paced()
 
     async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
+        try:
+            await _post(entry, announcement, fleet)
+        except SlackApiError as exc:  # one message Slack refused (a channel gone, no access) never stops the watch
+            log.error("watch %s: Slack refused the message to %s: %s", entry.target, entry.channel,
+                      exc.response.get("error"))
+
+    async def _post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
         text, blocks = watch_message(announcement, fleet)
         posted = await pace.run(lambda: client.chat_postMessage(channel=entry.channel, text=text, blocks=blocks))
         changed = {change.host for change in announcement.changes}
