@@ -1,8 +1,10 @@
 """Which hosts proofbot itself is working on (a restore or restart holding the host's lock), and for
-``service.ready_timeout_s`` after: the watch says nothing about them then (their change is not drift)."""
+``service.ready_timeout_s`` after it ends: the watch says nothing about them then (their change is not drift)."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -10,25 +12,42 @@ from datetime import datetime, timedelta
 from commands.inventory import Inventory
 from commands.store.db import AuditStore
 from commands.store.locks import holder_of
+from commands.vocabulary import EventKind, Operation
+
+# What proofbot does to a host that moves its state: a verify or a ping changes nothing.
+MUTATING = (Operation.RESTORE, Operation.RESTART, Operation.ROLLOUT)
 
 
 @dataclass
 class LockHolds:
-    """Seen at each run: a host whose lock is held is held until now + its ready time, and stays held that
-    long after the lock is gone (remembered here, so a release between two runs still counts)."""
+    """At each run: a host whose lock is held is held until now + its ready time; a host whose last restore or
+    restart finished (the audit log's ``finished``) is held until then + its ready time."""
 
     inventory: Inventory
     audit: AuditStore
     until: dict[str, datetime] = field(default_factory=dict)
 
     def hold(self, host: str, until: datetime) -> None:
-        """Held until then at least (serve's own restart says so as it ends)."""
+        """Held until then at least."""
         self.until[host] = max(until, self.until.get(host, until))
+
+    def _ready(self, host: str) -> timedelta:
+        service = self.inventory.hosts[host].service
+        return timedelta(seconds=service.ready_timeout_s if service is not None else 0)
 
     async def __call__(self, hosts: Sequence[str], now: datetime) -> Mapping[str, datetime]:
         for host in hosts:
             if await holder_of(self.audit, host) is not None:
-                service = self.inventory.hosts[host].service
-                ready = timedelta(seconds=service.ready_timeout_s if service is not None else 0)
-                self.hold(host, now + ready)
+                self.hold(host, now + self._ready(host))
+        for host, ended in (await self.audit.read(lambda db: _last_mutation(db, list(hosts)))).items():
+            self.hold(host, datetime.fromisoformat(ended.replace("Z", "+00:00")) + self._ready(host))
         return {host: self.until[host] for host in hosts if host in self.until and now < self.until[host]}
+
+
+def _last_mutation(db: sqlite3.Connection, hosts: list[str]) -> dict[str, str]:
+    """host -> when its last restore or restart (a rollout's part too) finished, for the hosts that had one."""
+    operations = ", ".join(f"'{operation}'" for operation in MUTATING)
+    rows = db.execute(
+        f"SELECT host, max(at) FROM events WHERE kind = '{EventKind.FINISHED}' AND operation IN ({operations}) "
+        "AND host IN (SELECT value FROM json_each(?)) GROUP BY host", (json.dumps(hosts),)).fetchall()
+    return {str(host): str(at) for host, at in rows}
