@@ -17,8 +17,12 @@ from commands.watch.holds import LockHolds
 
 INVENTORY = parse_inventory("""
 hosts:
-  ct129: {address: 10.0.0.1, service: {manager: systemd, unit: sglang, health_url: "http://127.0.0.1:1/h", ready_timeout_s: 300}}
-  ct130: {address: 10.0.0.2, service: {manager: systemd, unit: sglang, health_url: "http://127.0.0.1:1/h", ready_timeout_s: 60}}
+  ct129:
+    address: 10.0.0.1
+    service: {manager: systemd, unit: sglang, health_url: "http://127.0.0.1:1/h", ready_timeout_s: 300}
+  ct130:
+    address: 10.0.0.2
+    service: {manager: systemd, unit: sglang, health_url: "http://127.0.0.1:1/h", ready_timeout_s: 60}
   ct131: {address: 10.0.0.3}
 """, "inv.yml")
 
