@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from bot.slack.app import BotContext, build_app
+from commands.inventory import parse_inventory
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab import skip_or_fail
 from tests.lab.common import FAKE_LLM, LabHost, Scenario
@@ -22,6 +26,9 @@ from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
 from tests.lab.netns import NetnsLab
 from tests.lab.waits import until
+from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.serving import serving
+from tests.slack_fake.signing import slash_command_body
 
 pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(600)]
 
@@ -121,6 +128,34 @@ async def test_healthy_container_passes_with_evidence(docker_lab: DockerLab, tmp
     assert '"Running":true' in main["evidence"]["output"]
     assert checks["cmdline"]["summary"].startswith(f"PID {child}: 1 expected flag(s) present")
     assert f"--port {PORTS['svc']}" in checks["cmdline"]["evidence"]["output"]
+
+
+async def test_slack_verify_of_a_container_runs_the_same_checks(docker_lab: DockerLab, tmp_path: Path) -> None:
+    """/verify from Slack (the real bolt app, signed request, the fake Web API): the same core, the same checks."""
+    await passing(docker_lab, "svc", tmp_path)
+    init_pid, child = docker_lab.init_child("svc")
+    document = docker_lab.document()
+    document["channels"] = ["C0OPS"]
+    audit = AuditStore.open(tmp_path / "audit.db")
+    secret = "test-signing-secret"
+    try:
+        async with FakeSlack(channels={"C0OPS": "ops"}, signing_secret=secret) as slack:
+            app = build_app(BotContext(parse_inventory(yaml.safe_dump(document), "inventory.yml"), audit),
+                            bot_token=slack.bot_token, signing_secret=secret, api_url=slack.api_url)
+            async with serving(app) as url:
+                body = slash_command_body("/verify", "svc", "U0ALICE", "C0OPS", slack.response_url(), "trigger-1")
+                assert (await slack.deliver(url, body)).status_code == 200
+                await slack.wait_until(lambda: any(m.edits and "svc verify: PASS" in m.edits[-1].text
+                                                   for m in slack.messages_in("C0OPS") if not m.is_reply),
+                                       timeout=30, what="the verdict on the parent")
+                [parent] = [m for m in slack.messages_in("C0OPS") if not m.is_reply]
+                await slack.wait_until(lambda: len(slack.thread("C0OPS", parent.ts)) >= 3, what="the replies")
+                replies = {reply.text.split(":")[0]: reply.text for reply in slack.thread("C0OPS", parent.ts)}
+                assert f"main PID {child} (child of docker-init, PID {init_pid}" in replies["main-pid"]
+                assert replies["cmdline"].startswith("cmdline: pass") and "health" in replies
+                assert slack.warnings == []
+    finally:
+        audit.close()
 
 
 async def test_missing_flag_fails_cmdline(docker_lab: DockerLab, tmp_path: Path) -> None:
