@@ -7,15 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from commands.checks.check import Read
+from commands.checks.check import HttpRequest, Read
 from commands.checks.cmdline import CmdlineCheck
-from commands.checks.docker import DockerMainPid, DockerStaleCheck
+from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck
 from commands.checks.docker_state import INSPECT_FORMAT, inspect_argv, parse_docker_state
 from commands.checks.file_times import FILE_TIMES
+from commands.checks.health import HttpOutcome
 from commands.checks.managers import checks_for
 from commands.checks.pid_read import MAIN_PID_READ
 from commands.checks.service import agreed_pid
 from commands.command_result import CommandResult
+from commands.findings import Finding
 from commands.inventory import Service
 from commands.vocabulary import CheckStatus
 
@@ -123,3 +125,38 @@ def test_stale_process_is_judged_against_started_at(mtime: str, status: CheckSta
     assert finding.status is status, finding.summary
     assert finding.summary.startswith("PID 4318 started 19:50:15 UTC")
     assert finding.details["process_started_at"].startswith("2026-12-01T19:50:15")
+
+
+def health_request(state_text: str, url: str = "http://127.0.0.1:30005/health") -> object:
+    read = Read((), {"main-pid": (CommandResult("docker inspect", 0, state_text.encode(), 0.01),)})
+    return DockerHealthCheck(url).request_from(read)
+
+
+BRIDGE = (RECORDED / "docker_state_bridge.txt").read_text()
+
+
+def test_host_network_health_is_the_url_as_written_sent_at_the_start() -> None:
+    assert checks_for(docker_service()).health is DockerHealthCheck
+    assert health_request((RECORDED / "docker_state_init.txt").read_text()) is None
+
+
+def test_bridge_network_health_goes_to_the_containers_address_from_inspect() -> None:
+    request = health_request(BRIDGE)
+    assert isinstance(request, HttpRequest) and request.url == "http://10.231.227.194:30005/health"
+    # an address that is not the host's loopback is as written; so is a port published on the host
+    assert health_request(BRIDGE, "http://10.1.2.3:30005/health") is None
+    published = BRIDGE.replace("\n{}\n", '\n{"30005/tcp":[{"HostIp":"","HostPort":"30005"}]}\n')
+    assert health_request(published) is None
+
+
+def test_bridge_container_without_an_address_fails_health_without_a_request() -> None:
+    finding = health_request(BRIDGE.replace('"IPAddress":"10.231.227.194"', '"IPAddress":""'))
+    assert isinstance(finding, Finding) and finding.status is CheckStatus.FAIL
+    assert "no address on its network (pbnet)" in finding.summary
+
+
+def test_health_answer_from_the_container_address_says_so() -> None:
+    outcome = HttpOutcome("GET http://10.231.227.194:30005/health", 200, "ok", 0.01)
+    finding = DockerHealthCheck("http://127.0.0.1:30005/health").parse(outcome)
+    assert finding.status is CheckStatus.PASS
+    assert finding.summary.endswith("(at the container's address: GET http://10.231.227.194:30005/health)")

@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(600)]
 IMAGE = "proofbot-lab:bookworm"
 SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
 FLAG = "--speculative-algorithm NEXTN"
-PORTS = {"svc": 30001, "noflag": 30002, "stopme": 30003, "loop": 30004}
+PORTS = {"svc": 30001, "noflag": 30002, "stopme": 30003, "loop": 30004, "bridged": 30005}
+NETWORK = "pbnet"  # a bridge inside the lab host's network namespace only
 
 
 @dataclass
@@ -67,9 +68,10 @@ class DockerLab:
         return self.engine.docker("inspect", "--format", template, name).stdout.strip()
 
 
-def _run(engine: Engine, name: str, *service_args: str, restart: str = "no") -> None:
-    engine.docker("run", "-d", "--name", name, "--init", "--network", "host", f"--restart={restart}",
-                  "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host", "127.0.0.1",
+def _run(engine: Engine, name: str, *service_args: str, restart: str = "no", network: str = "host") -> None:
+    listen = "127.0.0.1" if network == "host" else "0.0.0.0"
+    engine.docker("run", "-d", "--name", name, "--init", "--network", network, f"--restart={restart}",
+                  "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host", listen,
                   "--port", str(PORTS[name]), *service_args)
 
 
@@ -88,6 +90,10 @@ def docker_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerLab]:
             _run(engine, "noflag")
             _run(engine, "stopme", *FLAG.split())
             _run(engine, "loop", *FLAG.split(), "--exit-after", "0.2", restart="always")
+            # The lab's own /24 (claimed for this run), its top /27: a bridge that exists only in the host's netns
+            engine.docker("network", "create", "--driver", "bridge", "--subnet", f"10.231.{lab.octet}.192/27",
+                          NETWORK)
+            _run(engine, "bridged", *FLAG.split(), network=NETWORK)
             yield DockerLab(lab, host, engine, tmp_path_factory.mktemp("docker-lab"))
         finally:
             stop_engine(engine)
@@ -200,3 +206,14 @@ async def test_docker_restart_is_seen_by_pid_and_started_at_not_restart_count(do
     assert after["started_at"] > before["started_at"]
     # moby#37596: the engine's own counter did not see it, so proofbot's evidence cannot have been it
     assert docker_lab.inspect("svc", "{{.RestartCount}}") == "0"
+
+
+async def test_bridge_network_health_is_asked_at_the_containers_address(docker_lab: DockerLab,
+                                                                        tmp_path: Path) -> None:
+    """Nothing listens on the host's 127.0.0.1:30005: only the container's address from inspect answers."""
+    checks = await passing(docker_lab, "bridged", tmp_path)
+    address = docker_lab.inspect("bridged", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}')
+    assert address.startswith(f"10.231.{docker_lab.lab.octet}.")
+    health = checks["health"]
+    assert health["status"] == "pass", health
+    assert f"(at the container's address: GET http://{address}:{PORTS['bridged']}/health" in health["summary"]

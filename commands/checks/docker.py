@@ -6,12 +6,14 @@ never read: it does not count ``docker restart`` (moby#37596)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
-from commands.checks.check import Read, Step
+from commands.checks.check import HttpRequest, Read, Step
 from commands.checks.docker_state import DockerState, no_such_container, parse_docker_state, pid_filter, state_step
 from commands.checks.file_times import FILE_TIMES, parse_listing
+from commands.checks.health import HealthCheck, HttpOutcome, health_finding
 from commands.checks.service import MainPid, ServiceState, agreed_pid
 from commands.checks.stale import ProcessStart, StaleCheck, stale_finding
 from commands.clock import utc_at
@@ -118,3 +120,38 @@ class DockerStaleCheck(StaleCheck):
         listing = parse_listing(read.of(FILE_TIMES)[0])
         files = [path for path in listing.mtimes if path in self.files or os.path.dirname(path) in self.dirs]
         return stale_finding(start, files, listing, [state_read])
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class DockerHealthCheck(HealthCheck):
+    """``health`` from the host's side: with ``--network host`` (or a published port, or an address that is not
+    the host's loopback) ``health_url`` as written; on a bridge network, the same URL at the container's
+    address from the inspect that main-pid ran, over the same SSH connection."""
+
+    needs: ClassVar[tuple[str, ...]] = ("main-pid",)
+
+    def request_from(self, read: Read) -> HttpRequest | Finding | None:
+        docker = parse_docker_state(read.of("main-pid")[0])
+        url = urlsplit(self.url)
+        if (docker is None or docker.network_mode == "host" or url.hostname not in LOOPBACK
+                or (url.port or _DEFAULT_PORTS[url.scheme]) in docker.published):
+            return None  # as written, already sent
+        if not docker.addresses:
+            return Finding("health", CheckStatus.FAIL, f"the container has no address on its network "
+                           f"({docker.network_mode or 'none'}): {self.url} cannot reach it",
+                           details={"network_mode": docker.network_mode})
+        address = docker.addresses[sorted(docker.addresses)[0]]  # several networks: the first by name
+        netloc = address + (f":{url.port}" if url.port else "")
+        return HttpRequest(urlunsplit(url._replace(netloc=netloc)), self.request().timeout_s)
+
+    def parse(self, outcome: HttpOutcome) -> Finding:
+        finding = health_finding(outcome)
+        if self.url in outcome.request:
+            return finding
+        return replace(finding, summary=f"{finding.summary} (at the container's address: {outcome.request})")
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.checks.check import Script
@@ -20,8 +20,11 @@ from commands.command_result import CommandResult
 from commands.inventory import Service
 from commands.inventory.containers import Engine
 
-# One JSON value per line: the State object, HostConfig.Init (true, false or null) and the network mode.
-INSPECT_FORMAT = '{{json .State}}{{"\\n"}}{{json .HostConfig.Init}}{{"\\n"}}{{json .HostConfig.NetworkMode}}'
+# One JSON value per line: the State object, HostConfig.Init (true, false or null), the network mode, the
+# networks (each with the container's address on it) and the published ports.
+_FIELDS = (".State", ".HostConfig.Init", ".HostConfig.NetworkMode", ".NetworkSettings.Networks",
+           ".HostConfig.PortBindings")
+INSPECT_FORMAT = '{{"\\n"}}'.join(f"{{{{json {field}}}}}" for field in _FIELDS)
 INITS = ("docker-init", "tini", "catatonit")  # an init's comm: the service is its one child
 # State.Pid from the first line only (a JSON key can only be written "Pid": unescaped as a key).
 _PID_FILTER = "sed -n '1s/^{.*\"Pid\":\\([0-9][0-9]*\\),.*$/\\1/p'"
@@ -80,6 +83,8 @@ class DockerState:
     init_comm: str = ""
     children: tuple[int, ...] = ()
     host_now: float | None = None
+    addresses: dict[str, str] = field(default_factory=dict)  # network -> the container's address on it
+    published: frozenset[int] = frozenset()  # host ports a container port is published on
 
     @property
     def service_pid(self) -> int | None:
@@ -107,19 +112,17 @@ def parse_docker_state(result: CommandResult) -> DockerState | None:
     """The state from the step's output (pure); None when it holds no State object."""
     lines = result.text.splitlines()
     first = next((index for index, line in enumerate(lines) if line.startswith("{")), None)
-    if first is None or len(lines) < first + 3:
+    if first is None or len(lines) < first + len(_FIELDS):
         return None
     try:
-        state = json.loads(lines[first])
-        init_flag = json.loads(lines[first + 1])
-        mode = json.loads(lines[first + 2])
+        state, init_flag, mode, networks, ports = (json.loads(line) for line in lines[first:first + len(_FIELDS)])
     except json.JSONDecodeError:
         return None
     if not isinstance(state, dict) or not isinstance(state.get("Pid"), int) or "Running" not in state:
         return None
     init_pid: int | None = None
     comm, children, now = "", tuple[int, ...](), None
-    for line in lines[first + 3:]:
+    for line in lines[first + len(_FIELDS):]:
         if match := _INIT_LINE.match(line):
             init_pid, comm, children = int(match.group(1)), match.group(2), tuple(map(int, match.group(3).split()))
         elif match := _NOW_LINE.match(line):
@@ -130,7 +133,24 @@ def parse_docker_state(result: CommandResult) -> DockerState | None:
         exit_code=int(state.get("ExitCode") or 0), started_at=_epoch(state.get("StartedAt")),
         finished_at=str(state.get("FinishedAt", "")), init_flag=init_flag is True,
         network_mode=mode if isinstance(mode, str) else "", init_pid=init_pid, init_comm=comm, children=children,
-        host_now=now)
+        host_now=now, addresses=_addresses(networks), published=_published(ports))
+
+
+def _addresses(networks: object) -> dict[str, str]:
+    """Each network's name and the container's IPv4 address on it (none while it is not running)."""
+    if not isinstance(networks, dict):
+        return {}
+    found = {name: net.get("IPAddress") for name, net in networks.items() if isinstance(net, dict)}
+    return {str(name): address for name, address in found.items() if isinstance(address, str) and address}
+
+
+def _published(ports: object) -> frozenset[int]:
+    """The host ports the container's ports are published on (``-p``)."""
+    if not isinstance(ports, dict):
+        return frozenset()
+    return frozenset(int(binding["HostPort"]) for bindings in ports.values() if isinstance(bindings, list)
+                     for binding in bindings if isinstance(binding, dict)
+                     and str(binding.get("HostPort", "")).isdigit())
 
 
 def _epoch(written: object) -> float | None:
