@@ -18,8 +18,10 @@ from commands.checks.pid_read import MAIN_PID_READ
 from commands.checks.service import agreed_pid
 from commands.command_result import CommandResult
 from commands.findings import Finding
-from commands.inventory import Service
-from commands.vocabulary import CheckStatus
+from commands.inventory import Service, parse_inventory
+from commands.verify.next_steps import next_step
+from commands.verify.plan import VerifyPlan
+from commands.vocabulary import CheckStatus, Operation
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -160,3 +162,18 @@ def test_health_answer_from_the_container_address_says_so() -> None:
     finding = DockerHealthCheck("http://127.0.0.1:30005/health").parse(outcome)
     assert finding.status is CheckStatus.PASS
     assert finding.summary.endswith("(at the container's address: GET http://10.231.227.194:30005/health)")
+
+
+@pytest.mark.parametrize(("name", "status", "advice"), [
+    ("main-pid", CheckStatus.FAIL, "restart the container on the host (docker restart sglang; proofbot cannot"),
+    ("main-pid", CheckStatus.WARN, "sglang has not been up for min_uptime_s yet: wait, then"),
+    ("cmdline", CheckStatus.FAIL, "restart the container on the host"),
+    ("health", CheckStatus.FAIL, "restart the container on the host"),
+])
+def test_next_steps_never_offer_a_restart_proofbot_would_refuse(name: str, status: CheckStatus,
+                                                                 advice: str) -> None:
+    host = parse_inventory("hosts:\n  ct129:\n    address: 10.0.0.1\n    service: {manager: docker, container: "
+                           "sglang, health_url: 'http://127.0.0.1:30000/health'}\n", "i.yml").host("ct129")
+    step = next_step(Finding(name, status, "x"), VerifyPlan.for_host(host, None))
+    assert step is not None and step.operation is Operation.VERIFY and step.args == ("ct129",)
+    assert step.advice.startswith(advice)
