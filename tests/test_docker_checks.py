@@ -47,7 +47,8 @@ def test_docker_is_registered_with_its_own_main_pid_and_stale_classes() -> None:
 
 def test_inspect_runs_the_configured_cli_and_socket_and_asks_for_no_restart_count() -> None:
     service = docker_service(engine={"cli": "/usr/bin/docker", "host": "unix:///var/tmp/d/sock"})
-    assert inspect_argv(service)[:5] == ["/usr/bin/docker", "-H", "unix:///var/tmp/d/sock", "inspect", "--format"]
+    assert inspect_argv(service)[:7] == ["/usr/bin/docker", "-H", "unix:///var/tmp/d/sock", "inspect", "--type",
+                                         "container", "--format"]
     assert inspect_argv(docker_service())[0] == "docker" and inspect_argv(service)[-1] == "sglang"
     # moby#37596: RestartCount does not count `docker restart`; the environment may hold secrets
     assert "RestartCount" not in INSPECT_FORMAT and "Env" not in INSPECT_FORMAT
@@ -74,7 +75,8 @@ def test_stopped_container_fails_with_its_exit_code() -> None:
 
 def test_missing_container_is_a_fail_and_an_unreachable_engine_could_not_check() -> None:
     status, summary, _ = main_pid(recorded("docker_state_no_such.txt", exit_status=1))
-    assert status is CheckStatus.FAIL and "no container sglang" in summary and "No such object" in summary
+    assert status is CheckStatus.FAIL and summary == ("no container sglang on this host (the engine says: "
+                                                      "Error: No such object: nosuch)")
     down = CommandResult("docker inspect", 1, b"Cannot connect to the Docker daemon at unix:///x.sock. "
                          b"Is the docker daemon running?\nnow 1796154770.1\n", 0.01)
     status, summary, _ = main_pid(down)

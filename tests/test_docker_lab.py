@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(600)]
 IMAGE = "proofbot-lab:bookworm"
 SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
 FLAG = "--speculative-algorithm NEXTN"
-PORTS = {"svc": 30001, "noflag": 30002, "stopme": 30003, "loop": 30004, "bridged": 30005}
+PORTS = {"svc": 30001, "noflag": 30002, "stopme": 30003, "loop": 30004, "bridged": 30005,
+         "ghost": 30006}  # ghost: in the inventory, never run
 NETWORK = "pbnet"  # a bridge inside the lab host's network namespace only
 
 
@@ -178,6 +179,14 @@ async def test_stopped_container_fails(docker_lab: DockerLab, tmp_path: Path) ->
     assert checks["main-pid"]["status"] == "fail"
     assert "stopme is exited, exit code" in checks["main-pid"]["summary"]
     assert checks["health"]["status"] == "fail" and checks["cmdline"]["status"] == "error"
+
+
+async def test_a_container_that_does_not_exist_fails(docker_lab: DockerLab, tmp_path: Path) -> None:
+    code, checks = await verify(docker_lab, "ghost", tmp_path)
+    assert code == 1
+    assert checks["main-pid"]["status"] == "fail"
+    assert "no container ghost on this host (the engine says: Error: No such container: ghost)" in \
+        checks["main-pid"]["summary"]
 
 
 async def test_crash_loop_fails_naming_restarting(docker_lab: DockerLab, tmp_path: Path) -> None:

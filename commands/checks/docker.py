@@ -11,7 +11,14 @@ from typing import ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from commands.checks.check import HttpRequest, Read, Step
-from commands.checks.docker_state import DockerState, no_such_container, parse_docker_state, pid_filter, state_step
+from commands.checks.docker_state import (
+    DockerState,
+    engine_words,
+    no_such_container,
+    parse_docker_state,
+    pid_filter,
+    state_step,
+)
 from commands.checks.file_times import FILE_TIMES, parse_listing
 from commands.checks.health import HealthCheck, HttpOutcome, health_finding
 from commands.checks.service import MainPid, ServiceState, agreed_pid
@@ -59,9 +66,9 @@ def docker_main_pid_finding(name: str, min_uptime_s: float, result: CommandResul
     if docker is None:
         if no_such_container(result):
             return Finding("main-pid", CheckStatus.FAIL, f"no container {name} on this host (the engine says: "
-                           f"{_engine_words(result)})", evidence)
+                           f"{engine_words(result)})", evidence)
         return could_not_check("main-pid", f"could not read the state of container {name}: "
-                               f"{_engine_words(result) or 'the engine printed nothing'}", evidence)
+                               f"{engine_words(result) or 'the engine printed nothing'}", evidence)
     details: dict[str, object] = {"main_pid": docker.service_pid, "container_pid": docker.pid or None,
                                   "started_at": utc_at(docker.started_at) if docker.started_at else None}
     if docker.restarting:
@@ -97,10 +104,6 @@ def _running(name: str, min_uptime_s: float, docker: DockerState, init: str, evi
                        f"{min_uptime_s:g}): not yet proven stable; verify again", evidence, details)
     return Finding("main-pid", CheckStatus.PASS, f"{name} running, main PID {pid}{init}, up {age_words(uptime)}",
                    evidence, details)
-
-
-def _engine_words(result: CommandResult) -> str:
-    return " ".join(result.text.split())[:200]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ NO_SUCH = ("No such object", "No such container")
 
 def inspect_argv(service: Service) -> list[str]:
     engine = service.engine or Engine()
-    return [*engine.argv(), "inspect", "--format", INSPECT_FORMAT, service.unit]
+    return [*engine.argv(), "inspect", "--type", "container", "--format", INSPECT_FORMAT, service.unit]
 
 
 def pid_filter() -> str:
@@ -102,6 +102,12 @@ class DockerState:
         if self.started_at is None or self.host_now is None:
             return None
         return self.host_now - self.started_at
+
+
+def engine_words(result: CommandResult) -> str:
+    """What the engine itself printed (not the lines the step adds), on one line, bounded."""
+    own = [line for line in result.text.splitlines() if not (_INIT_LINE.match(line) or _NOW_LINE.match(line))]
+    return " ".join(" ".join(own).split())[:200]
 
 
 def no_such_container(result: CommandResult) -> bool:
