@@ -1,5 +1,6 @@
 """Docker's check classes (``manager: docker``): ``main-pid`` from ``docker inspect`` on the host (a crash loop
-is named; with ``--init`` the service is the init's one child), ``stale-process`` against ``State.StartedAt``.
+is named; with ``--init`` the service is the init's one child), ``stale-process`` against ``State.StartedAt``,
+``health`` at the container's address on a bridge network.
 ``cmdline`` is the generic one: it reads /proc/<the service's PID>/cmdline on the host. ``RestartCount`` is
 never read: it does not count ``docker restart`` (moby#37596)."""
 
@@ -14,6 +15,7 @@ from commands.checks.check import HttpRequest, Read, Step
 from commands.checks.docker_state import (
     DockerState,
     engine_words,
+    inspect_argv,
     no_such_container,
     parse_docker_state,
     pid_filter,
@@ -35,8 +37,6 @@ class DockerMainPid(MainPid):
     manager: ClassVar[str] = "docker"
 
     def argv(self) -> list[str]:
-        from commands.checks.docker_state import inspect_argv
-
         return inspect_argv(self.service)
 
     def pid_filter(self) -> str:
