@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,12 +20,12 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.lab import UNAVAILABLE_ENV, require_root_netns, skip_or_fail
+from tests.lab import UNAVAILABLE_ENV, skip_or_fail
 from tests.lab.common import Scenario
+from tests.lab.docker import DOCKER, Engine, require_docker, start_engine, stop_engine
 from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
 from tests.lab.netns import NetnsLab
-from tests.lab.sysutil import safe_rmtree, terminate
 from tests.slack_fake import FakeSlack
 from tests.slack_fake.signing import slash_command_body
 from tests.test_serve_live_holders import free_port
@@ -34,55 +33,10 @@ from tests.test_serve_live_holders import free_port
 # The whole module needs root, a network namespace host and the engine; one build serves every test.
 pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(900)]
 
-DOCKER = "/usr/bin/docker"  # Debian's docker.io client, matched to its dockerd (not any other docker on PATH)
-DOCKERD = "/usr/sbin/dockerd"
 UID = 10001  # the image's proofbot user
 TAG = "proofbot:test"
 BASE_TAG = "proofbot-base:bookworm"
 CHANNEL = "C0OPS"
-
-
-def require_docker() -> str | None:
-    """Why the image cannot be built and run here, or None if it can."""
-    if "docker" in os.environ.get(UNAVAILABLE_ENV, "").replace(" ", "").split(","):
-        return f"docker made unavailable by {UNAVAILABLE_ENV}"  # how CI's fail-not-skip rule is shown to hold
-    reason = require_root_netns()
-    if reason:
-        return reason.replace("tier2 lab", "docker image test")
-    missing = [tool for tool in (DOCKER, DOCKERD) if not os.access(tool, os.X_OK)]
-    if missing or not shutil.which("debootstrap", path="/usr/sbin:/usr/bin:/sbin:/bin"):
-        return (f"docker image test needs {', '.join(missing) or 'debootstrap'} "
-                "(apt: docker.io debootstrap; scripts/setup installs them as root)")
-    return None
-
-
-@dataclass
-class Engine:
-    """A private dockerd: its own socket, data and exec roots; no iptables, no bridge."""
-
-    root: Path
-    proc: subprocess.Popen[bytes]
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"DOCKER_HOST": f"unix://{self.root}/sock", "DOCKER_CONFIG": str(self.root / "config"),
-                "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.root)}
-
-    def docker(self, *args: str, check: bool = True, timeout: float = 120.0,
-               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([DOCKER, *args], env=self.env, capture_output=True, timeout=timeout,
-                             input=stdin.decode() if stdin is not None else None, text=True)
-        if check and res.returncode != 0:
-            raise AssertionError(f"docker {' '.join(args)} exited {res.returncode}: {res.stderr[-2000:]}")
-        return res
-
-    async def docker_async(self, *args: str) -> tuple[int, str, str]:
-        """For tests whose event loop also serves the fake Slack: a blocking call would starve it."""
-        child = await asyncio.create_subprocess_exec(DOCKER, *args, env=self.env, stdin=asyncio.subprocess.DEVNULL,
-                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        async with asyncio.timeout(120):
-            out, err = await child.communicate()
-        return child.returncode if child.returncode is not None else -1, out.decode(), err.decode()
 
 
 @dataclass
@@ -92,40 +46,13 @@ class Built:
     build_s: float
 
 
-def _start_engine() -> Engine:
-    # Short path: the daemon's unix socket must fit in sun_path (108 bytes).
-    root = Path(tempfile.mkdtemp(prefix=f"pbdock-{os.getpid()}-", dir="/var/tmp"))
-    (root / "config").mkdir()
-    with open(root / "dockerd.log", "wb") as log:
-        proc = subprocess.Popen(
-            [DOCKERD, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-             "--pidfile", str(root / "dockerd.pid"), "-H", f"unix://{root}/sock", "--iptables=false",
-             "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    engine = Engine(root, proc)
-    deadline = time.monotonic() + 60
-    while engine.docker("version", check=False, timeout=30).returncode != 0:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop_engine(engine)
-            log_text = (root / "dockerd.log").read_text(errors="replace") if root.exists() else ""
-            raise AssertionError(f"dockerd did not come up: {log_text[-1500:]}")
-        time.sleep(0.2)
-    return engine
-
-
-def _stop_engine(engine: Engine) -> None:
-    # By the PID we started: SIGTERM lets dockerd stop its containers and containerd and unmount.
-    terminate(engine.proc, timeout=60.0)
-    safe_rmtree(engine.root)
-
-
 @pytest.fixture(scope="module")
 def built() -> Iterator[Built]:
     reason = require_docker()
     if reason:
         skip_or_fail(reason)
     rootfs, _ = ensure_image()
-    engine = _start_engine()
+    engine = start_engine()
     try:
         started = time.monotonic()
         # What docs/docker.md tells a user to run, against this run's daemon and pip cache.
@@ -137,7 +64,7 @@ def built() -> Iterator[Built]:
         base_id = engine.docker("image", "inspect", "-f", "{{.Id}}", BASE_TAG).stdout.strip()
         yield Built(engine, base_id, time.monotonic() - started)
     finally:
-        _stop_engine(engine)
+        stop_engine(engine)
 
 
 def inspect(engine: Engine, ref: str) -> dict[str, object]:

@@ -189,3 +189,17 @@ async def test_a_hand_edited_blob_is_an_ephemeral_error_naming_the_row(rig: Audi
     assert f"event #{event_id} cannot be read: actor is a BLOB, not text" in reply["text"]
     assert "audit verify" in reply["text"]
     assert rig.slack.calls_to("chat.postMessage") == []
+
+
+async def test_an_operation_from_another_channel_is_counted_not_told(rig: AuditRig) -> None:
+    """Everyone in the channel reads the trail: an operation run in a channel they may not be in is not listed."""
+    await record_operation(rig.store, "op-6", host="ct130", origin=slack_origin("U0EVE", "C0PRIVATE", "1.000100"),
+                           verdict="fail")
+    await rig.command("ct130 5")
+    parent, replies = await rig.trail(1)
+    assert parent.text == "Audit trail for ct130: last 1 operation"
+    assert "op-6" not in json.dumps([reply.blocks for reply in replies]) and "U0EVE" not in json.dumps(parent.blocks)
+    assert "1 more ran in other channels: not shown here" in json.dumps(parent.blocks)
+    assert ("chat.getPermalink", "C0PRIVATE") not in {(c.method, c.args.get("channel")) for c in rig.slack.calls}
+    kind, _host, details = rig.events()[-1]
+    assert kind == "viewed" and details["listed"] == ["op-4"]

@@ -57,8 +57,9 @@ def _count(word: str) -> bool:
 
 async def audit_in_thread(client: AsyncWebClient, store: AuditStore, command: dict[str, Any],
                           request: AuditRequest, records: list[OperationRecord]) -> None:
+    records, elsewhere = visible_in(str(command["channel_id"]), records)
     links = await asyncio.gather(*(_permalink(client, record) for record in records))
-    text, blocks = audit_parent_message(request.host, records, command["user_id"])
+    text, blocks = audit_parent_message(request.host, records, command["user_id"], elsewhere)
     parent = await client.chat_postMessage(channel=command["channel_id"], text=text, blocks=blocks)
     channel, ts = str(parent["channel"]), str(parent["ts"])
     origin = Origin(actor=f"slack:{command['user_id']}", via="slack", channel=channel, thread_ts=ts)
@@ -86,6 +87,14 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
     records = await recent_operations(context.audit, request.host, request.limit)
     await ack()
     await audit_in_thread(client, context.audit, command, request, records)
+
+
+def visible_in(channel: str, records: list[OperationRecord]) -> tuple[list[OperationRecord], int]:
+    """What a trail posted in CHANNEL may show: every member of it reads the thread, so an operation run in
+    another channel (whose members may differ) is counted, not told; CLI operations have no channel and
+    show, as on App Home."""
+    shown = [record for record in records if not record.channel or record.channel == channel]
+    return shown, len(records) - len(shown)
 
 
 COMMAND = SlackCommand("audit", on_command, empty_text_is_help=False)

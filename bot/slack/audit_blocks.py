@@ -16,15 +16,19 @@ from commands.store.trail import OperationRecord
 from commands.vocabulary import Operation
 
 
-def audit_parent_message(host: str | None, records: Sequence[OperationRecord], user_id: str) -> Message:
+def audit_parent_message(host: str | None, records: Sequence[OperationRecord], user_id: str,
+                         elsewhere: int = 0) -> Message:
     scope = f"for {host}" if host else "across hosts"
     if records:
         plural = "operation" if len(records) == 1 else "operations"
         text = f"Audit trail {scope}: last {len(records)} {plural}"
         note = f"newest first, one reply per operation in this thread · asked by <@{user_id}>"
     else:
-        text = f"Audit trail {scope}: no operations recorded yet"
+        text = f"Audit trail {scope}: no operations " + ("shown here" if elsewhere else "recorded yet")
         note = f"asked by <@{user_id}>"
+    if elsewhere:
+        note += (f" · {elsewhere} more ran in other channels: not shown here, where their members may not be"
+                 " (`proofbot audit` on the bot's machine lists every one)")
     headline = f":ledger: *{escape(text)}*"
     return text, as_dicts([section_block(headline), context_block(note)])
 

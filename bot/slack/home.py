@@ -95,9 +95,7 @@ async def on_home_opened(context: BotContext, home: HomeState, event: Body, clie
     user = str(event["user"])
     await publish(context, home, client, user)
     if home.refresher is None or home.refresher.done():
-        home.refresher = asyncio.create_task(_refresh(context, home, client))
-        context.timers.add(home.refresher)
-        home.refresher.add_done_callback(context.timers.discard)
+        home.refresher = context.keep(asyncio.create_task(_refresh(context, home, client)))
 
 
 async def publish(context: BotContext, home: HomeState, client: AsyncWebClient, user: str) -> None:

@@ -9,6 +9,7 @@ whose plans wait for an Approve click (README "Slack").
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -23,6 +24,8 @@ from commands.inventory import Inventory
 from commands.plans import Decidable
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
+
+log = logging.getLogger("proofbot.slack")
 
 Body = dict[str, Any]
 P = TypeVar("P", bound=Decidable)
@@ -79,6 +82,18 @@ class BotContext:
         """A slot for this user's request, taken before the ack (instant); raises AlreadyRunning or OverLimit."""
         return self.inflight.start(Work(f"slack:{user}", operation, tuple(hosts), tuple(backups or ()), target,
                                         plan_id))
+
+    def keep(self, timer: asyncio.Task[None]) -> asyncio.Task[None]:
+        """A background task serve owns (cancelled at shutdown): held until done, and its failure logged
+        when it ends, never left as an exception nobody retrieved."""
+        self.timers.add(timer)
+        timer.add_done_callback(self._ended)
+        return timer
+
+    def _ended(self, timer: asyncio.Task[None]) -> None:
+        self.timers.discard(timer)
+        if not timer.cancelled() and (failure := timer.exception()) is not None:
+            log.warning("background task %s failed: %r", timer.get_name(), failure)
 
     def check_channel(self, channel: str) -> None:
         if self.inventory.channels is not None and channel not in self.inventory.channels:

@@ -109,9 +109,7 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
 
 
 def arm_expiry(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
-    timer = asyncio.create_task(_expire_later(context, client, plan_id))
-    context.timers.add(timer)
-    timer.add_done_callback(context.timers.discard)
+    context.keep(asyncio.create_task(_expire_later(context, client, plan_id)))
 
 
 async def _expire_later(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:

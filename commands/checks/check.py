@@ -85,6 +85,10 @@ class HttpRequest:
 class HttpCheck(ABC):
     """A check that is one HTTP request seen from the host (health, the probe), not a batch step."""
 
+    # The facts or checks whose results may change the request (a container's address from its inspect): the
+    # request is still sent as the batch starts, and ``request_from`` may replace it once they are read.
+    needs: ClassVar[tuple[str, ...]] = ()
+
     @property
     @abstractmethod
     def name(self) -> str:
@@ -93,6 +97,11 @@ class HttpCheck(ABC):
     @abstractmethod
     def request(self) -> HttpRequest | Finding:
         """What to send; a finding instead when it must not be sent (it says why)."""
+
+    def request_from(self, read: Read) -> HttpRequest | Finding | None:
+        """What to send instead, made from what its ``needs`` read (``read.needed``); None: the request sent as
+        the batch started stands (the default)."""
+        return None
 
     @abstractmethod
     def parse(self, outcome: HttpOutcome) -> Finding:

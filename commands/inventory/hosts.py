@@ -7,9 +7,16 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from commands.errors import UnknownBackup, UnknownHost
+from commands.inventory.containers import (
+    CONTAINER_KEYS,
+    CONTAINER_MANAGERS,
+    CONTAINER_PATTERN,
+    Engine,
+    container_problem,
+)
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
 from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
@@ -43,8 +50,9 @@ def _http_url(value: str) -> str:
 
 
 class Service(Strict):
-    manager: Literal["systemd", "supervisord"]
-    unit: str
+    manager: Literal["systemd", "supervisord", "docker"]
+    # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
+    unit: str = ""
     health_url: str
     expect_flags: list[str] = Field(default_factory=list)
     forbid_flags: list[str] = Field(default_factory=list)
@@ -52,11 +60,33 @@ class Service(Strict):
     min_startup_s: float = Field(default=0, ge=0)
     probe: Probe | None = None
     supervisor_config: str | None = None
+    # Container managers only (commands/inventory/containers.py): the container, its engine, and how long it must
+    # run, not restarting, before it counts as up.
+    container: str | None = None
+    engine: Engine | None = None
+    min_uptime_s: float = Field(default=10, ge=0)
 
     @field_validator("unit")
     @classmethod
-    def _unit_name(cls, value: str) -> str:
+    def _unit_name(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("manager") in CONTAINER_MANAGERS and not value:
+            return value  # named by `container:`, judged there
         return matching(UNIT_PATTERN, value, "not a valid unit or program name")
+
+    @field_validator("container")
+    @classmethod
+    def _container_name(cls, value: str | None) -> str | None:
+        return None if value is None else matching(CONTAINER_PATTERN, value, "not a valid container name")
+
+    @model_validator(mode="after")
+    def _container_keys(self) -> Service:
+        written = {key for key in self.model_fields_set if key in CONTAINER_KEYS}
+        problem = container_problem(self.manager, self.container, "unit" in self.model_fields_set, written)
+        if problem:
+            raise ValueError(problem)
+        if self.container is not None and not self.unit:
+            object.__setattr__(self, "unit", self.container)  # every message names the service by `unit`
+        return self
 
     @field_validator("health_url")
     @classmethod

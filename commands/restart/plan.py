@@ -57,6 +57,9 @@ def restart_argv(service: Service) -> list[str]:
     """The one command the action step runs."""
     if service.manager == "systemd":
         return ["systemctl", "restart", service.unit]
+    if service.manager != "supervisord":  # containers: verify only, for now (issue 22)
+        raise UsageError(f"restart of a {service.manager} service is not built yet: proofbot can verify "
+                         f"{service.unit}, not restart it", hint="restart it by hand, then proofbot verify")
     return [*supervisorctl(service), "restart", service.unit]
 
 
@@ -119,6 +122,7 @@ async def plan_restart(host: Host, *, operation_id: str | None = None) -> Restar
     """Read the service's current state over one SSH connection; nothing on the host changes."""
     if host.service is None:
         raise UsageError(f"{host.name} has no service in the inventory", hint="add hosts.<name>.service")
+    restart_argv(host.service)  # a manager proofbot cannot restart is refused before anything is read
     async with connect(host) as conn:
         snapshot, results = await read_snapshot(conn, host.service)
     evidence = tuple(Evidence.of(r.command, r.exit_status, _shown(r), r.duration_s) for r in results)

@@ -20,6 +20,19 @@ def with_next_step(finding: Finding, plan: VerifyPlan) -> Finding:
 
 
 def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
+    step = _next_step(finding, plan)
+    service = plan.host.service
+    if step is None or step.operation != Operation.RESTART or service is None or service.container is None:
+        return step
+    # proofbot cannot restart a container yet: never a hint that it would refuse
+    if finding.name == "main-pid" and finding.status == CheckStatus.WARN:
+        return NextStep(f"{service.unit} has not been up for min_uptime_s yet: wait, then", Operation.VERIFY,
+                        (plan.host.name,))
+    return NextStep(f"restart the container on the host ({service.manager} restart {service.unit}; proofbot "
+                    "cannot restart containers yet), then", Operation.VERIFY, (plan.host.name,))
+
+
+def _next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     host, backup = plan.host.name, plan.backup_name
     restore = (host, backup) if backup else (host,)
     name, status = finding.name, finding.status

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from commands.checks.check import AnyCheck, Check, Fact, HttpCheck, Read, Script, Step
+from commands.checks.check import AnyCheck, Check, Fact, HttpCheck, HttpRequest, Read, Script, Step
 from commands.command_result import CommandResult
 from commands.findings import Finding
 from commands.ssh import BatchStep, HostConnection, ShellStep
@@ -36,11 +36,11 @@ def parse(check: Check, by_name: dict[str, tuple[CommandResult, ...]]) -> Findin
     return check.parse(Read(by_name[check.name], {name: by_name[name] for name in check.needs}))
 
 
-async def ask(conn: HostConnection, check: HttpCheck) -> Finding:
-    """Send one HTTP check from the host and parse its answer."""
+async def ask(conn: HostConnection, check: HttpCheck, request: HttpRequest | Finding | None = None) -> Finding:
+    """Send one HTTP check from the host (its ``request()``, or ``request`` made for it) and parse its answer."""
     from commands.host_http import fetch_via_host  # httpx loads only when a request is sent
 
-    request = check.request()
+    request = check.request() if request is None else request
     if isinstance(request, Finding):
         return request
     outcome = await fetch_via_host(conn, request.url, method=request.method, json_body=request.json_body,
@@ -51,18 +51,27 @@ async def ask(conn: HostConnection, check: HttpCheck) -> Finding:
 async def run_checks(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
                      ) -> AsyncIterator[Finding]:
     """Each check's finding, in the order of ``checks``, as soon as it is known: the HTTP checks are sent
-    when the batch starts, and each is awaited at its place in the order."""
+    when the batch starts (one whose ``needs`` change its request is sent again after the batch), and each is
+    awaited at its place in the order."""
     batch = [*facts, *(check for check in checks if isinstance(check, Check))]
     asked = {check.name: asyncio.ensure_future(ask(conn, check)) for check in checks if isinstance(check, HttpCheck)}
+    replaced: list[asyncio.Future[Finding]] = []
     try:
         by_name = await read_facts(conn, batch) if batch else {}
+        for check in checks:  # what the batch read may change an HTTP check's request: then it is sent again
+            if isinstance(check, HttpCheck) and check.needs:
+                instead = check.request_from(Read((), {name: by_name[name] for name in check.needs}))
+                if instead is not None:
+                    replaced.append(asked[check.name])
+                    replaced[-1].cancel()
+                    asked[check.name] = asyncio.ensure_future(ask(conn, check, instead))
         for check in checks:
             yield parse(check, by_name) if isinstance(check, Check) else await asked[check.name]
     finally:
         for task in asked.values():
             if not task.done():
                 task.cancel()
-        await asyncio.gather(*asked.values(), return_exceptions=True)
+        await asyncio.gather(*asked.values(), *replaced, return_exceptions=True)
 
 
 async def findings_of(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
