@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from commands.errors import UnknownBackup, UnknownHost
+from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
 from commands.ssh_config import defaults
 
@@ -186,6 +187,8 @@ class Inventory(Strict):
     path: str
     approvals: Approvals
     channels: list[str] | None = None
+    # Who may approve what, where (first match wins); `approvals` + `channels` are the implicit last one.
+    policies: tuple[Policy, ...] = ()
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     limits: Limits = Field(default_factory=Limits)
     hosts: dict[str, Host]
@@ -216,6 +219,12 @@ class Inventory(Strict):
             else:
                 raise UnknownHost(f"unknown host or group {name!r}", hint=self._known())
         return list(chosen.values())
+
+    def policy(self, operation: str, hosts: list[str] | tuple[str, ...]) -> Applied:
+        """The policy that applies to ``operation`` on ``hosts`` (the strictest of theirs over several)."""
+        implicit = Applied(len(self.policies), implicit_policy(self.approvals, self.channels), True,
+                           self.approvals.allow_self_approval)
+        return policy_for(self.policies, implicit, self.groups, operation, hosts)
 
     def is_group(self, name: str) -> bool:
         return name in self.groups and name not in self.hosts

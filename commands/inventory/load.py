@@ -15,6 +15,7 @@ from commands.inventory.groups import expand_groups
 from commands.inventory.hints import yaml_error_at
 from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
+from commands.inventory.policies import validate_policies
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
 from commands.ssh_config import resolve_entry
@@ -28,6 +29,7 @@ class _InventoryFile(Strict):
     ssh: dict[str, Any] = Field(default_factory=dict)
     approvals: Approvals = Field(default_factory=Approvals)
     channels: list[str] | None = None
+    policies: Any = None  # validated entry by entry (commands/inventory/policies.py)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     limits: Limits = Field(default_factory=Limits)
     groups: dict[str, list[str]] = Field(default_factory=dict)
@@ -90,8 +92,9 @@ def parse_inventory(text: str, source: str) -> Inventory:
     except InventoryError as exc:
         problems.add_raised(exc)
     groups = expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
+    policies = validate_policies(problems, document.policies, {*map(str, document.hosts), *groups})
     problems.raise_if_any()
-    return Inventory(path=source, approvals=document.approvals, channels=document.channels,
+    return Inventory(path=source, approvals=document.approvals, channels=document.channels, policies=policies,
                      fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups)
 
 
