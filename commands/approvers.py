@@ -46,37 +46,36 @@ class Rule:
 
 @dataclass
 class GroupCache:
-    """Members of each user group, asked of Slack at most once per ``ttl_s`` per group; an error is never
-    cached (the next click asks again) and never read as "no members"."""
+    """Members of each user group, asked (through the front-end's ``fetch``) at most once per ``ttl_s`` per
+    group; an error is never cached (the next click asks again) and never read as "no members"."""
 
-    fetch: GroupMembers
     ttl_s: float = GROUP_TTL_S
     clock: Callable[[], float] = time.monotonic
     _known: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def members(self, handle: str) -> frozenset[str]:
+    async def members(self, handle: str, fetch: GroupMembers) -> frozenset[str]:
         async with self._lock:  # one fetch per group per refresh, however many clicks arrive at once
             known = self._known.get(handle)
             if known is not None and self.clock() - known[0] < self.ttl_s:
                 return known[1]
-            users = await self.fetch(handle)
+            users = await fetch(handle)
             self._known[handle] = (self.clock(), users)
             return users
 
 
-async def resolve(applied: Applied, groups: GroupCache | None) -> Rule:
+async def resolve(applied: Applied, groups: GroupCache | None, fetch: GroupMembers | None = None) -> Rule:
     """The rule with every approver as a user id; a group that cannot be resolved raises Refused."""
     via: dict[str, tuple[str, ...]] = {}
     for who in applied.policy.approvers:
         if not GROUP_HANDLE.fullmatch(who):
             via[who] = (*via.get(who, ()), who)
             continue
-        if groups is None:
+        if groups is None or fetch is None:
             raise Refused(f"the approvers of this plan include the Slack user group {who}, which only the "
                           "Slack bot can resolve", hint="approve it in Slack")
         try:
-            members = await groups.members(who.removeprefix("@"))
+            members = await groups.members(who.removeprefix("@"), fetch)
         except CouldNotCheck as exc:
             raise Refused(f"could not resolve the approver group {who} ({exc.message}); the approval is not "
                           "counted", hint="try again in a minute; proofbot never counts an approval it cannot check"

@@ -108,7 +108,7 @@ class Groups:
         return self.members[handle]
 
     def cache(self) -> GroupCache:
-        return GroupCache(self.fetch, ttl_s=60, clock=lambda: self.now)
+        return GroupCache(ttl_s=60, clock=lambda: self.now)
 
 
 async def plan_store(tmp_path: Path) -> AuditStore:
@@ -126,7 +126,7 @@ async def votes(store: AuditStore) -> list[dict[str, Any]]:
 
 async def test_two_approvals_required_the_first_does_not_apply_and_one_person_counts_once(tmp_path: Path) -> None:
     groups = Groups(**{"sre-oncall": ["U0AAA", "U0BBB", "U0REQ"]})
-    rule = await resolve(inventory().policy("restart", ["a"]), groups.cache())
+    rule = await resolve(inventory().policy("restart", ["a"]), groups.cache(), groups.fetch)
     assert rule.via["U0AAA"] == ("@sre-oncall", "U0AAA")  # named twice: one person
     store = await plan_store(tmp_path)
     first = await approvals.decide(store, "op-1", "slack:U0AAA", "approved", rule, user_id="U0AAA")
@@ -156,27 +156,28 @@ async def test_a_member_removed_stops_counting_at_the_refresh_and_slack_down_ref
     cache = groups.cache()
     applied = inventory().policy("restart", ["a"])
     store = await plan_store(tmp_path)
-    rule = await resolve(applied, cache)
+    rule = await resolve(applied, cache, groups.fetch)
     await approvals.decide(store, "op-1", "slack:U0BBB", "approved", rule, user_id="U0BBB")
     groups.members["sre-oncall"] = frozenset({"U0CCC"})  # U0BBB leaves the group
-    assert (await resolve(applied, cache)).approvers >= {"U0BBB"}  # the cache still holds them
+    assert (await resolve(applied, cache, groups.fetch)).approvers >= {"U0BBB"}  # the cache still holds them
     groups.now = 61
-    rule = await resolve(applied, cache)
+    rule = await resolve(applied, cache, groups.fetch)
     assert "U0BBB" not in rule.approvers and groups.asked == 2
     decided = await approvals.decide(store, "op-1", "slack:U0CCC", "approved", rule, user_id="U0CCC")
     assert decided.state == "pending"  # U0BBB's earlier approval no longer counts
     assert await approvals.approval_count(store, "op-1", rule) == ("U0CCC",)
     groups.down, groups.now = True, 200
     with pytest.raises(Refused, match="could not resolve the approver group @sre-oncall"):
-        await resolve(applied, cache)
+        await resolve(applied, cache, groups.fetch)
     with pytest.raises(Refused, match="only the Slack bot can resolve"):
-        await resolve(applied, None)
+        await resolve(applied, None, None)
     assert (await approvals.get(store, "op-1")).state == "pending"
     store.close()
 
 
 async def test_a_reject_by_any_one_approver_ends_the_plan(tmp_path: Path) -> None:
-    rule = await resolve(inventory().policy("restart", ["a"]), Groups(**{"sre-oncall": ["U0BBB"]}).cache())
+    groups = Groups(**{"sre-oncall": ["U0BBB"]})
+    rule = await resolve(inventory().policy("restart", ["a"]), groups.cache(), groups.fetch)
     store = await plan_store(tmp_path)
     await approvals.decide(store, "op-1", "slack:U0BBB", "approved", rule, user_id="U0BBB")
     rejected = await approvals.decide(store, "op-1", "slack:U0AAA", "rejected", rule, user_id="U0AAA",

@@ -48,7 +48,8 @@ async def _plan(context: BotContext, ack: AsyncAck, command: Body, client: Async
     words = command.get("text", "").split()
     if len(words) != 1:
         raise UsageError(USAGE, hint="or /verify help")
-    request = await admit_restart(context.inventory, words[0], context.audit)
+    request = await admit_restart(context.inventory, words[0], context.audit,
+                                  Origin(f"slack:{command['user_id']}", "slack", command["channel_id"]))
     fleet = request.operation == Operation.ROLLOUT
     # the planning counts among the work in flight
     with context.start(command["user_id"], request.operation, list(request.hosts),

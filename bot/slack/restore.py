@@ -46,7 +46,9 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
         raise UsageError(USAGE, hint="or /verify help")
     host = context.inventory.host(words[0])
     backup, _ = host.backup(words[1] if len(words) > 1 else None)
-    await admit(context.audit, PlanRequest.for_host(Operation.RESTORE, host))  # the core judges; refused as the reply
+    await admit(context.audit, PlanRequest.for_host(Operation.RESTORE, host),  # the core judges; refused as the reply
+                inventory=context.inventory, origin=Origin(f"slack:{command['user_id']}", "slack",
+                                                           command["channel_id"]))
     with context.start(command["user_id"], Operation.RESTORE, [host.name], [backup]) as ticket:  # the planning counts
         await ack()
         await _plan_in_thread(context, client, command, host, backup, ticket)

@@ -181,6 +181,14 @@ def _counted(db: sqlite_utils.Database, plan: PendingPlan, rule: Rule) -> tuple[
     return tuple(users)
 
 
+def _outside(rule: Rule, clicked_on: ClickedOn) -> str:
+    """A click outside the policy's channels (a policy changed since the plan was posted) does not count."""
+    channels = rule.applied.policy.channels
+    if channels is None or clicked_on.channel in channels:
+        return ""
+    return f"policy {rule.applied.index} takes decisions on these hosts only in " + ", ".join(channels)
+
+
 def _rule(approvals: Approvals | Rule) -> Rule:
     return approvals if isinstance(approvals, Rule) else Rule.of_approvals(approvals)
 
@@ -195,7 +203,7 @@ async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Deci
     if row is None:
         raise _no_such_plan(plan_id)
     plan = plan_of(row)
-    why = clicked_on.mismatch(plan) if clicked_on is not None else ""
+    why = (clicked_on.mismatch(plan) or _outside(_rule(approvals), clicked_on)) if clicked_on is not None else ""
     outcome = Judgement.ELSEWHERE if why else _judge(plan, actor, decision, _rule(approvals), user_id, time.time())
     if outcome != Judgement.OK:
         raise _refusal(outcome, plan, why)
@@ -226,7 +234,7 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
         if row is None:
             raise _no_such_plan(plan_id)
         plan = plan_of(row)
-        if clicked_on is not None and (why := clicked_on.mismatch(plan)):
+        if clicked_on is not None and (why := clicked_on.mismatch(plan) or _outside(rule, clicked_on)):
             refusal.append(why)
             return Judgement.ELSEWHERE, plan
         counted = _counted(db, plan, rule)

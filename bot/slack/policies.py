@@ -1,0 +1,61 @@
+"""Policies in Slack: a plan's rule with its user groups resolved through ``usergroups.list`` (handle to id)
+and ``usergroups.users.list`` (members), cached (commands/approvers.py); any Slack error refuses the click.
+And the words: "1 of 2 approvals: <@U…>" on the plan's message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject
+from slack_sdk.web.async_client import AsyncWebClient
+
+from commands.approvers import GroupMembers, Rule, resolve
+from commands.errors import CouldNotCheck
+from commands.inventory import Inventory
+from commands.store.approvals import PendingPlan
+from commands.vocabulary import Operation
+
+COUNT_BLOCK = "proofbot_approvals"  # the block_id of the count on a plan's message (replaced, never added twice)
+
+
+def group_members(client: AsyncWebClient) -> GroupMembers:
+    """A group's members by its handle, asked of Slack; a Slack error or an unknown handle: CouldNotCheck."""
+    async def fetch(handle: str) -> frozenset[str]:
+        try:
+            listed = await client.usergroups_list()
+            group = next((g for g in listed.get("usergroups") or [] if g.get("handle") == handle), None)
+            if group is None:
+                raise CouldNotCheck(f"Slack has no enabled user group @{handle}")
+            users = await client.usergroups_users_list(usergroup=str(group["id"]))
+        except SlackApiError as exc:
+            raise CouldNotCheck(f"Slack answered {exc.response.get('error')!r}") from None
+        return frozenset(str(user) for user in users.get("users") or [])
+    return fetch
+
+
+def plan_hosts(inventory: Inventory, pending: PendingPlan) -> list[str]:
+    """The hosts a plan covers: its host, or a rolling restart's group's hosts."""
+    if pending.operation == Operation.ROLLOUT and inventory.is_group(pending.host):
+        return list(inventory.groups[pending.host])
+    return [pending.host]
+
+
+async def rule_for(context: Any, client: AsyncWebClient, pending: PendingPlan) -> Rule:
+    """The rule that applies to ``pending`` now, under today's inventory, its groups resolved (or Refused)."""
+    applied = context.inventory.policy(pending.operation, plan_hosts(context.inventory, pending))
+    return await resolve(applied, context.groups, group_members(client))
+
+
+def count_text(counted: tuple[str, ...], required: int) -> str:
+    who = ", ".join(f"<@{user}>" for user in counted)
+    return f"{len(counted)} of {required} approvals" + (f": {who}" if who else "")
+
+
+def with_count(blocks: list[dict[str, Any]], counted: tuple[str, ...], required: int) -> list[dict[str, Any]]:
+    """The plan message's blocks with the approvals counted so far just above its buttons."""
+    kept = [block for block in blocks if block.get("block_id") != COUNT_BLOCK]
+    count = ContextBlock(block_id=COUNT_BLOCK, elements=[MarkdownTextObject(
+        text=f":ballot_box_with_check: {count_text(counted, required)}")]).to_dict()
+    at = next((i for i, block in enumerate(kept) if block.get("type") == "actions"), len(kept))
+    return [*kept[:at], count, *kept[at:]]
