@@ -6,6 +6,7 @@ resolved, and a member removed from a group once the cache refreshes; every clic
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,30 @@ async def test_a_reject_by_any_one_approver_ends_the_plan(tmp_path: Path) -> Non
 def test_the_flat_approvals_rule_is_the_one_flat_list() -> None:
     rule = Rule.of_approvals(Approvals(approvers=["U2"], allow_self_approval=True))
     assert (rule.approvers, rule.required, rule.applied.allow_self_approval) == (frozenset({"U2"}), 1, True)
+
+
+async def test_a_plan_only_policy_makes_the_cli_print_the_plan_and_the_slack_command(tmp_path: Path) -> None:
+    """`cli: plan-only`: restore and restart on those hosts print the plan and how to ask in Slack, exit 4,
+    nothing changed on the host (a loopback lab host under a real supervisord); other hosts are unchanged."""
+    from bot.demo.host import demo_host
+    from tests.test_restore_loopback import restore_cli, tree
+
+    async with demo_host("ct129") as host:
+        document = host.inventory()
+        document["groups"] = {"prod": ["ct129"]}
+        document["policies"] = [{"targets": ["prod"], "operations": ["restore", "restart"], "required": 2,
+                                 "approvers": ["U0AAA", "U0BBB"], "cli": "plan-only"}]
+        before = tree(host.root)
+        pid = (await host.supervisorctl("pid", "sglang")).strip()
+        run = await restore_cli(host, tmp_path, "--yes", document=document)
+        assert run.code == 4, run.stdout + run.stderr
+        assert "Restore plan for ct129" in run.stdout
+        assert "policy 0 of the inventory is plan-only for the CLI" in run.stderr
+        assert "request it in Slack: /restore ct129 pre-ddtree" in run.stderr
+        restart = await run_cli("restart", "prod", "--yes", "--inventory", str(tmp_path / "inv.yml"),
+                                "--db", str(tmp_path / "a.db"))
+        assert restart.code == 4 and "request it in Slack: /restart prod" in restart.stderr, restart.stderr
+        assert tree(host.root) == before and (await host.supervisorctl("pid", "sglang")).strip() == pid
+        kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute(
+            "SELECT kind FROM events WHERE kind IN ('approved', 'refused') ORDER BY id")]
+        assert kinds == ["refused", "refused"]  # each plan withdrawn, never approved
