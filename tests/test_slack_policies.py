@@ -6,6 +6,7 @@ resolving refusing the click, and the second approval applying the restore, audi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from bot.slack.app import BotContext, build_app
 from commands.approvers import GroupCache
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
+from tests.lab.waits import until
 from tests.slack_fake.records import Message
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
@@ -36,6 +38,7 @@ class Clock:
 
 class PolicyRig(Rig):
     clock: Clock
+    context: BotContext
 
     async def answer(self, message: Message, user: str) -> str:
         """Approve as Slack sends it (the message's blocks with it); the ephemeral answer, or "" when none."""
@@ -72,22 +75,27 @@ async def rig(tmp_path: Path) -> AsyncIterator[PolicyRig]:
         document["policies"] = [
             {"targets": ["prod"], "operations": ["restart", "restore"], "required": 2, "channels": [CHANNEL],
              "approvers": ["@sre-oncall", APPROVER]},
+            {"targets": ["all"], "operations": ["verify"], "approvers": ["@nobody-here", "@ghost"]},
         ]
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
         clock = Clock()
         async with FakeSlack(channels={CHANNEL: "ops", ELSEWHERE: "elsewhere"}, signing_secret=SECRET) as slack:
             slack.add_usergroup("sre-oncall", APPROVER, OTHER_APPROVER, REQUESTER, ONE_MORE)
+            slack.add_usergroup("nobody-here")
+            slack.join(CHANNEL, APPROVER)
             context = BotContext(inventory, audit, groups=GroupCache(ttl_s=60, clock=lambda: clock.now))
             app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
             try:
                 async with serving(app) as url:
                     made = PolicyRig(slack, url, tmp_path / "audit.db", host)
-                    made.clock = clock
+                    made.clock, made.context = clock, context
                     yield made
             finally:
-                for timer in list(context.timers):
+                timers = list(context.timers)
+                for timer in timers:
                     timer.cancel()
+                await asyncio.gather(*timers, return_exceptions=True)  # stopped before the store closes
                 audit.close()
 
 
@@ -134,3 +142,26 @@ async def test_two_person_rule_with_a_user_group(rig: PolicyRig) -> None:
         (REQUESTER, False), (APPROVER, True), (APPROVER, False), (OTHER_APPROVER, False)]
     assert all("required: 2" in v["policy"]["text"] for v in votes)
     assert rig.slack.warnings == []
+
+
+async def test_the_app_home_says_who_may_do_what_where(rig: PolicyRig) -> None:
+    published = len(rig.slack.calls_to("views.publish"))
+    ack = await rig.slack.deliver_event(rig.url, {"type": "app_home_opened", "user": APPROVER, "tab": "home",
+                                                  "channel": "D0HOME"})
+    assert ack.status_code == 200
+    await rig.slack.wait_for("views.publish", published + 1)
+    await until("the Home refresher (stopped at teardown)", lambda: rig.context.timers)
+    view = rig.slack.home_of(APPROVER)
+    assert view is not None
+    lines = [b["text"]["text"] for b in view["blocks"] if b["type"] == "section" and "·" in b["text"]["text"]]
+    assert lines[-3:] == [
+        "*0* · prod · restart, restore · 2 of `@sre-oncall` (4 members), <@U0APPROVER> · from <#C0OPS>",
+        "*1* · all · verify · 1 of `@nobody-here` (no members: never satisfied), `@ghost` (not checked: Slack "
+        "has no enabled user group @ghost) · from any channel",
+        "*2* (implicit) · all · verify, restore, restart, ping · 1 of <@U0REQ> · from any channel"]
+    # a viewer outside the policy's channel sees it counted, never named
+    ack = await rig.slack.deliver_event(rig.url, {"type": "app_home_opened", "user": ONE_MORE, "tab": "home",
+                                                  "channel": "D0HOME"})
+    await rig.slack.wait_for("views.publish", published + 2)
+    outside = json.dumps((rig.slack.home_of(ONE_MORE) or {})["blocks"])
+    assert "from 1 channel(s) you are not in" in outside and CHANNEL not in outside

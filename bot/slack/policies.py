@@ -4,12 +4,14 @@ And the words: "1 of 2 approvals: <@U…>" on the plan's message."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import context_block, escape, section_block
 from commands.approvers import GroupMembers, Rule, resolve
 from commands.errors import CouldNotCheck
 from commands.inventory import Inventory
@@ -59,3 +61,43 @@ def with_count(blocks: list[dict[str, Any]], counted: tuple[str, ...], required:
         text=f":ballot_box_with_check: {count_text(counted, required)}")]).to_dict()
     at = next((i for i, block in enumerate(kept) if block.get("type") == "actions"), len(kept))
     return [*kept[:at], count, *kept[at:]]
+
+
+POLICY_BLOCKS_MAX = 12  # the App Home's policy section: header, one block per policy, a note past it
+
+
+async def policy_blocks(context: Any, client: AsyncWebClient,
+                        can_see: Callable[[str], Awaitable[bool]]) -> list[dict[str, Any]]:
+    """Who may do what, where, as the inventory says (first match wins), each user group with its members as
+    Slack says now (an empty group is a policy that can never be satisfied; one that cannot be read, said).
+    A channel the viewer is not in is counted, never named (as the rest of the Home)."""
+    inventory: Inventory = context.inventory
+    implicit = inventory.policy(Operation.RESTORE, [])  # the flat approvals, read as the last policy
+    rules = [*inventory.policies, implicit.policy]
+    fetch = group_members(client)
+    members: dict[str, str] = {}
+    for handle in sorted({who for rule in rules for who in rule.approvers if who.startswith("@")}):
+        try:
+            count = len(await context.groups.members(handle.removeprefix("@"), fetch))
+            members[handle] = f"{count} members" if count else "no members: never satisfied"
+        except CouldNotCheck as exc:
+            members[handle] = f"not checked: {exc.message}"
+    blocks = [{"type": "header", "text": {"type": "plain_text", "text": "Who may do what, where"}},
+              context_block("from the inventory's `policies`, first match wins; the last is `approvals` "
+                            "(every host, every operation)").to_dict()]
+    for index, rule in enumerate(rules[:POLICY_BLOCKS_MAX - 3]):
+        seen = [channel for channel in rule.channels or [] if await can_see(channel)]
+        unseen = len(rule.channels or []) - len(seen)
+        who = ", ".join(f"<@{w}>" if not w.startswith("@") else f"`{escape(w)}` ({escape(members[w])})"
+                        for w in rule.approvers) or "nobody"
+        where = ", ".join([*(f"<#{c}>" for c in seen), *([f"{unseen} channel(s) you are not in"] if unseen else [])]
+                          ) if rule.channels is not None else "any channel"
+        blocks.append(section_block(
+            f"*{index}*{' (implicit)' if index == len(inventory.policies) else ''} · "
+            f"{escape(', '.join(rule.targets))} · {escape(', '.join(rule.operations))} · "
+            f"{rule.required} of {who} · from {where}"
+            + (" · CLI: plan only" if rule.cli else "")).to_dict())
+    if len(rules) > POLICY_BLOCKS_MAX - 3:
+        blocks.append(context_block(f"… {len(rules) - POLICY_BLOCKS_MAX + 3} more: `proofbot inventory show`"
+                                    ).to_dict())
+    return blocks
