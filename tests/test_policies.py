@@ -90,7 +90,7 @@ async def test_inventory_check_names_policies_that_can_never_be_satisfied(tmp_pa
     document["policies"] = document["policies"][2:]
     run = await run_cli("inventory", "check", "--inventory", str(write_inventory(tmp_path / "i.yml", document)))
     assert run.code == 0, run.stderr
-    assert "user groups @sre: members not checked (needs Slack: /proofbot policy)" in run.stdout
+    assert "user groups @sre: members not checked (needs Slack: the App Home shows them)" in run.stdout
 
 
 class Groups:
@@ -220,3 +220,17 @@ async def test_a_plan_only_policy_makes_the_cli_print_the_plan_and_the_slack_com
         kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute(
             "SELECT kind FROM events WHERE kind IN ('approved', 'refused') ORDER BY id")]
         assert kinds == ["refused", "refused"]  # each plan withdrawn, never approved
+
+
+def test_the_readme_policies_example_loads_with_its_one_host() -> None:
+    import re
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    one_host = re.search(r"## One host\n.*?```yaml\n(.*?)```", readme, re.S)
+    policies = re.search(r"## Policies\n.*?```yaml\n(.*?)```", readme, re.S)
+    assert one_host is not None and policies is not None
+    inv = parse_inventory(one_host.group(1) + policies.group(1), "README.md")
+    assert [p.required for p in inv.policies] == [2, 1, 1] and inv.policy("restart", ["ct129"]).index == 1
+    assert inv.policies[2].cli == "plan-only"

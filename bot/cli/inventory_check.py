@@ -31,5 +31,5 @@ async def run_inventory(args: argparse.Namespace) -> int:
           f"approvers: {', '.join(inventory.approvals.approvers) or 'none'}")
     if groups := unchecked_groups(inventory.policies):
         print(f"policies: {len(inventory.policies)}; user groups {', '.join(groups)}: members not checked "
-              "(needs Slack: /proofbot policy)")
+              "(needs Slack: the App Home shows them)")
     return 0
