@@ -116,6 +116,7 @@ async def test_two_person_rule_with_a_user_group(rig: PolicyRig) -> None:
 
     assert (await rig.restore()).status_code == 200
     plan = await rig.restore_plan_message()
+    assert "approvers: 2 of `@sre-oncall`, <@U0APPROVER>" in json.dumps(plan.blocks)  # the policy's, not `approvals`
     assert "another approver must approve" in await rig.answer(plan, REQUESTER)  # in the group, still the requester
     assert await rig.answer(plan, APPROVER) == ""  # counted (named by id and through the group: once)
     assert rig.slack.thread(CHANNEL, plan.ts)[-1].text.endswith("1 of 2 approvals: <@U0APPROVER>")

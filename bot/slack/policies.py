@@ -101,3 +101,9 @@ async def policy_blocks(context: Any, client: AsyncWebClient,
         blocks.append(context_block(f"… {len(rules) - POLICY_BLOCKS_MAX + 3} more: `proofbot inventory show`"
                                     ).to_dict())
     return blocks
+
+
+def shown_approvers(inventory: Inventory, pending: PendingPlan) -> tuple[list[str], int]:
+    """Who may approve this plan and how many are required, as its policy says (for the plan's message)."""
+    policy = inventory.policy(pending.operation, plan_hosts(inventory, pending)).policy
+    return list(policy.approvers), policy.required

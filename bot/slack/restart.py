@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack import rollout
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.policies import shown_approvers
 from bot.slack.restart_blocks import (
     RESTART_APPROVE,
     RESTART_NOW,
@@ -71,7 +72,8 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     plan = await request_restart(context.inventory, host, origin=origin, audit=context.audit)
     pending = await approvals.get(context.audit, plan.operation_id)
-    text, blocks = restart_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    approvers, required = shown_approvers(context.inventory, pending)
+    text, blocks = restart_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
     await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
     arm_expiry(context, client, plan.operation_id)
 

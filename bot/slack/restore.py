@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.policies import shown_approvers
 from bot.slack.restart_blocks import restart_now_message
 from bot.slack.restore_blocks import (
     RESTORE_APPROVE,
@@ -71,7 +72,8 @@ async def _plan_in_thread(context: BotContext, client: AsyncWebClient, command: 
             await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
         return
     pending = await approvals.get(context.audit, plan.operation_id)
-    text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    approvers, required = shown_approvers(context.inventory, pending)
+    text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
     await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
     for change in plan.changes:
         text, blocks = diff_message(change)
