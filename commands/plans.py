@@ -174,11 +174,17 @@ async def load_decided(plan_type: type[P], inventory: Inventory, audit: AuditSto
 def refuse_outside_policy(inventory: Inventory, request: PlanRequest, origin: Origin) -> None:
     """A request from a channel its policy does not name is refused, nothing recorded (docs/policies.md);
     the strictest host's policy rules a plan over many."""
-    applied = inventory.policy(request.operation, request.hosts)
+    if origin.channel is not None:
+        refuse_outside(inventory, request.operation, request.subject, request.hosts, origin.channel)
+
+
+def refuse_outside(inventory: Inventory, operation: str, subject: str, hosts: Sequence[str], channel: str) -> None:
+    """Refused when the policy of ``operation`` on ``hosts`` (the strictest of theirs) does not take it in
+    ``channel``; also for a verify, which is no plan."""
+    applied = inventory.policy(operation, tuple(hosts))
     channels = applied.policy.channels
-    if origin.channel is not None and channels is not None and origin.channel not in channels:
-        raise Refused(f"{request.operation} on {request.subject} is taken only in "
-                      + ", ".join(channels),
+    if channels is not None and channel not in channels:
+        raise Refused(f"{operation} on {subject} is taken only in " + ", ".join(channels),
                       hint=f"policy {applied.index} of the inventory: {applied.policy.text()}")
 
 

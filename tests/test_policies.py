@@ -234,3 +234,23 @@ def test_the_readme_policies_example_loads_with_its_one_host() -> None:
     inv = parse_inventory(one_host.group(1) + policies.group(1), "README.md")
     assert [p.required for p in inv.policies] == [2, 1, 1] and inv.policy("restart", ["ct129"]).index == 1
     assert inv.policies[2].cli == "plan-only"
+
+
+async def test_a_rolling_restart_over_mixed_policies_takes_the_strictest_hosts_channel_rule(tmp_path: Path) -> None:
+    """`/restart all` over a (prod: two approvals, only in C0PROD) and b (the flat approvals, anywhere): the
+    request is judged by a's policy, refused from another channel before anything is recorded."""
+    from commands.operation import Origin
+    from commands.plans import admit
+    from commands.restart.rollout import rollout_request
+
+    inv = inventory(approvals={"approvers": ["U0OLD"]})
+    store = AuditStore.open(tmp_path / "a.db")
+    request = rollout_request(inv, "all")
+    with pytest.raises(Refused, match="rollout on all is taken only in C0PROD"):
+        await admit(store, request, inventory=inv, origin=Origin("slack:U0REQ", "slack", "C0OPS"))
+    assert await admit(store, request, inventory=inv, origin=Origin("slack:U0REQ", "slack", "C0PROD")) == request
+    only_b = rollout_request(inventory(approvals={"approvers": ["U0OLD"]}, groups={"prod": ["a"], "rest": ["b"]}),
+                             "rest")
+    assert await admit(store, only_b, inventory=inv, origin=Origin("slack:U0REQ", "slack", "C0OPS")) == only_b
+    assert await store.read(lambda conn: conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]) == 0
+    store.close()

@@ -75,7 +75,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[PolicyRig]:
         document["policies"] = [
             {"targets": ["prod"], "operations": ["restart", "restore"], "required": 2, "channels": [CHANNEL],
              "approvers": ["@sre-oncall", APPROVER]},
-            {"targets": ["all"], "operations": ["verify"], "approvers": ["@nobody-here", "@ghost"]},
+            {"targets": ["all"], "operations": ["verify"], "approvers": ["@nobody-here", "@ghost"],
+             "channels": [CHANNEL]},
         ]
         inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
         audit = AuditStore.open(tmp_path / "audit.db")
@@ -113,6 +114,9 @@ async def test_two_person_rule_with_a_user_group(rig: PolicyRig) -> None:
     refused = await rig.post(slash_command_body("/restore", "ct129", REQUESTER, ELSEWHERE, response_url, "t1"))
     assert "restore on ct129 is taken only in C0OPS" in refused.json()["text"]  # the answer, before anything
     assert rig.slack.messages_in(ELSEWHERE) == [] and rig.events("plan-shown") == []
+    verify = await rig.post(slash_command_body("/verify", "ct129", REQUESTER, ELSEWHERE, response_url, "t2"))
+    assert "verify on ct129 is taken only in C0OPS" in verify.json()["text"]  # a verify too: no plan, same rule
+    assert rig.slack.messages_in(ELSEWHERE) == [] and rig.events("requested") == []
 
     assert (await rig.restore()).status_code == 200
     plan = await rig.restore_plan_message()
@@ -164,7 +168,7 @@ async def test_the_app_home_says_who_may_do_what_where(rig: PolicyRig) -> None:
     assert lines[-3:] == [
         "*0* · prod · restart, restore · 2 of `@sre-oncall` (4 members), <@U0APPROVER> · from <#C0OPS>",
         "*1* · all · verify · 1 of `@nobody-here` (no members: never satisfied), `@ghost` (not checked: Slack "
-        "has no enabled user group @ghost) · from any channel",
+        "has no enabled user group @ghost) · from <#C0OPS>",
         "*2* (implicit) · all · verify, restore, restart, ping · 1 of <@U0REQ> · from any channel"]
     # a viewer outside the policy's channel sees it counted, never named
     ack = await rig.slack.deliver_event(rig.url, {"type": "app_home_opened", "user": ONE_MORE, "tab": "home",
