@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from commands.errors import CouldNotCheck, Refused
-from commands.inventory.policies import GROUP_HANDLE, Applied, Policy
+from commands.inventory.policies import GROUP_HANDLE, Applied
 from commands.inventory.settings import Approvals
 
 # A member removed from a group stops counting once this has passed (docs/policies.md).
@@ -84,9 +84,3 @@ async def resolve(applied: Applied, groups: GroupCache | None, fetch: GroupMembe
             via[user] = (*via.get(user, ()), who)
     return Rule(applied, via)
 
-
-def describe(policy: Policy) -> str:
-    """Who may approve, in words (the plan message, ``/proofbot policy``)."""
-    who = ", ".join(policy.approvers) or "nobody"
-    where = ", ".join(policy.channels) if policy.channels is not None else "any channel the bot is in"
-    return f"{policy.required} of {who}; from {where}"
