@@ -143,9 +143,13 @@ class PlanRequest:
         return cls(operation, host.name, (host.name,), host.name, True, details or {})
 
 
-async def admit(audit: AuditStore, request: PlanRequest) -> PlanRequest:
-    """Refuse at once (nothing recorded) when another operation holds one of the request's hosts; a
-    front-end calls this before it acknowledges, so the refusal reaches the asker as the answer."""
+async def admit(audit: AuditStore, request: PlanRequest, *, inventory: Inventory | None = None,
+                origin: Origin | None = None) -> PlanRequest:
+    """Refuse at once (nothing recorded) when another operation holds one of the request's hosts, or (given
+    the inventory and who asks where) its policy does not take it from that channel; a front-end calls this
+    before it acknowledges, so the refusal reaches the asker as the answer."""
+    if inventory is not None and origin is not None:
+        refuse_outside_policy(inventory, request, origin)
     for host in request.hosts:
         await locks.refuse_if_busy(audit, host)
     return request
@@ -167,6 +171,23 @@ async def load_decided(plan_type: type[P], inventory: Inventory, audit: AuditSto
         raise
 
 
+def refuse_outside_policy(inventory: Inventory, request: PlanRequest, origin: Origin) -> None:
+    """A request from a channel its policy does not name is refused, nothing recorded (docs/policies.md);
+    the strictest host's policy rules a plan over many."""
+    if origin.channel is not None:
+        refuse_outside(inventory, request.operation, request.subject, request.hosts, origin.channel)
+
+
+def refuse_outside(inventory: Inventory, operation: str, subject: str, hosts: Sequence[str], channel: str) -> None:
+    """Refused when the policy of ``operation`` on ``hosts`` (the strictest of theirs) does not take it in
+    ``channel``; also for a verify, which is no plan."""
+    applied = inventory.policy(operation, tuple(hosts))
+    channels = applied.policy.channels
+    if channels is not None and channel not in channels:
+        raise Refused(f"{operation} on {subject} is taken only in " + ", ".join(channels),
+                      hint=f"policy {applied.index} of the inventory: {applied.policy.text()}")
+
+
 async def request_plan(request: PlanRequest, *, inventory: Inventory, origin: Origin, audit: AuditStore,
                        make_plan: Callable[[str], Awaitable[P]],
                        nothing_to_approve: Callable[[P], tuple[str, str] | None] = lambda plan: None) -> P:
@@ -178,6 +199,7 @@ async def request_plan(request: PlanRequest, *, inventory: Inventory, origin: Or
     ``nothing_to_approve`` returns (verdict, summary) when the plan ends at once (nothing differs, a
     source is unreadable): it is finished and the hosts released.
     """
+    refuse_outside_policy(inventory, request, origin)
     operation_id = new_operation_id()
     held = (await locks.acquire_all(audit, list(request.hosts), operation_id, request.operation, origin.actor,
                                     origin.channel, origin.thread_ts)) if request.hold_while_pending else []

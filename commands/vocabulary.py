@@ -71,6 +71,7 @@ class EventKind(StrEnum):
     PLAN_SHOWN = "plan-shown"
     APPROVED = "approved"
     REJECTED = "rejected"
+    VOTE = "vote"  # one click on a plan that needs several approvals: counted, or why not
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     REFUSED = "refused"

@@ -9,6 +9,7 @@ import json
 from bot.cli.output import SCHEMA_VERSION
 from commands.inventory import inventory_path
 from commands.inventory.check import check_inventory
+from commands.inventory.policies import unchecked_groups
 
 
 async def run_inventory(args: argparse.Namespace) -> int:
@@ -28,4 +29,7 @@ async def run_inventory(args: argparse.Namespace) -> int:
     print(f"{path}: valid: {len(inventory.hosts)} host(s) "
           f"({', '.join(sorted(inventory.hosts))}), {services} service(s), {backups} backup(s), "
           f"approvers: {', '.join(inventory.approvals.approvers) or 'none'}")
+    if groups := unchecked_groups(inventory.policies):
+        print(f"policies: {len(inventory.policies)}; user groups {', '.join(groups)}: members not checked "
+              "(needs Slack: the App Home shows them)")
     return 0

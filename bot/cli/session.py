@@ -79,6 +79,24 @@ async def confirm(question: str) -> str:
     return "" if answer.strip().lower() in ("y", "yes") else "not confirmed at the prompt"
 
 
+def _plan_only(cli: Session, plan: Decidable) -> str:
+    """Why the CLI may only show this plan (a ``cli: plan-only`` policy covers its hosts), or ''."""
+    applied = cli.inventory.policy(plan.operation, plan.apply_hosts)
+    if applied.policy.cli != "plan-only":
+        return ""
+    return f"policy {applied.index} of the inventory is plan-only for the CLI ({applied.policy.text()})"
+
+
+def _slack_command(plan: Decidable) -> str:
+    """The Slack command that requests the same plan (a rolling restart is /restart GROUP)."""
+    from commands.inventory.policies import policy_operation
+
+    target = plan.audit_host or str(getattr(plan, "target", ""))
+    source = getattr(plan, "source", None)  # a restore's: its backup by name (an undo has no Slack command)
+    backup = source.name if source is not None and source.kind == "backup" else None
+    return " ".join([f"/{policy_operation(plan.operation)}", target, *([backup] if backup else [])])
+
+
 async def approve_at_terminal(cli: Session, plan: Decidable, *, yes: bool, question: str, refusal_words: str,
                               hint: str) -> PendingPlan:
     """The CLI's approval: ``--yes`` or a "y" at the prompt; otherwise the plan is withdrawn and
@@ -87,7 +105,11 @@ async def approve_at_terminal(cli: Session, plan: Decidable, *, yes: bool, quest
     from commands.store import approvals
     from commands.vocabulary import PlanState
 
-    refusal = "" if yes else await confirm(question)
+    plan_only = _plan_only(cli, plan)
+    refusal = plan_only or ("" if yes else await confirm(question))
+    if plan_only:
+        await withdraw(cli.audit, plan, cli.origin.actor, refused=True, reason=plan_only)
+        raise Refused(f"not applied: {plan_only}; nothing changed", hint=f"request it in Slack: {_slack_command(plan)}")
     if refusal:
         await withdraw(cli.audit, plan, cli.origin.actor, refused=not sys.stdin.isatty(), reason=refusal)
         raise Refused(refusal_words.format(refusal), hint=hint)

@@ -100,9 +100,18 @@ def slack_date(at: str) -> str:
     return f"<!date^{epoch}^{{date_short_pretty}} {{time_secs}}|{when(at)}>"
 
 
-def approval_footer(plan: Decidable, expires_at: str, approvers: Sequence[str], *buttons: ButtonElement) -> list[Block]:
+def approvers_words(approvers: Sequence[str], required: int = 1) -> str:
+    """The approvers of a plan's policy: a user id as a mention, a user group by its handle (docs/policies.md)."""
+    who = ", ".join(f"`{escape(a)}`" if a.startswith("@") else f"<@{a}>" for a in approvers)
+    if not who:
+        return "nobody (no approvers configured)"
+    return f"{required} of {who}" if required > 1 else who
+
+
+def approval_footer(plan: Decidable, expires_at: str, approvers: Sequence[str], *buttons: ButtonElement,
+                    required: int = 1) -> list[Block]:
     """A plan's ids, expiry and approvers, then its buttons (Approve with its confirm dialog, Reject)."""
-    who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
     return [context_block(f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires "
                           f"{slack_date(expires_at)}"
-                          f" · approvers: {who}"), ActionsBlock(elements=list(buttons))]
+                          f" · approvers: {approvers_words(approvers, required)}"),
+            ActionsBlock(elements=list(buttons))]

@@ -18,6 +18,7 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Message
+from commands.approvers import GroupCache
 from commands.errors import Refused
 from commands.inflight import InFlight, Ticket, Work
 from commands.inventory import Inventory
@@ -73,6 +74,7 @@ class BotContext:
     timers: set[asyncio.Task[None]] = field(default_factory=set)
     approvables: dict[str, Approvable[Any]] = field(default_factory=dict)
     inflight: InFlight = field(init=False)  # Slack-started work in flight: limits.per_user, limits.total
+    groups: GroupCache = field(default_factory=GroupCache)  # policies' user groups, members cached (TTL)
 
     def __post_init__(self) -> None:
         self.inflight = InFlight(self.inventory.limits)

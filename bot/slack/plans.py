@@ -27,6 +27,8 @@ from bot.slack.modal_blocks import (
     rejected_status,
     rejection_reply,
 )
+from bot.slack.policies import count_text, rule_for, with_count
+from commands.approvers import Rule
 from commands.errors import PlanVoid, Refused
 from commands.plans import load_decided
 from commands.store import approvals
@@ -46,15 +48,34 @@ async def on_decision(context: BotContext, approvable: Approvable[Any], ack: Asy
         await _ask_why(context, ack, body, client, clicked_on)
         return
     pending = await approvals.get(context.audit, str(action["value"]))
+    rule = await rule_for(context, client, pending)  # a group Slack cannot resolve now: refused, never open
     # The apply is work in flight for the approver: refused over a limit before anything is decided.
     with context.start(str(user), pending.operation, [pending.host], plan_id=pending.id) as ticket:
         decided = await approvals.decide(context.audit, str(action["value"]), f"slack:{user}", PlanState.APPROVED,
-                                         context.inventory.approvals, user_id=str(user), clicked_on=clicked_on)
+                                         rule, user_id=str(user), clicked_on=clicked_on)
+        if decided.state == PlanState.PENDING:  # counted; more approvals required
+            await ack()
+            await _show_count(context, client, body, decided, rule)
+            return
         ticket.at(decided.channel or str(channel), decided.message_ts or str(clicked_on.message_ts), decided.id)
         await ack()
         click = Click.of(body, decided)
         plan = await _load(context, approvable, client, click)
         await approvable.apply_in_thread(context, client, click, plan)
+
+
+async def _show_count(context: BotContext, client: AsyncWebClient, body: Body, decided: approvals.PendingPlan,
+                      rule: Rule) -> None:
+    """An approval counted, more required: said in the plan's thread, and on the plan's message above its
+    buttons (the message as the click carried it: Slack sends its blocks)."""
+    counted = await approvals.approval_count(context.audit, decided.id, rule)
+    channel, ts = str(decided.channel), str(decided.message_ts)
+    message = body.get("message") or {}
+    if message.get("blocks"):
+        await client.chat_update(channel=channel, ts=ts, text=str(message.get("text") or "plan"),
+                                 blocks=with_count(list(message["blocks"]), counted, rule.required))
+    await client.chat_postMessage(channel=channel, thread_ts=ts,
+                                  text=f":ballot_box_with_check: {count_text(counted, rule.required)}")
 
 
 async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:
@@ -71,8 +92,9 @@ async def _ask_why(context: BotContext, ack: AsyncAck, body: Body, client: Async
                    clicked_on: approvals.ClickedOn) -> None:
     """Reject: refused at once if this user may not reject this plan now, else a modal asking why."""
     plan_id, user = str(body["actions"][0]["value"]), str(body["user"]["id"])
+    rule = await rule_for(context, client, await approvals.get(context.audit, plan_id))
     pending = await approvals.may_decide(context.audit, plan_id, f"slack:{user}", PlanState.REJECTED,
-                                         context.inventory.approvals, user_id=user, clicked_on=clicked_on)
+                                         rule, user_id=user, clicked_on=clicked_on)
     await ack()
     metadata = json.dumps({"plan": plan_id, "operation": clicked_on.operation, "channel": clicked_on.channel,
                            "message_ts": clicked_on.message_ts})
@@ -94,8 +116,9 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
     if approvable is None:
         raise Refused(f"not decided: no {operation!r} plans here")
     clicked_on = approvals.ClickedOn(operation, where.get("channel"), where.get("message_ts"))
+    rule = await rule_for(context, client, await approvals.get(context.audit, str(where.get("plan"))))
     decided = await approvals.decide(context.audit, str(where.get("plan")), f"slack:{user}", PlanState.REJECTED,
-                                     context.inventory.approvals, user_id=user, clicked_on=clicked_on,
+                                     rule, user_id=user, clicked_on=clicked_on,
                                      reason=reason)
     await ack()
     click = Click(user, approvable.reject_action, decided, decided.channel or str(clicked_on.channel),

@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack import rollout
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.policies import shown_approvers
 from bot.slack.restart_blocks import (
     RESTART_APPROVE,
     RESTART_NOW,
@@ -48,7 +49,8 @@ async def _plan(context: BotContext, ack: AsyncAck, command: Body, client: Async
     words = command.get("text", "").split()
     if len(words) != 1:
         raise UsageError(USAGE, hint="or /verify help")
-    request = await admit_restart(context.inventory, words[0], context.audit)
+    request = await admit_restart(context.inventory, words[0], context.audit,
+                                  Origin(f"slack:{command['user_id']}", "slack", command["channel_id"]))
     fleet = request.operation == Operation.ROLLOUT
     # the planning counts among the work in flight
     with context.start(command["user_id"], request.operation, list(request.hosts),
@@ -70,7 +72,8 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     plan = await request_restart(context.inventory, host, origin=origin, audit=context.audit)
     pending = await approvals.get(context.audit, plan.operation_id)
-    text, blocks = restart_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    approvers, required = shown_approvers(context.inventory, pending)
+    text, blocks = restart_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
     await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
     arm_expiry(context, client, plan.operation_id)
 

@@ -24,7 +24,8 @@ def _head(plan: RestartPlan, requester: str) -> list[Block]:
     return [section_block(head), section_block(code_block(render_restart_plan(plan, title=False)))]
 
 
-def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, approvers: Sequence[str],
+                         required: int = 1) -> Message:
     confirm = ConfirmObject(title="Restart now?", confirm="Restart", deny="Cancel",
                             text=f"Restart {plan.service.unit} on {plan.host.name}, then prove it came back right.")
     blocks = [*_head(plan, requester),
@@ -32,7 +33,7 @@ def restart_plan_message(plan: RestartPlan, requester: str, expires_at: str, app
                                ButtonElement(text="Approve", action_id=RESTART_APPROVE, value=plan.operation_id,
                                              style="primary", confirm=confirm),
                                ButtonElement(text="Reject", action_id=RESTART_REJECT, value=plan.operation_id,
-                                             style="danger"))]
+                                             style="danger"), required=required)]
     text = f"Restart plan for {plan.host.name}: approval needed"
     return text, as_dicts(blocks)
 

@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.policies import shown_approvers
 from bot.slack.restart_blocks import restart_now_message
 from bot.slack.restore_blocks import (
     RESTORE_APPROVE,
@@ -46,7 +47,9 @@ async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: 
         raise UsageError(USAGE, hint="or /verify help")
     host = context.inventory.host(words[0])
     backup, _ = host.backup(words[1] if len(words) > 1 else None)
-    await admit(context.audit, PlanRequest.for_host(Operation.RESTORE, host))  # the core judges; refused as the reply
+    await admit(context.audit, PlanRequest.for_host(Operation.RESTORE, host),  # the core judges; refused as the reply
+                inventory=context.inventory, origin=Origin(f"slack:{command['user_id']}", "slack",
+                                                           command["channel_id"]))
     with context.start(command["user_id"], Operation.RESTORE, [host.name], [backup]) as ticket:  # the planning counts
         await ack()
         await _plan_in_thread(context, client, command, host, backup, ticket)
@@ -69,7 +72,8 @@ async def _plan_in_thread(context: BotContext, client: AsyncWebClient, command: 
             await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
         return
     pending = await approvals.get(context.audit, plan.operation_id)
-    text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    approvers, required = shown_approvers(context.inventory, pending)
+    text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
     await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
     for change in plan.changes:
         text, blocks = diff_message(change)

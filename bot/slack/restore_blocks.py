@@ -7,7 +7,16 @@ from collections.abc import Sequence
 
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, ConfirmObject, ContextBlock, MarkdownTextObject
 
-from bot.slack.blocks import SECTION_LIMIT, Message, as_dicts, code_block, escape, section_block, slack_date
+from bot.slack.blocks import (
+    SECTION_LIMIT,
+    Message,
+    approvers_words,
+    as_dicts,
+    code_block,
+    escape,
+    section_block,
+    slack_date,
+)
 from commands.restore.plan import FileState, RestorePlan
 
 RESTORE_APPROVE = "restore_approve"
@@ -39,9 +48,10 @@ def plan_summary_blocks(plan: RestorePlan, requester: str) -> list[Block]:
     return blocks
 
 
-def restore_plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+def restore_plan_message(plan: RestorePlan, requester: str, expires_at: str, approvers: Sequence[str],
+                         required: int = 1) -> Message:
     blocks = plan_summary_blocks(plan, requester)
-    who = ", ".join(f"<@{a}>" for a in approvers) or "nobody (no approvers configured)"
+    who = approvers_words(approvers, required)
     blocks.append(ContextBlock(elements=[MarkdownTextObject(
         text=f"plan `{plan.plan_hash[:12]}` · operation `{plan.operation_id}` · expires {slack_date(expires_at)} · "
              f"approvers: {who} · diffs in the thread")]))

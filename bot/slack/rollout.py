@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.restart_text import render_rollout_plan
 from bot.slack.listening import Approvable, Body, BotContext, Click
 from bot.slack.plans import arm_expiry, on_decision
+from bot.slack.policies import shown_approvers
 from bot.slack.rollout_blocks import (
     ROLLOUT_APPROVE,
     ROLLOUT_FILE_OVER,
@@ -46,7 +47,8 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
                                  f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""), blocks=[])
         return
     pending = await approvals.get(context.audit, plan.operation_id)
-    text, blocks = rollout_plan_message(plan, user, pending.expires_at_utc(), context.inventory.approvals.approvers)
+    approvers, required = shown_approvers(context.inventory, pending)
+    text, blocks = rollout_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
     await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
     if len(plan.hosts) > ROLLOUT_FILE_OVER:
         await client.files_upload_v2(channel=channel, thread_ts=ts, content=render_rollout_plan(plan),

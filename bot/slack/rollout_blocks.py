@@ -78,7 +78,8 @@ def _rollout_head(plan: RolloutPlan, requester: str, *, with_hosts: bool = True)
     return blocks
 
 
-def rollout_plan_message(plan: RolloutPlan, requester: str, expires_at: str, approvers: Sequence[str]) -> Message:
+def rollout_plan_message(plan: RolloutPlan, requester: str, expires_at: str, approvers: Sequence[str],
+                         required: int = 1) -> Message:
     count = len(plan.hosts)
     confirm = ConfirmObject(title="Start the rolling restart?", confirm="Restart all", deny="Cancel",
                             text=f"Restart {count} hosts of {plan.target}, {plan.restart_batch} at a time, each "
@@ -88,7 +89,7 @@ def rollout_plan_message(plan: RolloutPlan, requester: str, expires_at: str, app
                                ButtonElement(text="Approve", action_id=ROLLOUT_APPROVE, value=plan.operation_id,
                                              style="primary", confirm=confirm),
                                ButtonElement(text="Reject", action_id=ROLLOUT_REJECT, value=plan.operation_id,
-                                             style="danger"))]
+                                             style="danger"), required=required)]
     return f"Rolling restart plan for {plan.target} ({count} hosts): approval needed", as_dicts(blocks)
 
 

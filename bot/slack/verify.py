@@ -22,6 +22,7 @@ from commands.findings import Finding
 from commands.inflight import Ticket
 from commands.inventory import Inventory
 from commands.operation import Origin
+from commands.plans import refuse_outside
 from commands.verify import VerifyPlan, verify
 from commands.verify.fleet import FleetRequest
 from commands.verify.plan import plan_fleet
@@ -57,8 +58,13 @@ def verify_request(inventory: Inventory, command: Body) -> VerifyPlan | FleetReq
     return FleetRequest(" ".join(targets), plan_fleet(hosts, backup))
 
 
-def verify_work(context: BotContext, user: str, request: VerifyPlan | FleetRequest) -> Ticket:
-    """The request's slot among the operations in flight (a fleet is one), or AlreadyRunning / OverLimit."""
+def verify_work(context: BotContext, user: str, request: VerifyPlan | FleetRequest, channel: str = "") -> Ticket:
+    """The request's slot among the operations in flight (a fleet is one), or AlreadyRunning / OverLimit; refused
+    first when the verify policy of its hosts does not take it in ``channel`` (docs/policies.md)."""
+    hosts = [p.host.name for p in request.plan.plans] if isinstance(request, FleetRequest) else [request.host.name]
+    target = request.target if isinstance(request, FleetRequest) else request.host.name
+    if channel:
+        refuse_outside(context.inventory, Operation.VERIFY, target, hosts, channel)
     if isinstance(request, FleetRequest):
         plans = request.plan.plans
         return context.start(user, Operation.VERIFY, [p.host.name for p in plans], [p.backup_name for p in plans],
@@ -68,7 +74,7 @@ def verify_work(context: BotContext, user: str, request: VerifyPlan | FleetReque
 
 async def on_command(context: BotContext, ack: AsyncAck, command: Body, client: AsyncWebClient) -> None:
     request = verify_request(context.inventory, command)
-    with verify_work(context, command["user_id"], request) as ticket:
+    with verify_work(context, command["user_id"], request, command["channel_id"]) as ticket:
         await ack()
         if isinstance(request, FleetRequest):
             await verify_fleet_in_thread(context, client, command, request, ticket)
@@ -82,7 +88,7 @@ async def on_reverify(context: BotContext, ack: AsyncAck, body: Body, client: As
     context.check_channel(body["channel"]["id"])
     request = await reverify_request(context.inventory, context.audit, str(body["actions"][0]["value"]))
     command = {"user_id": body["user"]["id"], "channel_id": body["channel"]["id"]}
-    with verify_work(context, command["user_id"], request) as ticket:
+    with verify_work(context, command["user_id"], request, command["channel_id"]) as ticket:
         await ack()
         await verify_fleet_in_thread(context, client, command, request, ticket)
 
@@ -91,7 +97,7 @@ async def on_verify_now(context: BotContext, ack: AsyncAck, body: Body, client: 
     command = await context.command_for_click(body)
     context.check_channel(command["channel_id"])
     plan = verify_plan(context.inventory, command)
-    with verify_work(context, command["user_id"], plan) as ticket:
+    with verify_work(context, command["user_id"], plan, command["channel_id"]) as ticket:
         await ack()
         await verify_in_thread(context, client, command, plan, ticket)
 

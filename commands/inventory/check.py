@@ -14,6 +14,7 @@ from pathlib import Path
 
 from commands.inventory.hosts import Host, Inventory
 from commands.inventory.load import load_inventory
+from commands.inventory.policies import never_satisfied
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines
 
 NOTHING_TO_CHECK = ("add a `service:` (manager, unit, health_url), a `backups:` entry or `packages:` "
@@ -45,6 +46,9 @@ def check_inventory(path: Path) -> Inventory:
         why = nothing_configured(host)
         if why is not None and host.name not in hops and (host.address, host.port) not in hops:
             problems.add(("hosts", host.name), f"{why}: verify would have nothing to prove; {NOTHING_TO_CHECK}")
+    for index, policy in enumerate(inventory.policies):
+        if (why := never_satisfied(policy)) is not None:
+            problems.add(("policies", index), why, key=f"policies[{index}]")
     problems.raise_if_any()
     return inventory
 

@@ -17,6 +17,7 @@ from commands.inventory.containers import (
     Engine,
     container_problem,
 )
+from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
 from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
@@ -217,6 +218,8 @@ class Inventory(Strict):
     path: str
     approvals: Approvals
     channels: list[str] | None = None
+    # Who may approve what, where (first match wins); `approvals` + `channels` are the implicit last one.
+    policies: tuple[Policy, ...] = ()
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     limits: Limits = Field(default_factory=Limits)
     hosts: dict[str, Host]
@@ -248,6 +251,12 @@ class Inventory(Strict):
             else:
                 raise UnknownHost(f"unknown host or group {name!r}", hint=self._known())
         return list(chosen.values())
+
+    def policy(self, operation: str, hosts: list[str] | tuple[str, ...]) -> Applied:
+        """The policy that applies to ``operation`` on ``hosts`` (the strictest of theirs over several)."""
+        implicit = Applied(len(self.policies), implicit_policy(self.approvals, self.channels), True,
+                           self.approvals.allow_self_approval)
+        return policy_for(self.policies, implicit, self.groups, operation, hosts)
 
     def is_group(self, name: str) -> bool:
         return name in self.groups and name not in self.hosts

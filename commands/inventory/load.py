@@ -15,6 +15,7 @@ from commands.inventory.groups import expand_groups
 from commands.inventory.hints import yaml_error_at
 from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
+from commands.inventory.policies import validate_policies
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
 from commands.inventory.watch import parse_watch
@@ -29,6 +30,7 @@ class _InventoryFile(Strict):
     ssh: dict[str, Any] = Field(default_factory=dict)
     approvals: Approvals = Field(default_factory=Approvals)
     channels: list[str] | None = None
+    policies: Any = None  # validated entry by entry (commands/inventory/policies.py)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     limits: Limits = Field(default_factory=Limits)
     groups: dict[str, list[str]] = Field(default_factory=dict)
@@ -93,8 +95,9 @@ def parse_inventory(text: str, source: str) -> Inventory:
         problems.add_raised(exc)
     groups = expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
     watch = parse_watch(problems, document.watch, set(map(str, document.hosts)), set(groups))
+    policies = validate_policies(problems, document.policies, {*map(str, document.hosts), *groups})
     problems.raise_if_any()
-    return Inventory(path=source, approvals=document.approvals, channels=document.channels,
+    return Inventory(path=source, approvals=document.approvals, channels=document.channels, policies=policies,
                      fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups, watch=watch)
 
 

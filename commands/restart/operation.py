@@ -32,12 +32,13 @@ def restart_request(host: Host) -> PlanRequest:
     return PlanRequest.for_host(Operation.RESTART, host)
 
 
-async def admit_restart(inventory: Inventory, target: str, audit: AuditStore) -> PlanRequest:
+async def admit_restart(inventory: Inventory, target: str, audit: AuditStore,
+                        origin: Origin | None = None) -> PlanRequest:
     """TARGET judged before anything is planned: a group is a rolling restart (``Operation.ROLLOUT``), a
     host a restart; refused when a host has no service or is busy (naming who holds it)."""
     if inventory.is_group(target):
-        return await admit(audit, rollout_request(inventory, target))
-    return await admit(audit, restart_request(inventory.host(target)))
+        return await admit(audit, rollout_request(inventory, target), inventory=inventory, origin=origin)
+    return await admit(audit, restart_request(inventory.host(target)), inventory=inventory, origin=origin)
 
 
 async def request_restart(inventory: Inventory, host: Host, *, origin: Origin, audit: AuditStore) -> RestartPlan:

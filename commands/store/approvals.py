@@ -3,9 +3,11 @@
 The first decision wins atomically (one UPDATE … WHERE state = 'pending'), so two
 approvers clicking at once yield exactly one apply; the decision, the plan as read for it
 and the event that logs it are one transaction. A plan binds its approval to the
-plan hash that was shown; expiry, self-approval and the approver list come from the
-inventory's ``approvals``. ``decide`` (and its read-only twin ``may_decide``) is the one place
-that judges whether a click counts (``_judge``); today one approval decides a plan. A decision
+plan hash that was shown; expiry comes from the inventory's ``approvals``, who may approve from the
+``Rule`` (the policy that applies, its approvers resolved: commands/approvers.py). ``decide`` (and its
+read-only twin ``may_decide``) is the one place that judges whether a click counts (``_judge``): a plan
+is approved once ``required`` distinct approvers (never the requester, one person once however named)
+have clicked; each click is logged as a ``vote`` (counted, or why not). A decision
 that ends a plan (a rejection, an expiry) ends it in the same transaction: finished, its host
 freed. The plan's state (``PlanState``) is written only here.
 """
@@ -19,15 +21,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from commands.approvers import Rule
 from commands.clock import utc_now
 from commands.errors import Refused
 from commands.inventory import Approvals
 from commands.store import locks
 from commands.store.db import AuditStore
 from commands.store.events import first_row, from_row
-from commands.store.kinds import Finished
+from commands.store.kinds import Finished, Vote
 from commands.store.log import PROOFBOT, Within
-from commands.vocabulary import PlanState, Verdict
+from commands.vocabulary import EventKind, PlanState, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -43,6 +46,8 @@ class Judgement(StrEnum):
     EXPIRED = PlanState.EXPIRED
     SELF = "self"  # the requester approving their own plan
     NOT_APPROVER = "not-approver"
+    TWICE = "twice"  # an approver whose approval already counts (by id or through a group)
+    COUNTED = "counted"  # an approval counted, more still required
     ELSEWHERE = "elsewhere"  # a button of another plan's kind, channel or message
 
 
@@ -142,27 +147,55 @@ def _end(db: sqlite_utils.Database, log: Within, plan: PendingPlan, verdict: Ver
     locks.free(db, plan.host, plan.id)
 
 
-def _judge(plan: PendingPlan, actor: str, decision: Decision, approvals: Approvals, user_id: str | None,
-           now: float) -> Judgement:
-    """Does this click count? The one judgement (issue 24's approvals per plan and policies grow here)."""
+def _judge(plan: PendingPlan, actor: str, decision: Decision, rule: Rule, user_id: str | None,
+           now: float, counted: tuple[str, ...] = ()) -> Judgement:
+    """Does this click count? The one judgement (``counted``: the approvals already counted)."""
     if plan.state != PlanState.PENDING:
         return Judgement.DECIDED
     if plan.expires_at <= now:
         return Judgement.EXPIRED
     is_requester = actor == plan.requested_by
     if user_id is not None and decision == PlanState.APPROVED:
-        if user_id not in approvals.approvers:
+        if user_id not in rule.approvers:
             return Judgement.NOT_APPROVER
-        if is_requester and not approvals.allow_self_approval:
+        if is_requester and not rule.applied.allow_self_approval:
             return Judgement.SELF
+        if user_id in counted:
+            return Judgement.TWICE
     if (user_id is not None and decision == PlanState.REJECTED and not is_requester
-            and user_id not in approvals.approvers):
+            and user_id not in rule.approvers):
         return Judgement.NOT_APPROVER
     return Judgement.OK
 
 
-async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
-                    *, user_id: str | None = None, clicked_on: ClickedOn | None = None) -> PendingPlan:
+def _counted(db: sqlite_utils.Database, plan: PendingPlan, rule: Rule) -> tuple[str, ...]:
+    """The approvals that count now: each person once, and only while the rule still names them (a member
+    removed from a group, a policy changed since the click: no longer counted)."""
+    users: dict[str, None] = {}
+    for row in db.query(f"SELECT json_extract(details, '$.user') AS user FROM events WHERE operation_id = ? "
+                        f"AND kind = '{EventKind.VOTE}' AND json_extract(details, '$.counted') = 1 ORDER BY id",
+                        [plan.id]):
+        user = str(row["user"])
+        if user in rule.approvers and (f"slack:{user}" != plan.requested_by or rule.applied.allow_self_approval):
+            users[user] = None
+    return tuple(users)
+
+
+def _outside(rule: Rule, clicked_on: ClickedOn) -> str:
+    """A click outside the policy's channels (a policy changed since the plan was posted) does not count."""
+    channels = rule.applied.policy.channels
+    if channels is None or clicked_on.channel in channels:
+        return ""
+    return f"policy {rule.applied.index} takes decisions on these hosts only in " + ", ".join(channels)
+
+
+def _rule(approvals: Approvals | Rule) -> Rule:
+    return approvals if isinstance(approvals, Rule) else Rule.of_approvals(approvals)
+
+
+async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Decision,
+                     approvals: Approvals | Rule, *, user_id: str | None = None,
+                     clicked_on: ClickedOn | None = None) -> PendingPlan:
     """``decide``'s rules without deciding (a read, nothing written): the plan if ``actor`` may decide it
     now, else the Refused ``decide`` would raise. For asking a rejecter why before deciding; ``decide``
     judges again when the answer comes."""
@@ -170,18 +203,19 @@ async def may_decide(store: AuditStore, plan_id: str, actor: str, decision: Deci
     if row is None:
         raise _no_such_plan(plan_id)
     plan = plan_of(row)
-    why = clicked_on.mismatch(plan) if clicked_on is not None else ""
-    outcome = Judgement.ELSEWHERE if why else _judge(plan, actor, decision, approvals, user_id, time.time())
+    why = (clicked_on.mismatch(plan) or _outside(_rule(approvals), clicked_on)) if clicked_on is not None else ""
+    outcome = Judgement.ELSEWHERE if why else _judge(plan, actor, decision, _rule(approvals), user_id, time.time())
     if outcome != Judgement.OK:
         raise _refusal(outcome, plan, why)
     return plan
 
 
-async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals,
+async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision, approvals: Approvals | Rule,
                  *, user_id: str | None = None, clicked_on: ClickedOn | None = None,
                  reason: str = "") -> PendingPlan:
     """Record the first valid decision on a plan and return the plan as decided, or raise Refused
-    saying exactly why not.
+    saying exactly why not. An approval counted while more are required returns the plan still
+    pending (its ``vote`` logged); ``approval_count`` says how many count.
 
     ``actor`` is what the audit log records; ``user_id`` is the Slack id checked against the
     approver list (None: a local CLI user, who already has the host's keys). ``clicked_on``: the
@@ -193,34 +227,61 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
     refusal: list[str] = []
     decision = cast(Decision, PlanState(decision))  # a test's plain "approved" is the same word
 
+    rule = _rule(approvals)
+
     def attempt(db: sqlite_utils.Database) -> tuple[Judgement, PendingPlan]:
         row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
         plan = plan_of(row)
-        if clicked_on is not None and (why := clicked_on.mismatch(plan)):
+        if clicked_on is not None and (why := clicked_on.mismatch(plan) or _outside(rule, clicked_on)):
             refusal.append(why)
             return Judgement.ELSEWHERE, plan
-        outcome = _judge(plan, actor, decision, approvals, user_id, now)
+        counted = _counted(db, plan, rule)
+        outcome = _judge(plan, actor, decision, rule, user_id, now, counted)
+        log = _log(plan, actor, db)
         if outcome == Judgement.EXPIRED:
             plan = _settle(db, plan_id, PlanState.EXPIRED, None) or plan
             _expired(db, plan, {"clicked_by": actor})
+        elif outcome in (Judgement.SELF, Judgement.NOT_APPROVER, Judgement.TWICE) and user_id is not None:
+            log.vote(Vote(decision, user_id, False, list(counted), rule.required, rule.applied.to_json(),
+                          why=_refusal(outcome, plan, "").message))
         elif outcome == Judgement.OK:
+            approving = decision == PlanState.APPROVED and user_id is not None
+            counted = (*counted, user_id) if approving and user_id is not None else counted
+            if approving and user_id is not None and len(counted) < rule.required:
+                # the approval that completes the count is in the decision's own event
+                log.vote(Vote(decision, user_id, True, list(counted), rule.required, rule.applied.to_json(),
+                              why=None))
+                return Judgement.COUNTED, plan
             decided = _settle(db, plan_id, decision, actor)
             if decided is None:
                 return Judgement.DECIDED, plan
             plan = decided
             log = _log(plan, actor, db)
             writer = {PlanState.APPROVED: log.approved, PlanState.REJECTED: log.rejected}[PlanState(decision)]
-            writer(plan.plan_hash, plan.requested_by, reason or None)
+            # an inventory without `policies` records its decisions as it always did (the one flat rule)
+            written = not rule.applied.implicit or rule.applied.index > 0
+            writer(plan.plan_hash, plan.requested_by, reason or None,
+                   policy=rule.applied.to_json() if written else None, approvals=list(counted) if written else None)
             if decision == PlanState.REJECTED:
                 _end(db, log, plan, Verdict.REJECTED, f"rejected: {reason}" if reason else "rejected")
         return outcome, plan
 
     outcome, plan = await store.write(attempt)
-    if outcome == Judgement.OK:
+    if outcome in (Judgement.OK, Judgement.COUNTED):
         return plan
     raise _refusal(outcome, plan, refusal[0] if refusal else "")
+
+
+async def approval_count(store: AuditStore, plan_id: str, approvals: Approvals | Rule) -> tuple[str, ...]:
+    """The approvals of a pending plan that count under ``approvals`` now, in the order given."""
+    def read(db: sqlite_utils.Database) -> tuple[str, ...]:
+        row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
+        if row is None:
+            raise _no_such_plan(plan_id)
+        return _counted(db, plan_of(row), _rule(approvals))
+    return await store.snapshot(read)
 
 
 def _refusal(outcome: Judgement, plan: PendingPlan, why: str) -> Refused:
@@ -235,7 +296,10 @@ def _refusal(outcome: Judgement, plan: PendingPlan, why: str) -> Refused:
             return Refused(f"not decided: {why} (plan {plan.id})", hint="use the buttons on the plan's message")
         case Judgement.SELF:
             return Refused("you requested this plan; another approver must approve it",
-                           hint="allow_self_approval is false in the inventory")
+                           hint="a requester's own approval never counts (allow_self_approval is false)")
+        case Judgement.TWICE:
+            return Refused("your approval of this plan is already counted; another approver must approve it",
+                           hint="one person counts once, by id or through a group")
         case _:
             return Refused("you are not an approver for this plan",
                            hint="ask one of the approvers listed in the inventory")

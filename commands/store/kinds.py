@@ -71,6 +71,23 @@ class Approved(EventBody):
     plan_hash: str
     requested_by: str
     reason: str | None = None
+    policy: Mapping[str, Any] | None = None  # the policy that applied: its index and text (issue 24)
+    approvals: list[str] | None = None  # every approval counted, in order
+
+
+@dataclass(frozen=True)
+class Vote(EventBody):
+    """A click on a plan judged against its policy (its actor is the clicker): counted toward
+    ``required``, or why it did not count; and the approvals counted so far."""
+
+    KIND = EventKind.VOTE
+    decision: str
+    user: str
+    counted: bool
+    approvals: list[str]
+    required: int
+    policy: Mapping[str, Any]
+    why: str | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from commands.store.kinds import (
     Requested,
     Step,
     Viewed,
+    Vote,
     WatchChange,
     WatchRun,
 )
@@ -69,11 +70,16 @@ class Within(Subject):
     def _write(self, body: EventBody) -> Event:
         return self.append(self.db, body)
 
-    def approved(self, plan_hash: str, requested_by: str, reason: str | None = None) -> Event:
-        return self._write(Approved(plan_hash, requested_by, reason))
+    def approved(self, plan_hash: str, requested_by: str, reason: str | None = None, *,
+                 policy: Mapping[str, Any] | None = None, approvals: list[str] | None = None) -> Event:
+        return self._write(Approved(plan_hash, requested_by, reason, policy, approvals))
 
-    def rejected(self, plan_hash: str, requested_by: str, reason: str | None = None) -> Event:
-        return self._write(Rejected(plan_hash, requested_by, reason))
+    def vote(self, vote: Vote) -> Event:
+        return self._write(vote)
+
+    def rejected(self, plan_hash: str, requested_by: str, reason: str | None = None, *,
+                 policy: Mapping[str, Any] | None = None, approvals: list[str] | None = None) -> Event:
+        return self._write(Rejected(plan_hash, requested_by, reason, policy, approvals))
 
     def expired(self, expired_at: str, clicked_by: str | None = None) -> Event:
         return self._write(Expired(expired_at, clicked_by))

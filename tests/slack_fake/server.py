@@ -72,10 +72,11 @@ from .records import (
 from .signing import (
     TEAM_ID,
 )
+from .usergroups import UserGroup, UserGroups
 from .web_api import WebApiMethods
 
 
-class FakeSlack(Queries, WebApiMethods, Delivery):
+class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
     """Fake Slack on 127.0.0.1 (random port): `async with FakeSlack(channels=...) as slack:`.
 
     Point clients at it with `AsyncWebClient(token=..., base_url=slack.api_url)`.
@@ -118,6 +119,7 @@ class FakeSlack(Queries, WebApiMethods, Delivery):
         self.events: tuple[str, ...] = manifest_bot_events()
         self.views: dict[str, OpenView] = {}
         self.home_publishes: list[HomePublish] = []
+        self.usergroups: dict[str, UserGroup] = {}
         self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (minted at, user, used)
         self._submitting: OpenView | None = None
 
@@ -134,6 +136,8 @@ class FakeSlack(Queries, WebApiMethods, Delivery):
             "views.open": (self._views_open, "bot", None),
             "views.publish": (self._views_publish, "bot", None),
             "conversations.members": (self._conversations_members, "bot", None),  # scope by channel type
+            "usergroups.list": (self._usergroups_list, "bot", "usergroups:read"),
+            "usergroups.users.list": (self._usergroups_users_list, "bot", "usergroups:read"),
         }
         self.rate_limits = RateLimits()
         self._ts_counter = itertools.count(100, 100)
