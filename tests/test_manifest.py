@@ -29,6 +29,7 @@ from commands.store.db import AuditStore
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import FORM_CONTENT_TYPE, block_actions_body, sign, slash_command_body
+from tests.source_ast import parse_source
 
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
 SECRET = "manifest-secret"
@@ -48,7 +49,7 @@ def rendered_action_ids() -> set[str]:
     assert len(renderers) >= 9  # blocks, thread, restore, restart, rollout, audit, home, modal, fleet
     for path in renderers:
         module = importlib.import_module(f"bot.slack.{path.stem}")
-        tree = ast.parse(path.read_text())
+        tree = parse_source(path.read_text())
         names = {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
                  for kw in node.keywords if kw.arg == "action_id" and isinstance(kw.value, ast.Name)}
         found |= {getattr(module, name) for name in names}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
 from commands.checks.package import PROBE_ID, PROBE_SOURCE, package_argv, parse_package, shown_command
 from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT
 from commands.command_result import CommandResult
+from tests.source_ast import parse_source
 
 RECORDED = Path(__file__).parent / "recorded"
 PYTHON = "/root/ml-env/bin/python"
@@ -112,7 +112,7 @@ def test_argv_runs_the_guard_with_the_probe_as_one_element_and_evidence_names_bo
         f"'<proofbot package probe sha256:{PROBE_ID}>' {PYTHON} sgl-kernel  # runs: <root-owned python3> -I -S")
     # The probe is one text on the host: its fs part pasted in, compiled as Python 3.8 would need it.
     assert "from commands" not in PROBE_SOURCE and PROBE_SOURCE.count("from __future__") == 1
-    ast.parse(PROBE_SOURCE, feature_version=(3, 8))
+    parse_source(PROBE_SOURCE, feature_version=(3, 8))
 
 
 def test_a_changed_module_starting_with_a_shebang_still_fails() -> None:

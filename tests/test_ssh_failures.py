@@ -32,6 +32,7 @@ from commands.known_hosts import Decision
 from commands.ssh import connect
 from commands.ssh.failures import At, HostKeyRefused, Step, as_error, through_bastion
 from tests.conftest import REPO
+from tests.source_ast import parse_source
 
 INVENTORY = {"ssh": {"known_hosts": "/nowhere/known_hosts", "jump": "bastion"},
              "hosts": {"ct1": {"address": "10.0.0.1", "port": 2222}, "bastion": {"address": "10.0.0.9"}}}
@@ -98,7 +99,7 @@ def test_each_exception_becomes_its_error(exc: BaseException, at: At, kind: type
 
 def test_every_class_and_step_the_mapping_names_has_a_case() -> None:
     """A branch added to as_error without a case here fails: the classes it tests against and its steps."""
-    tree = ast.parse(inspect.getsource(as_error))
+    tree = parse_source(inspect.getsource(as_error))
     named = {ast.unparse(node.args[1]) for node in ast.walk(tree)
              if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance"
              and ast.unparse(node.args[0]) == "exc"}
@@ -116,7 +117,7 @@ def test_every_handler_at_the_boundary_maps_through_as_error() -> None:
     (directly or through ``HostConnection.failed``), re-raises it to a handler that does, or ignores a failed close."""
     handlers = 0
     for path in sorted((REPO / "commands" / "ssh").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ExceptHandler) or node.type is None:
                 continue
             caught = ast.unparse(node.type)

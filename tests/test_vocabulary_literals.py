@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from commands.store.migrations import MIGRATIONS
 from commands.vocabulary import CheckStatus, EventKind, PlanState, Verdict
 from tests.conftest import REPO
+from tests.source_ast import parse_source
 
 WORDS = frozenset({*CheckStatus, *Verdict, *EventKind})
 SQL_WORDS = frozenset({*WORDS, *PlanState})
@@ -116,7 +117,7 @@ def tree_offences() -> dict[str, list[str]]:
         name = path.relative_to(REPO).as_posix()
         if name in ALLOWED:
             continue
-        said = sorted(set(offences(ast.parse(path.read_text(), name))))
+        said = sorted(set(offences(parse_source(path.read_text(), name))))
         if said:
             found[name] = [f"{name}:{line}: {what}" for line, what in said]
     return found
@@ -145,7 +146,7 @@ def judge(finding) -> Verdict:
     query("SELECT 1 FROM events WHERE kind = 'requested' AND state IN ('pending', 'void')")
     say("the check did not pass", response.get("error"))
 '''
-    assert sorted(offences(ast.parse(code))) == [
+    assert sorted(offences(parse_source(code))) == [
         (3, "compares with 'check'"), (3, "compares with 'fail'"), (3, "compares with 'step'"),
         (4, "judge returns the literal 'fail'"), (6, "matches 'warn'"), (8, "gives 'verdict' the literal 'error'"),
         (8, "passes status='skipped'"), (9, "passes 'finished' to append"), (10, "SQL names 'pending'"),
