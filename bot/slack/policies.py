@@ -4,9 +4,11 @@ And the words: "1 of 2 approvals: <@U…>" on the plan's message."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject
 from slack_sdk.web.async_client import AsyncWebClient
@@ -18,20 +20,29 @@ from commands.inventory import Inventory
 from commands.store.approvals import PendingPlan
 from commands.vocabulary import Operation
 
+# A click is judged before its ack (the refusal is the answer), and Slack wants the ack within 3 s: the two
+# calls that resolve a group share this deadline, and a Slack that does not answer in time refuses the click.
+GROUP_FETCH_DEADLINE_S = 2.0
 COUNT_BLOCK = "proofbot_approvals"  # the block_id of the count on a plan's message (replaced, never added twice)
 
 
-def group_members(client: AsyncWebClient) -> GroupMembers:
-    """A group's members by its handle, asked of Slack; a Slack error or an unknown handle: CouldNotCheck."""
+def group_members(client: AsyncWebClient, deadline_s: float = GROUP_FETCH_DEADLINE_S) -> GroupMembers:
+    """A group's members by its handle, asked of Slack within ``deadline_s``; a Slack error, an unknown handle,
+    no answer in time or no connection: CouldNotCheck (never an empty group)."""
     async def fetch(handle: str) -> frozenset[str]:
         try:
-            listed = await client.usergroups_list()
-            group = next((g for g in listed.get("usergroups") or [] if g.get("handle") == handle), None)
-            if group is None:
-                raise CouldNotCheck(f"Slack has no enabled user group @{handle}")
-            users = await client.usergroups_users_list(usergroup=str(group["id"]))
+            async with asyncio.timeout(deadline_s):
+                listed = await client.usergroups_list()
+                group = next((g for g in listed.get("usergroups") or [] if g.get("handle") == handle), None)
+                if group is None:
+                    raise CouldNotCheck(f"Slack has no enabled user group @{handle}")
+                users = await client.usergroups_users_list(usergroup=str(group["id"]))
         except SlackApiError as exc:
             raise CouldNotCheck(f"Slack answered {exc.response.get('error')!r}") from None
+        except TimeoutError:
+            raise CouldNotCheck(f"Slack did not answer within {deadline_s:g} s") from None
+        except (ClientError, OSError) as exc:
+            raise CouldNotCheck(f"Slack could not be reached ({type(exc).__name__})") from None
         return frozenset(str(user) for user in users.get("users") or [])
     return fetch
 
