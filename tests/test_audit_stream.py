@@ -28,7 +28,7 @@ from commands.store.log import audit_log
 from commands.stream import cursor as cursor_module
 from commands.stream.cursor import Cursor, StreamState
 from commands.stream.run import CursorMismatch, Settings, Undelivered, stream
-from commands.stream.targets import HttpTarget, SyslogTarget
+from commands.stream.targets import HttpTarget, SyslogTarget, syslog_frame
 from commands.vocabulary import Operation, Verdict
 from tests.lab.waits import until
 
@@ -276,3 +276,19 @@ async def test_the_cli_streams_to_both_targets_once_and_says_where_each_stands(
     assert len(hook.received.chain()) == 40 and len(receiver.received.chain()) == 40
     saved = json.loads((tmp_path / "s.json").read_text())["targets"]
     assert set(saved) == {url, f"syslog://127.0.0.1:{port}"} and {c["seq"] for c in saved.values()} == {40}
+
+
+def test_a_hand_edited_event_still_makes_one_well_formed_syslog_message() -> None:
+    """A database edited by hand may hold anything in kind, at or hash: the header stays RFC 5424 (NILVALUE where
+    a value does not fit, SD values escaped) and the octet count frames exactly one message."""
+    hostile = {"seq": 7, "hash": 'ab"] [x y="z', "prev_hash": "0" * 64, "at": "yesterday at noon",
+               "kind": "finished\n<13>1 - forged", "operation_id": None, "operation": None, "host": None,
+               "actor": None, "details": {"line": "two\nlines"}}
+    frame = syslog_frame(hostile, "proofbot-host", 42)
+    length, _, message = frame.partition(b" ")
+    assert int(length) == len(message)
+    header = re.match(rb'^<110>1 - proofbot-host proofbot 42 - \[proofbot@32473 seq="7" '
+                      rb'hash="((?:[^"\\\]]|\\["\\\]])*)" prev_hash="0{64}"\] \xef\xbb\xbf', message)
+    assert header, message[:160]
+    assert header.group(1) == rb'ab\"\] [x y=\"z'
+    assert json.loads(message[header.end():]) == hostile and b"\n" not in message

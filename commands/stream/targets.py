@@ -83,11 +83,28 @@ def syslog_address(text: str) -> tuple[str, int]:
 
 
 def syslog_frame(event: dict[str, Any], hostname: str, procid: int) -> bytes:
-    """One RFC 5424 message, octet-counted (RFC 6587 3.4.1): ``LEN SP MSG``; MSG's text is the event's JSON."""
-    params = " ".join(f'{name}="{event[name]}"' for name in ("seq", "hash", "prev_hash"))
-    header = f"<{PRI}>1 {event['at']} {hostname} proofbot {procid} {event['kind']} [{SD_ID} {params}] "
+    """One RFC 5424 message, octet-counted (RFC 6587 3.4.1): ``LEN SP MSG``; MSG's text is the event's JSON.
+
+    The header's fields come from the log, which a hand-edited database may fill with anything: each is the
+    event's value only when it is what RFC 5424 allows there, else its NILVALUE ``-``; SD values are escaped."""
+    params = " ".join(f'{name}="{_sd_value(event[name])}"' for name in ("seq", "hash", "prev_hash"))
+    at, kind = _field(event["at"], 64, _TIMESTAMP), _field(event["kind"], 32)
+    header = f"<{PRI}>1 {at} {hostname} proofbot {procid} {kind} [{SD_ID} {params}] "
     message = header.encode() + b"\xef\xbb\xbf" + json.dumps(event, ensure_ascii=False).encode()
     return f"{len(message)} ".encode() + message
+
+
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)$")
+
+
+def _field(value: Any, limit: int, shape: re.Pattern[str] = _PRINTABLE) -> str:
+    text = str(value)
+    return text if len(text) <= limit and _PRINTABLE.match(text) and shape.match(text) else "-"
+
+
+def _sd_value(value: Any) -> str:
+    """An SD-PARAM value: ``"``, ``\\`` and ``]`` escaped with a backslash (RFC 5424 6.3.3)."""
+    return re.sub(r'(["\\\]])', r"\\\1", str(value))
 
 
 class SyslogTarget:
