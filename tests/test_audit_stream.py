@@ -292,3 +292,22 @@ def test_a_hand_edited_event_still_makes_one_well_formed_syslog_message() -> Non
     assert header, message[:160]
     assert header.group(1) == rb'ab\"\] [x y=\"z'
     assert json.loads(message[header.end():]) == hostile and b"\n" not in message
+
+
+async def test_without_once_it_follows_the_log(store: AuditStore, webhook: tuple[Webhook, str],
+                                               tmp_path: Path) -> None:
+    hook, url = webhook
+    target = HttpTarget(url)
+    following = asyncio.create_task(stream(store, [target], StreamState(tmp_path / "s.json"),
+                                           Settings(batch_events=50, poll_s=0.05)))
+    try:
+        await until("the log so far", lambda: len(hook.received.kept) == 40, timeout_s=20)
+        await record_operations(store, 2, first=20)
+        await until("the events written since", lambda: len(hook.received.kept) == 44, timeout_s=20)
+        assert not following.done()
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await target.close()
+    assert [e["seq"] for e in hook.received.chain()] == list(range(1, 45))
+    assert StreamState(tmp_path / "s.json").cursor(url).seq == 44
