@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 import pytest
 import pytest_asyncio
@@ -20,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 from bot.demo.host import demo_host
 from bot.metrics import Metrics, start_metrics_server
 from bot.slack.app import BotContext, build_app
+from bot.slack.redacting import RedactingWebClient
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
 from tests.lab.waits import until
@@ -174,3 +176,13 @@ async def test_slack_errors_by_method_and_each_429(metrics_rig: MetricsRig) -> N
     assert value(after, "proofbot_slack_rate_limited_total") - value(before, "proofbot_slack_rate_limited_total") \
         == len(refused)
     assert json.dumps(sorted(k[0] for k in after)).count("auth.test") == 0  # a retried 429 is not an error
+
+
+async def test_a_slack_that_cannot_be_reached_counts_as_unreachable(metrics_rig: MetricsRig) -> None:
+    before = await metrics_rig.scrape()
+    nowhere = RedactingWebClient(token="xoxb-test", base_url=f"http://127.0.0.1:{closed_port()}/api/", timeout=5)
+    with pytest.raises(aiohttp.ClientError):
+        await nowhere.chat_postMessage(channel=CHANNEL, text="hello")
+    after = await metrics_rig.scrape()
+    key = ("proofbot_slack_api_errors_total", (("error", "unreachable"), ("method", "chat.postMessage")))
+    assert after.get(key, 0.0) - before.get(key, 0.0) == 1

@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -40,6 +41,9 @@ class RedactingWebClient(AsyncWebClient):
             return await super().api_call(api_method, **kwargs)
         except SlackApiError as exc:
             slack_failed(api_method, str(exc.response.get("error") or f"http-{exc.response.status_code}"))
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:  # Slack not reached (after the connection retries)
+            slack_failed(api_method, "timeout" if isinstance(exc, TimeoutError) else "unreachable")
             raise
 
     @classmethod
