@@ -23,6 +23,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from commands import observe
+from commands.errors import UsageError
 from commands.store.db import AuditStore
 from commands.store.events import Event
 from commands.stream.reader import chain_length
@@ -151,7 +152,12 @@ async def start_metrics_server(metrics: Metrics, audit: AuditStore, address: str
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, address, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UsageError(f"cannot serve metrics on {address}:{port}: {exc.strerror or exc}",
+                         hint="pass another --metrics-port (or --metrics-address)") from None
     server: Any = site._server  # aiohttp keeps the bound sockets there; the port is needed when 0 was asked
     bound = int(server.sockets[0].getsockname()[1]) if server and server.sockets else port
     return runner.cleanup, bound

@@ -9,6 +9,7 @@ import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 import httpx
@@ -22,6 +23,7 @@ from bot.demo.host import demo_host
 from bot.metrics import Metrics, start_metrics_server
 from bot.slack.app import BotContext, build_app
 from bot.slack.redacting import RedactingWebClient
+from commands.errors import UsageError
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
 from tests.lab.waits import until
@@ -186,3 +188,16 @@ async def test_a_slack_that_cannot_be_reached_counts_as_unreachable(metrics_rig:
     after = await metrics_rig.scrape()
     key = ("proofbot_slack_api_errors_total", (("error", "unreachable"), ("method", "chat.postMessage")))
     assert after.get(key, 0.0) - before.get(key, 0.0) == 1
+
+
+async def test_a_metrics_port_in_use_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "audit.db")
+    stop, port = await start_metrics_server(Metrics(), store, "127.0.0.1", 0)
+    try:
+        with pytest.raises(UsageError) as refused:
+            await start_metrics_server(Metrics(), store, "127.0.0.1", port)
+    finally:
+        await stop()
+        store.close()
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in refused.value.message
+    assert "--metrics-port" in refused.value.hint
