@@ -33,6 +33,7 @@ from commands.vocabulary import Operation, Verdict
 from tests.lab.waits import until
 
 GENESIS = "0" * 64
+TOKEN = "f3a1c2d4-5b6e-4f70-8a9b-0c1d2e3f4a5b"  # a Splunk HEC token's shape
 QUICK = Settings(once=True, batch_events=7, give_up_s=20)
 
 
@@ -77,10 +78,13 @@ class Webhook:
     fail: int = 0
     lose_ack: int = 0
     posts: int = 0
+    authorization: str | None = None  # what the Authorization header must be (401 otherwise)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.posts += 1
         assert request.headers["Content-Type"] == "application/json"
+        if request.headers.get("Authorization") != self.authorization:
+            return web.Response(status=401)
         if self.fail:
             self.fail -= 1
             return web.Response(status=503)
@@ -255,6 +259,7 @@ async def test_syslog_rfc5424_over_tcp_after_the_receiver_was_down(store: AuditS
 async def test_the_cli_streams_to_both_targets_once_and_says_where_each_stands(
         store: AuditStore, webhook: tuple[Webhook, str], tmp_path: Path) -> None:
     hook, url = webhook
+    hook.authorization = f"Splunk {TOKEN}"
     receiver = SyslogReceiver()
     server = await asyncio.start_server(receiver.handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -264,13 +269,14 @@ async def test_the_cli_streams_to_both_targets_once_and_says_where_each_stands(
             sys.executable, "-m", "bot.cli", "--db", str(db), "audit", "stream", "--to", url,
             "--syslog", f"127.0.0.1:{port}", "--state", str(tmp_path / "s.json"), "--once",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PROOFBOT_LOG_FORMAT": "json"})
+            env={**os.environ, "PROOFBOT_LOG_FORMAT": "json", "PROOFBOT_STREAM_AUTHORIZATION": f"Splunk {TOKEN}"})
         out, err = await asyncio.wait_for(process.communicate(), 60)
         await until("every frame read", lambda: len(receiver.frames) == 40, timeout_s=10)
     finally:
         server.close()
         await server.wait_closed()
     assert process.returncode == 0, err.decode()
+    assert TOKEN not in out.decode() + err.decode()
     assert out.decode().splitlines() == [f"40 event(s) sent to {url}; acknowledged up to seq 40",
                                          f"40 event(s) sent to syslog://127.0.0.1:{port}; acknowledged up to seq 40"]
     assert len(hook.received.chain()) == 40 and len(receiver.received.chain()) == 40

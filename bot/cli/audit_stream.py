@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from bot.cli.audit import open_existing
@@ -11,7 +12,7 @@ from commands.errors import UsageError
 from commands.redact import redact
 from commands.stream.cursor import StreamState
 from commands.stream.run import Settings, stream
-from commands.stream.targets import HttpTarget, SyslogTarget, Target
+from commands.stream.targets import AUTHORIZATION_ENV, HttpTarget, SyslogTarget, Target
 
 
 async def run_stream(db: Path, args: argparse.Namespace) -> int:
@@ -22,7 +23,7 @@ async def run_stream(db: Path, args: argparse.Namespace) -> int:
     targets: list[Target] = []
     try:
         if args.to:
-            targets.append(HttpTarget(args.to))
+            targets.append(HttpTarget(args.to, authorization=os.environ.get(AUTHORIZATION_ENV) or None))
         if args.syslog:
             targets.append(SyslogTarget(args.syslog))
         store = open_existing(db)

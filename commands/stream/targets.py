@@ -47,20 +47,28 @@ def body_of(events: list[dict[str, Any]]) -> bytes:
     return json.dumps({"events": events}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+AUTHORIZATION_ENV = "PROOFBOT_STREAM_AUTHORIZATION"  # the whole header value: `Bearer …`, `Splunk …`
+
+
 class HttpTarget:
-    def __init__(self, url: str, timeout_s: float = SEND_TIMEOUT_S) -> None:
+    """The webhook; ``authorization`` (from the environment, never the command line, which any local user can
+    read in /proc) is sent as the ``Authorization`` header."""
+
+    def __init__(self, url: str, timeout_s: float = SEND_TIMEOUT_S, authorization: str | None = None) -> None:
         parsed = httpx.URL(url) if url.startswith(("http://", "https://")) else None
         if parsed is None or not parsed.host:
             raise UsageError(f"--to {redact(url)!r} is not an http:// or https:// URL",
                              hint="the receiver's webhook URL, e.g. https://siem.example/proofbot")
         self.url = url
         self.name = url
+        self._headers = {"Content-Type": "application/json"}
+        if authorization:
+            self._headers["Authorization"] = authorization
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False,
                                          trust_env=False)
 
     async def send(self, events: list[dict[str, Any]]) -> None:
-        request = self._client.build_request("POST", self.url, content=body_of(events),
-                                             headers={"Content-Type": "application/json"})
+        request = self._client.build_request("POST", self.url, content=body_of(events), headers=self._headers)
         try:
             response = await self._client.send(request, stream=True)  # the answer's body is never read whole
             await response.aclose()
