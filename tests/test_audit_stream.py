@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -319,3 +320,26 @@ async def test_without_once_it_follows_the_log(store: AuditStore, webhook: tuple
         await asyncio.gather(following, return_exceptions=True)
         await target.close()
     assert [e["seq"] for e in hook.received.chain()] == list(range(1, 45))
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (["audit", "--to", "http://siem.example/x"], "--to, --syslog, --state and --once go with `proofbot audit stream`"),
+    (["audit", "stream"], "audit stream needs a target"),
+    (["audit", "stream", "--to", "http://siem.example/x", "--once"], "no audit database at"),
+])
+def test_bad_usage_exits_2_saying_what_to_do(words: list[str], said: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli.main import main
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level  # the stream sets up its logging: give pytest's back
+    try:
+        assert main(["--db", str(tmp_path / "none.db"), *words]) == 2
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+    assert said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing created
