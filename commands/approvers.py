@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 
 from commands.errors import CouldNotCheck, Refused
 from commands.inventory.policies import GROUP_HANDLE, Applied
-from commands.inventory.settings import Approvals
-
-# A member removed from a group stops counting once this has passed (docs/policies.md).
-GROUP_TTL_S = 60.0
+from commands.inventory.settings import GROUP_TTL_S, Approvals
 
 GroupMembers = Callable[[str], Awaitable[frozenset[str]]]  # a handle without '@' -> user ids; CouldNotCheck
 

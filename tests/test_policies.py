@@ -94,7 +94,7 @@ async def test_inventory_check_names_policies_that_can_never_be_satisfied(tmp_pa
 
 
 class Groups:
-    """A Slack stand-in for the resolver alone (the bot's own path runs the fake Slack: test_slack_policies)."""
+    """A Slack stand-in for the resolver alone (the bot's own path: a real serve, test_slack_policy_serve)."""
 
     def __init__(self, **members: list[str]) -> None:
         self.members = {name: frozenset(users) for name, users in members.items()}
