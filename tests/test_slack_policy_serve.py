@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+import yaml
 
 from bot.demo.host import demo_host
 from tests.conftest import REPO, run_cli, write_inventory
@@ -49,6 +50,38 @@ class ServeRig(Rig):
 
     inventory: Path
     sre: str = ""  # @sre-oncall's id in the fake
+    bot: asyncio.subprocess.Process | None = None
+    port: int = 0
+
+    async def start(self) -> None:
+        """``proofbot serve --http`` as users start it; returns once it has recorded ``bot-started``."""
+        env = {**os.environ, "SLACK_BOT_TOKEN": self.slack.bot_token, "PROOFBOT_SLACK_API_URL": self.slack.api_url,
+               "SLACK_SIGNING_SECRET": self.slack.signing_secret}
+        started = kinds(self.db).count("bot-started") if self.db.exists() else 0
+        with self.log.open("ab") as written:  # a file, not a pipe nobody reads while the tests run (it could fill)
+            self.bot = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
+                "--inventory", str(self.inventory), "--db", str(self.db), cwd=REPO, env=env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=written, stderr=written)
+        await until("serve to start", lambda: self.db.exists() and kinds(self.db).count("bot-started") > started, 60)
+
+    async def stop(self) -> None:
+        """SIGTERM, as a service manager stops it: it must exit 0, with no traceback in its log."""
+        assert self.bot is not None
+        if self.bot.returncode is None:
+            self.bot.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.bot.wait(), 60)
+        finally:
+            if self.bot.returncode is None:
+                self.bot.kill()
+                await self.bot.wait()
+        said = self.log.read_text(errors="replace")
+        assert self.bot.returncode == 0 and "Traceback" not in said, said
+
+    @property
+    def log(self) -> Path:
+        return self.db.with_name("serve.log")
 
     async def say(self, command: str, text: str, user: str = REQUESTER, channel: str = CHANNEL) -> HttpAck:
         return await self.post(slash_command_body(command, text, user, channel, self.slack.response_url(), "t1"))
@@ -149,29 +182,14 @@ async def rig(tmp_path_factory: Any) -> AsyncIterator[ServeRig]:
         inventory = write_inventory(tmp_path / "inventory.yml", document)
         sre = slack.add_usergroup("sre-oncall", *SRE)
         slack.add_usergroup("nobody-here")
-        db, port = tmp_path / "audit.db", await free_port()
-        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": slack.signing_secret,
-               "PROOFBOT_SLACK_API_URL": slack.api_url}
-        log = tmp_path / "serve.log"  # a file, not a pipe nobody reads while the tests run (it could fill)
-        with log.open("wb") as written:
-            bot = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "serve", "--http", str(port), "--host", "127.0.0.1",
-                "--inventory", str(inventory), "--db", str(db), cwd=REPO, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=written, stderr=written)
+        port = await free_port()
+        made = ServeRig(slack, f"http://127.0.0.1:{port}/slack/events", tmp_path / "audit.db", host, inventory, sre,
+                        port=port)
+        await made.start()
         try:
-            await until("serve to start", lambda: db.exists() and "bot-started" in kinds(db), 60)
-            yield ServeRig(slack, f"http://127.0.0.1:{port}/slack/events", db, host, inventory, sre)
+            yield made
         finally:
-            if bot.returncode is None:
-                bot.send_signal(signal.SIGTERM)  # as a service manager stops it
-            try:
-                await asyncio.wait_for(bot.wait(), 60)
-            finally:
-                if bot.returncode is None:
-                    bot.kill()
-                    await bot.wait()
-        said = log.read_text(errors="replace")
-        assert bot.returncode == 0 and "Traceback" not in said, said
+            await made.stop()
         assert slack.warnings == []
 
 
@@ -199,6 +217,9 @@ async def test_policy_shows_who_may_do_what_where_with_the_groups_members(rig: S
     assert "*restart* · policy 0 · 2 of `@sre-oncall`" in group  # the strictest host's, as a rollout takes
     assert "a restore takes one host" in group and "*restore*" not in group
     assert "unknown host or group 'prdo'" in (await rig.say("/policy", "prdo")).text
+    refused = sqlite3.connect(rig.db).execute(
+        "SELECT operation, json_extract(details, '$.requested_host') FROM events WHERE kind = 'refused'").fetchall()
+    assert refused == [("policy", "prdo")]  # a refusal is audited; the reads above are not
 
     # Slack failing while the groups are read: said, never shown as a group without members
     rig.slack.scopes.discard("usergroups:read")
@@ -311,3 +332,28 @@ async def test_the_cli_is_plan_only_and_two_distinct_approvals_apply_the_restore
     (approved,) = rig.events("approved")
     assert approved["approvals"] == [APPROVER, ONE_MORE] and approved["policy"]["index"] == 0
     assert rig.votes(plan_id) == [(REQUESTER, False), (OTHER_APPROVER, True), (APPROVER, True), (APPROVER, False)]
+
+
+async def test_a_policy_changed_while_a_plan_waits_judges_its_next_click(rig: ServeRig) -> None:
+    """A restart plan waits with one approval counted; `serve` is restarted under a policy that no longer names
+    that approver: the plan survives, their approval no longer counts, a new approver's is the first of two."""
+    rig.members(*SRE)
+    pid = (await rig.host.supervisorctl("pid", "sglang")).strip()
+    parents = len(rig.parents())
+    assert (await rig.say("/restart", "ct129")).status_code == 200
+    plan = await rig.new_plan(parents)
+    plan_id = rig.plan_id(plan)
+    assert await rig.press(plan, APPROVER, "restart_approve") == ""
+    await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER>")
+
+    await rig.stop()
+    document = yaml.safe_load(rig.inventory.read_text())
+    document["policies"][0]["approvers"] = [LEAD, ONE_MORE]  # APPROVER and @sre-oncall no longer approve
+    write_inventory(rig.inventory, document)
+    await rig.start()
+    assert "you are not an approver" in await rig.press(plan, APPROVER, "restart_approve")
+    assert await rig.press(plan, ONE_MORE, "restart_approve") == ""
+    await rig.shows(plan, "1 of 2 approvals: <@U0THIRD>")  # APPROVER's earlier approval is not counted
+    await rig.reject_plan(plan, LEAD, "not today", "restart_reject")
+    assert (await rig.host.supervisorctl("pid", "sglang")).strip() == pid
+    assert rig.votes(plan_id) == [(APPROVER, True), (APPROVER, False), (ONE_MORE, True)]
