@@ -94,7 +94,7 @@ async def groups_seen(context: Any, client: AsyncWebClient, handles: list[str],
             continue
         try:
             async with asyncio.timeout(left):  # the cache's lock may wait on another fetch: bounded too
-                members = await context.groups.members(handle.removeprefix("@"), group_members(client, left))
+                members = await context.groups.members(handle.removeprefix("@"), group_members(client, deadline_s))
             seen[handle] = GroupSeen(members)
         except CouldNotCheck as exc:
             seen[handle] = GroupSeen(None, exc.message)
