@@ -132,14 +132,19 @@ class ServeRig(Rig):
         assert (await self.post(block_actions_body(payload))).status_code == 200
         return value, response_url
 
-    async def press(self, plan: Message, user: str, action_id: str) -> str:
-        """Approve as ``user``: the ephemeral answer, or "" when the click was judged without one (counted)."""
+    async def refused(self, plan: Message, user: str, action_id: str) -> str:
+        """Approve as ``user``, expecting a refusal: the ephemeral answer Slack shows them."""
+        _, response_url = await self.click_on(plan, user, action_id)
+        await self.slack.wait_until(lambda: bool(self.slack.responses_to(response_url)), timeout=30,
+                                    what="the answer to the click")
+        return str(self.slack.responses_to(response_url)[0].body["text"])
+
+    async def counted(self, plan: Message, user: str, action_id: str) -> None:
+        """Approve as ``user``, expecting it to count: judged (a vote, or the decision) with no refusal."""
         judged = self.judged(self.plan_id(plan))
         plan_id, response_url = await self.click_on(plan, user, action_id)
-        await self.slack.wait_until(lambda: bool(self.slack.responses_to(response_url))
-                                    or self.judged(plan_id) > judged, timeout=30, what="the click judged")
-        answered = self.slack.responses_to(response_url)
-        return str(answered[0].body["text"]) if answered else ""
+        await self.slack.wait_until(lambda: self.judged(plan_id) > judged, timeout=30, what="the click judged")
+        assert self.slack.responses_to(response_url) == []
 
     async def reject_plan(self, plan: Message, user: str, reason: str, action_id: str) -> None:
         """Reject as ``user``: the click, then the reason typed into the modal it opens."""
@@ -274,7 +279,7 @@ async def test_a_rolling_restart_over_mixed_policies_takes_the_strictest_hosts(r
     plan = await rig.new_plan(parents)
     plan_id = rig.plan_id(plan)
     assert "approvers: 2 of `@sre-oncall`, <@U0APPROVER>" in json.dumps(plan.blocks)
-    assert await rig.press(plan, APPROVER, "rollout_approve") == ""
+    await rig.counted(plan, APPROVER, "rollout_approve")
     await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER>")
     assert '"actions"' in rig.shown(plan)  # still awaiting the second
     await rig.reject_plan(plan, OTHER_APPROVER, "one is enough today", "rollout_reject")
@@ -304,28 +309,28 @@ async def test_the_cli_is_plan_only_and_two_distinct_approvals_apply_the_restore
     assert (await rig.say(command, text)).status_code == 200
     plan = await rig.new_plan(parents)
     plan_id = rig.plan_id(plan)
-    assert "another approver must approve" in await rig.press(plan, REQUESTER, "restore_approve")
-    assert await rig.press(plan, OTHER_APPROVER, "restore_approve") == ""  # through the group: counted
+    assert "another approver must approve" in await rig.refused(plan, REQUESTER, "restore_approve")
+    await rig.counted(plan, OTHER_APPROVER, "restore_approve")  # through the group: counted
     await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER2>")
     assert live.read_bytes() == before  # one of two: nothing applied
 
     rig.members(APPROVER, REQUESTER, ONE_MORE)  # OTHER_APPROVER leaves the group after their click
     await asyncio.sleep(TTL_S)  # the refresh: the next click asks Slack again
-    assert await rig.press(plan, APPROVER, "restore_approve") == ""
+    await rig.counted(plan, APPROVER, "restore_approve")
     await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER>\"")  # OTHER_APPROVER's no longer counts
-    assert "already counted" in await rig.press(plan, APPROVER, "restore_approve")  # by id and via the group
+    assert "already counted" in await rig.refused(plan, APPROVER, "restore_approve")  # by id and via the group
     assert live.read_bytes() == before
 
     rig.slack.scopes.discard("usergroups:read")  # Slack errs while resolving: refused, never falls open
     try:
         await asyncio.sleep(TTL_S)
-        answer = await rig.press(plan, ONE_MORE, "restore_approve")
+        answer = await rig.refused(plan, ONE_MORE, "restore_approve")
     finally:
         rig.slack.scopes.add("usergroups:read")
     assert "could not resolve the approver group @sre-oncall" in answer
     assert live.read_bytes() == before and rig.events("approved") == []
 
-    await rig.press(plan, ONE_MORE, "restore_approve")  # the second distinct approval: applied
+    await rig.counted(plan, ONE_MORE, "restore_approve")  # the second distinct approval: applied
     await rig.slack.wait_until(lambda: is_final(rig.slack.message(CHANNEL, plan.ts)), timeout=60, what="verdict")
     assert "restore: PASS" in rig.slack.message(CHANNEL, plan.ts).edits[-1].text
     assert live.read_bytes() == rig.host.backup_dir.joinpath("spec_info.py").read_bytes()
@@ -343,7 +348,7 @@ async def test_a_policy_changed_while_a_plan_waits_judges_its_next_click(rig: Se
     assert (await rig.say("/restart", "ct129")).status_code == 200
     plan = await rig.new_plan(parents)
     plan_id = rig.plan_id(plan)
-    assert await rig.press(plan, APPROVER, "restart_approve") == ""
+    await rig.counted(plan, APPROVER, "restart_approve")
     await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER>")
 
     await rig.stop()
@@ -351,8 +356,8 @@ async def test_a_policy_changed_while_a_plan_waits_judges_its_next_click(rig: Se
     document["policies"][0]["approvers"] = [LEAD, ONE_MORE]  # APPROVER and @sre-oncall no longer approve
     write_inventory(rig.inventory, document)
     await rig.start()
-    assert "you are not an approver" in await rig.press(plan, APPROVER, "restart_approve")
-    assert await rig.press(plan, ONE_MORE, "restart_approve") == ""
+    assert "you are not an approver" in await rig.refused(plan, APPROVER, "restart_approve")
+    await rig.counted(plan, ONE_MORE, "restart_approve")
     await rig.shows(plan, "1 of 2 approvals: <@U0THIRD>")  # APPROVER's earlier approval is not counted
     await rig.reject_plan(plan, LEAD, "not today", "restart_reject")
     assert (await rig.host.supervisorctl("pid", "sglang")).strip() == pid
