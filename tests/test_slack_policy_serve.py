@@ -68,6 +68,7 @@ class ServeRig(Rig):
     async def stop(self) -> None:
         """SIGTERM, as a service manager stops it: it must exit 0, with no traceback in its log."""
         assert self.bot is not None
+        await self.settled()
         if self.bot.returncode is None:
             self.bot.send_signal(signal.SIGTERM)
         try:
@@ -78,6 +79,15 @@ class ServeRig(Rig):
                 await self.bot.wait()
         said = self.log.read_text(errors="replace")
         assert self.bot.returncode == 0 and "Traceback" not in said, said
+
+    async def settled(self) -> None:
+        """Until the bot has made no Slack call for half a second (at most 15 s): a click's last replies are
+        posted after the test has seen what it checks, and a stop in the middle of them is not what is tested."""
+        deadline = time.monotonic() + 15
+        calls = -1
+        while len(self.slack.calls) != calls and time.monotonic() < deadline:
+            calls = len(self.slack.calls)
+            await asyncio.sleep(0.5)
 
     @property
     def log(self) -> Path:
@@ -350,8 +360,11 @@ async def test_a_policy_changed_while_a_plan_waits_judges_its_next_click(rig: Se
     plan_id = rig.plan_id(plan)
     await rig.counted(plan, APPROVER, "restart_approve")
     await rig.shows(plan, "1 of 2 approvals: <@U0APPROVER>")
+    await rig.slack.wait_until(lambda: any(reply.text.endswith("1 of 2 approvals: <@U0APPROVER>")
+                                           for reply in rig.slack.thread(CHANNEL, plan.ts)),
+                               timeout=30, what="the count in the thread, the click's last step")
 
-    await rig.stop()
+    await rig.stop()  # nothing in flight: the plan waits
     document = yaml.safe_load(rig.inventory.read_text())
     document["policies"][0]["approvers"] = [LEAD, ONE_MORE]  # APPROVER and @sre-oncall no longer approve
     write_inventory(rig.inventory, document)
