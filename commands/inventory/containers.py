@@ -1,5 +1,5 @@
-"""The inventory keys of a service run as a container (``manager: docker``): ``container:``, ``engine:``
-(the engine's CLI and/or its socket) and ``min_uptime_s``, and which keys go with which manager."""
+"""The inventory keys of a service run as a container (``manager: docker`` or ``podman``): ``container:``,
+``engine:`` (the engine's CLI and/or its socket) and ``min_uptime_s``, and which keys go with which manager."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from pydantic import field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
-CONTAINER_MANAGERS = ("docker",)
+CONTAINER_MANAGERS = ("docker", "podman")
 CONTAINER_KEYS = ("container", "engine", "min_uptime_s")
 # Docker's own rule for a container name (daemon/names.go), bounded.
 CONTAINER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when `engine:` names none
 _SOCKET = re.compile(r"^unix:///[^\s\x00]+$")
 
 
 class Engine(Strict):
-    """The container engine on the host: its CLI (default ``docker`` on the SSH user's PATH) and the daemon's
-    socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock). ``engine: /usr/bin/docker`` and
+    """The container engine on the host: its CLI (default ``docker``, or ``podman`` for ``manager: podman``, on
+    the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
+    Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
 
     cli: str = "docker"
@@ -35,7 +37,7 @@ class Engine(Strict):
     @field_validator("cli")
     @classmethod
     def _cli(cls, value: str) -> str:
-        return value if value == "docker" else absolute_path(value)
+        return value if value in DEFAULT_CLIS.values() else absolute_path(value)
 
     @field_validator("host")
     @classmethod
@@ -45,6 +47,16 @@ class Engine(Strict):
     def argv(self) -> list[str]:
         """The CLI and its daemon, before a subcommand."""
         return [self.cli, *(["-H", self.host] if self.host else [])]
+
+
+def engine_for(manager: str, engine: Engine | None) -> Engine | None:
+    """The service's engine with its manager's CLI when `engine:` names none (Podman's is ``podman``)."""
+    if manager not in CONTAINER_MANAGERS or DEFAULT_CLIS[manager] == Engine.model_fields["cli"].default:
+        return engine  # docker's is the model's own default
+    engine = engine or Engine()
+    if "cli" in engine.model_fields_set:
+        return engine
+    return engine.model_copy(update={"cli": DEFAULT_CLIS[manager]})
 
 
 def container_problem(manager: str, container: str | None, unit_written: bool, written: set[str]) -> str | None:

@@ -16,6 +16,7 @@ from commands.inventory.containers import (
     CONTAINER_PATTERN,
     Engine,
     container_problem,
+    engine_for,
 )
 from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
@@ -51,7 +52,7 @@ def _http_url(value: str) -> str:
 
 
 class Service(Strict):
-    manager: Literal["systemd", "supervisord", "docker"]
+    manager: Literal["systemd", "supervisord", "docker", "podman"]
     # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
     unit: str = ""
     health_url: str
@@ -87,6 +88,7 @@ class Service(Strict):
             raise ValueError(problem)
         if self.container is not None and not self.unit:
             object.__setattr__(self, "unit", self.container)  # every message names the service by `unit`
+        object.__setattr__(self, "engine", engine_for(self.manager, self.engine))
         return self
 
     @field_validator("health_url")
