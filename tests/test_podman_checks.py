@@ -17,9 +17,10 @@ from commands.checks.managers import checks_for
 from commands.checks.pid_read import MAIN_PID_READ
 from commands.command_result import CommandResult
 from commands.inventory import Service, parse_inventory
+from commands.restart.plan import restart_argv
 from commands.verify.next_steps import next_step
 from commands.verify.plan import VerifyPlan
-from commands.vocabulary import CheckStatus
+from commands.vocabulary import CheckStatus, Operation
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -122,13 +123,14 @@ def test_stale_process_is_judged_against_podmans_started_at() -> None:
     assert finding.summary.startswith("PID 19916 started 22:09:27 UTC")
 
 
-def test_inventory_names_podmans_keys_and_next_steps_name_podman_restart() -> None:
+def test_inventory_names_podmans_keys_and_next_steps_offer_proofbots_restart() -> None:
     host = parse_inventory("hosts:\n  ct129:\n    address: 10.0.0.1\n    service: {manager: podman, container: "
                            "sglang, health_url: 'http://127.0.0.1:30000/health'}\n", "i.yml").host("ct129")
     assert host.service is not None and host.service.engine is not None and host.service.engine.cli == "podman"
     from commands.findings import Finding
 
     step = next_step(Finding("health", CheckStatus.FAIL, "x"), VerifyPlan.for_host(host, None))
-    assert step is not None and "podman restart sglang" in step.advice
+    assert step is not None and step.operation is Operation.RESTART and step.args == ("ct129",)
+    assert restart_argv(host.service) == ["podman", "restart", "sglang"]
     with pytest.raises(ValueError, match="manager podman needs `container: NAME`"):
         podman_service(container=None, unit="sglang")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,11 @@ pytestmark = [pytest.mark.podman, pytest.mark.tier2, pytest.mark.timeout(600)]
 
 SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
 FLAG = "--speculative-algorithm NEXTN"
-PORTS = {"svc": 30011, "loop": 30012}  # loop: made by its test, its command exits at once
+# loop: made by its test, its command exits at once; flaky: serves once, then every start after it exits 3
+PORTS = {"svc": 30011, "loop": 30012, "flaky": 30013}
+# A first start serves; a later start of the same container (its /tmp is the container's own layer) exits 3.
+FLAKY = (f"if [ -e /tmp/ran ]; then exit 3; fi; touch /tmp/ran; exec python3 {SCRIPT} --host 127.0.0.1 "
+         f"--port {PORTS['flaky']} {FLAG}")
 
 
 @dataclass
@@ -70,6 +75,8 @@ def lab() -> Iterator[tuple[NetnsLab, PodmanLab]]:
         podman = start_podman(host)
         try:
             _run(podman, "svc", *FLAG.split())
+            podman.podman("run", "-d", "--pull=never", "--name", "flaky", "--init", "--network", "host",
+                          "--restart=always", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "sh", "-c", FLAKY)
             yield netns_lab, PodmanLab(host, podman)
         finally:
             stop_podman(podman)
@@ -113,8 +120,8 @@ async def test_clean_container_passes_and_catatonits_child_is_the_main_pid(lab: 
 
 async def test_crash_loop_is_named_never_passed(lab: tuple[NetnsLab, PodmanLab], tmp_path: Path) -> None:
     """Podman 4.3 restarts at once and reads `stopped, Pid 0` between runs: a fail naming the crash loop and the
-    exit code. A run caught alive is younger than min_uptime_s: a warning, never a pass. The loop lives only for
-    this test (each restart costs a podman process on a shared machine)."""
+    exit code. A run caught alive is younger than min_uptime_s: a warning; catatonit caught after its child
+    exited: a fail; never a pass. The loop lives only for this test (each restart costs a podman process)."""
     podman = lab[1].podman
     podman.podman("run", "-d", "--pull=never", "--name", "loop", "--init", "--network", "host",
                   "--restart=always", IMAGE, "sh", "-c", "exit 3")
@@ -123,14 +130,60 @@ async def test_crash_loop_is_named_never_passed(lab: tuple[NetnsLab, PodmanLab],
                     timeout_s=60, interval_s=0.2)
         seen: list[str] = []
         deadline = asyncio.get_running_loop().time() + 90
-        while not seen or seen[-1] != "fail":
+        while not seen or not seen[-1].startswith("loop is in a crash loop"):
             assert asyncio.get_running_loop().time() < deadline, seen
             code, checks = await verify(lab, "loop", tmp_path)
             main = checks["main-pid"]
-            seen.append(main["status"])
+            seen.append(main["summary"])
             assert main["status"] in ("fail", "warn"), main
     finally:
         podman.podman("rm", "--force", "--time", "0", "loop", check=False)
     assert code == 1
     assert main["summary"].startswith("loop is in a crash loop: stopped between runs (Pid: 0), last exit code 3 at ")
     assert "its restart policy (always) has restarted it" in main["summary"]
+
+
+async def restart(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    """`proofbot restart NAME --yes`: over SSH into the namespace host, as proofbot always runs it."""
+    inventory = write_inventory(tmp_path / "inventory.yml", lab[1].document(lab[0]))
+    run = await run_cli("restart", name, "--yes", "--json", "--inventory", str(inventory),
+                        "--db", str(tmp_path / "a.db"))
+    assert run.stdout.strip(), run.stderr
+    out = json.loads(run.stdout)
+    return run.code, {check["name"]: check for check in out["checks"]}
+
+
+async def test_podman_restart_is_proven_and_keeps_the_container_in_the_hosts_network(
+        lab: tuple[NetnsLab, PodmanLab], tmp_path: Path) -> None:
+    """A new StartedAt later than the request, a new PID > 0, up min_uptime_s: proven. `podman restart` run from
+    another network namespace moves a `--network host` container there; run as proofbot runs it, over SSH into
+    the host, the container's network namespace after the restart is still the host's."""
+    podman_lab = lab[1]
+    before = (await passing(lab, "svc", tmp_path))["main-pid"]["details"]
+    host_net = await asyncio.to_thread(os.readlink, f"/proc/{podman_lab.host.pid}/ns/net")
+    assert await asyncio.to_thread(podman_lab.podman.net_namespace, "svc") == host_net
+    code, checks = await restart(lab, "svc", tmp_path)
+    assert code == 0, checks
+    main = checks["main-pid"]
+    assert main["status"] == "pass" and main["summary"].startswith("new run: StartedAt "), main
+    _, _, child = await asyncio.to_thread(podman_lab.init_child, "svc")
+    assert main["details"]["new_pids"][-1] == child != before["main_pid"]
+    assert main["details"]["old_started_at"].startswith(before["started_at"][:19])
+    assert main["details"]["requested_at"] > before["started_at"]
+    assert await asyncio.to_thread(podman_lab.podman.net_namespace, "svc") == host_net
+    assert checks["health"]["status"] == "pass"  # the host's loopback: it is still in the host's network
+
+
+async def test_a_restart_into_a_crash_loop_is_named_never_proven(lab: tuple[NetnsLab, PodmanLab],
+                                                                 tmp_path: Path) -> None:
+    """flaky serves until restarted; every start after that exits 3 and Podman starts it again at once."""
+    await passing(lab, "flaky", tmp_path)
+    try:
+        code, checks = await restart(lab, "flaky", tmp_path)
+    finally:
+        lab[1].podman.podman("rm", "--force", "--time", "0", "flaky", check=False)  # its loop costs CPU
+    assert code == 1
+    main = checks["main-pid"]
+    assert main["status"] == "fail", main
+    assert main["summary"].startswith("flaky is in a crash loop: "), main
+    assert "exit codes seen: 3" in main["summary"] and 3 in main["details"]["exit_codes"]

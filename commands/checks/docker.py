@@ -90,8 +90,9 @@ def docker_main_pid_finding(name: str, min_uptime_s: float, result: CommandResul
         if docker.init_pid is not None else ""
     if docker.init_pid is not None and len(docker.children) != 1:
         if not docker.children:
-            return Finding("main-pid", CheckStatus.FAIL, f"{name}: its init {docker.init_comm or ''} (PID "
-                           f"{docker.init_pid}) runs with no child: the service is not running", evidence, details)
+            comm = f" {docker.init_comm}" if docker.init_comm else ""
+            return Finding("main-pid", CheckStatus.FAIL, f"{name}: its init{comm} (PID {docker.init_pid}) runs with "
+                           f"no child: the service is not running{_policy_words(docker)}", evidence, details)
         kids = ", ".join(map(str, docker.children[:10]))
         return could_not_check("main-pid", f"{name}: its init (PID {docker.init_pid}) has {len(docker.children)} "
                                f"children ({kids}): which one is the service cannot be told", evidence, details)
@@ -118,13 +119,20 @@ def _running(name: str, min_uptime_s: float, docker: DockerState, init: str, evi
         return Finding("main-pid", CheckStatus.WARN, f"{name} running, main PID {pid}{init}, but how long it has "
                        "been up could not be read: not proven stable", evidence, details)
     if uptime < min_uptime_s:
-        policy = (f"; its restart policy ({docker.restart_policy}) has restarted it {_times(docker.restart_count)}:"
-                  " a crash loop looks like this" if docker.restart_count else "")
         return Finding("main-pid", CheckStatus.WARN,
                        f"{name} running, main PID {pid}{init}, up only {uptime:.1f} s (min_uptime_s "
-                       f"{min_uptime_s:g}): not yet proven stable{policy}; verify again", evidence, details)
+                       f"{min_uptime_s:g}): not yet proven stable{_policy_words(docker)}; verify again", evidence,
+                       details)
     return Finding("main-pid", CheckStatus.PASS, f"{name} running, main PID {pid}{init}, up {age_words(uptime)}",
                    evidence, details)
+
+
+def _policy_words(docker: DockerState) -> str:
+    """A run caught starting or ending, when the engine's policy has been restarting it: say what it looks like."""
+    if not docker.restart_count:
+        return ""
+    return (f"; its restart policy ({docker.restart_policy}) has restarted it {_times(docker.restart_count)}: a "
+            "crash loop looks like this")
 
 
 def _times(count: int) -> str:

@@ -47,10 +47,11 @@ def pid_filter() -> str:
     return _PID_FILTER
 
 
-def state_step(service: Service) -> Script:
+def state_step(service: Service, inspect: str | None = None) -> Script:
     """``docker inspect``, the init's children when the PID is an init, and the host's clock, in one step
-    whose exit status is the engine's."""
-    base = state_script(inspect_argv(service), _PID_FILTER)
+    whose exit status is the engine's. ``inspect``: shell text run instead of inspect_argv (compose's, of the
+    container its labels found)."""
+    base = state_script(inspect_argv(service), _PID_FILTER, inspect)
     inits = "|".join(INITS)
     init = "\n".join([
         'if [ -n "$pb_pid" ]; then',

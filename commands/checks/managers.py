@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commands.checks.cmdline import CmdlineCheck
+from commands.checks.compose import ComposeMainPid
 from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck, PodmanMainPid
 from commands.checks.health import HealthCheck
 from commands.checks.probe import ProbeCheck
@@ -31,6 +32,7 @@ MANAGERS: dict[str, ManagerChecks] = {
     SupervisordMainPid.manager: ManagerChecks(SupervisordMainPid),
     DockerMainPid.manager: ManagerChecks(DockerMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
     PodmanMainPid.manager: ManagerChecks(PodmanMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
+    ComposeMainPid.manager: ManagerChecks(ComposeMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
 }
 
 

@@ -1,5 +1,6 @@
 """The inventory keys of a service run as a container (``manager: docker`` or ``podman``): ``container:``,
-``engine:`` (the engine's CLI and/or its socket) and ``min_uptime_s``, and which keys go with which manager."""
+``engine:`` (the engine's CLI and/or its socket) and ``min_uptime_s``; ``manager: compose``: ``project:``,
+``service:`` and ``compose_file:`` (what ``docker-compose restart`` reads); and which keys go with which manager."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from pydantic import field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
-CONTAINER_MANAGERS = ("docker", "podman")
-CONTAINER_KEYS = ("container", "engine", "min_uptime_s")
+CONTAINER_MANAGERS = ("docker", "podman", "compose")
+CONTAINER_KEYS = ("container", "engine", "min_uptime_s", "project", "service", "compose_file")
+COMPOSE_KEYS = ("project", "service", "compose_file")
+# docker-compose 1.29 normalises a project name to these characters (cli/command.py normalize_name) and takes a
+# service name of these (config/config_schema); bounded.
+COMPOSE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+COMPOSE_SERVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Docker's own rule for a container name (daemon/names.go), bounded.
 CONTAINER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when `engine:` names none
@@ -26,6 +32,8 @@ class Engine(Strict):
 
     cli: str = "docker"
     host: str | None = None
+    compose: str = "docker-compose"  # compose v1's CLI (manager: compose); v2's `docker compose` is not packaged
+
 
     @model_validator(mode="before")
     @classmethod
@@ -39,6 +47,11 @@ class Engine(Strict):
     def _cli(cls, value: str) -> str:
         return value if value in DEFAULT_CLIS.values() else absolute_path(value)
 
+    @field_validator("compose")
+    @classmethod
+    def _compose(cls, value: str) -> str:
+        return value if value == "docker-compose" else absolute_path(value)
+
     @field_validator("host")
     @classmethod
     def _host(cls, value: str | None) -> str | None:
@@ -51,16 +64,22 @@ class Engine(Strict):
 
 def engine_for(manager: str, engine: Engine | None) -> Engine | None:
     """The service's engine with its manager's CLI when `engine:` names none (Podman's is ``podman``)."""
-    if manager not in CONTAINER_MANAGERS or DEFAULT_CLIS[manager] == Engine.model_fields["cli"].default:
-        return engine  # docker's is the model's own default
+    cli = DEFAULT_CLIS.get(manager)
+    if cli is None or cli == Engine.model_fields["cli"].default:
+        return engine  # docker's (and compose's) is the model's own default
     engine = engine or Engine()
     if "cli" in engine.model_fields_set:
         return engine
-    return engine.model_copy(update={"cli": DEFAULT_CLIS[manager]})
+    return engine.model_copy(update={"cli": cli})
 
 
 def container_problem(manager: str, container: str | None, unit_written: bool, written: set[str]) -> str | None:
     """What is wrong with the service's naming keys for its manager, or None."""
+    if manager == "compose":
+        return _compose_problem(container, unit_written, written)
+    if compose := [f"`{key}`" for key in COMPOSE_KEYS if key in written]:
+        if manager in CONTAINER_MANAGERS:
+            return f"{', '.join(compose)}: only for manager compose, not {manager}"
     if manager in CONTAINER_MANAGERS:
         if container is None:
             return f"manager {manager} needs `container: NAME` (the container's name)" + (
@@ -73,4 +92,14 @@ def container_problem(manager: str, container: str | None, unit_written: bool, w
         return f"{keys}: only for a container manager ({', '.join(CONTAINER_MANAGERS)}), not {manager}"
     if not unit_written:
         return f"manager {manager} needs `unit:` (the {'unit' if manager == 'systemd' else 'program'} name)"
+    return None
+
+
+def _compose_problem(container: str | None, unit_written: bool, written: set[str]) -> str | None:
+    missing = [f"`{key}:`" for key in ("project", "service") if key not in written]
+    if missing:
+        return (f"manager compose needs {' and '.join(missing)} (the compose project and service; the container is "
+                "found by their labels)")
+    if container is not None or unit_written:
+        return "manager compose finds its container by `project:` and `service:`, not by `container:` or `unit:`"
     return None
