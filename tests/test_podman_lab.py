@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, write_inventory
-from tests.lab import skip_or_fail
+from tests.lab import UNAVAILABLE_ENV, skip_or_fail
 from tests.lab.common import FAKE_LLM, LabHost, Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsHost, NetnsLab
@@ -187,3 +187,15 @@ async def test_a_restart_into_a_crash_loop_is_named_never_proven(lab: tuple[Netn
     assert main["status"] == "fail", main
     assert main["summary"].startswith("flaky is in a crash loop: "), main
     assert "exit codes seen: 3" in main["summary"] and 3 in main["details"]["exit_codes"]
+
+
+def test_under_ci_a_machine_that_cannot_run_podman_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the module's fixture does with the reason (in-process: a pytest subprocess would cost ~18 s of CI)."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.delenv("PROOFBOT_REQUIRE_LABS", raising=False)
+    monkeypatch.setenv(UNAVAILABLE_ENV, "podman")
+    reason = require_podman()
+    assert reason == f"podman made unavailable by {UNAVAILABLE_ENV}"
+    with pytest.raises(pytest.fail.Exception, match=r"podman made unavailable .* a lab tier that cannot run is a "
+                       r"failure"):
+        skip_or_fail(reason)
