@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.podman, pytest.mark.tier2, pytest.mark.timeout(600)]
 SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
 FLAG = "--speculative-algorithm NEXTN"
 # loop: made by its test, its command exits at once; flaky: serves once, then every start after it exits 3
-PORTS = {"svc": 30011, "loop": 30012, "flaky": 30013}
+PORTS = {"svc": 30011, "loop": 30012, "flaky": 30013, "bridged": 30014}
 # A first start serves; a later start of the same container (its /tmp is the container's own layer) exits 3.
 FLAKY = (f"if [ -e /tmp/ran ]; then exit 3; fi; touch /tmp/ran; exec python3 {SCRIPT} --host 127.0.0.1 "
          f"--port {PORTS['flaky']} {FLAG}")
@@ -57,11 +57,11 @@ class PodmanLab:
         return init_pid, Path(f"/proc/{init_pid}/comm").read_text().strip(), int(child)
 
 
-def _run(podman: Podman, name: str, *service_args: str, restart: str = "no") -> None:
-    podman.podman("run", "-d", "--pull=never", "--name", name, "--init", "--network", "host",
-                  f"--restart={restart}",
-                  "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host", "127.0.0.1",
-                  "--port", str(PORTS[name]), *service_args)
+def _run(podman: Podman, name: str, *service_args: str, restart: str = "no", network: str = "host") -> None:
+    listen = "127.0.0.1" if network == "host" else "0.0.0.0"
+    podman.podman("run", "-d", "--pull=never", "--name", name, "--init", "--network", network,
+                  f"--restart={restart}", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host",
+                  listen, "--port", str(PORTS[name]), *service_args)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,8 @@ def lab() -> Iterator[tuple[NetnsLab, PodmanLab]]:
         podman = start_podman(host)
         try:
             _run(podman, "svc", *FLAG.split())
+            # The lab's own /24 (claimed for this run), its top /27: a bridge only in the host's namespace
+            _run(podman, "bridged", *FLAG.split(), network=podman.bridge(f"10.231.{netns_lab.octet}.192/27"))
             podman.podman("run", "-d", "--pull=never", "--name", "flaky", "--init", "--network", "host",
                           "--restart=always", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "sh", "-c", FLAKY)
             yield netns_lab, PodmanLab(host, podman)
@@ -199,3 +201,15 @@ def test_under_ci_a_machine_that_cannot_run_podman_fails_instead_of_skipping(mon
     with pytest.raises(pytest.fail.Exception, match=r"podman made unavailable .* a lab tier that cannot run is a "
                        r"failure"):
         skip_or_fail(reason)
+
+
+async def test_bridge_network_health_is_asked_at_the_containers_address(lab: tuple[NetnsLab, PodmanLab],
+                                                                        tmp_path: Path) -> None:
+    """Nothing listens on the host's 127.0.0.1:30014: only the container's address from podman inspect answers."""
+    checks = await passing(lab, "bridged", tmp_path)
+    [address] = (await asyncio.to_thread(lab[1].podman.inspect, "bridged",
+                                         "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")).split()
+    assert address.startswith(f"10.231.{lab[0].octet}.")
+    health = checks["health"]
+    assert health["status"] == "pass", health
+    assert f"(at the container's address: GET http://{address}:{PORTS['bridged']}/health" in health["summary"]

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.lab import UNAVAILABLE_ENV, require_root_netns
@@ -31,7 +31,11 @@ default_ulimits = ["nofile={nofile}:{nofile}", "nproc=32768:32768"]
 
 [engine]
 runtime = "runc"
+
+[network]
+network_config_dir = "{cni}"
 """
+CNI_STATE = Path("/var/lib/cni/networks")  # host-local IPAM's leases, per network name, on the machine's disk
 
 
 def require_podman(what: str = "podman lab") -> str | None:
@@ -54,6 +58,7 @@ class Podman:
 
     root: Path
     host: NetnsHost
+    networks: list[str] = field(default_factory=list)
 
     @property
     def cli(self) -> str:
@@ -72,6 +77,14 @@ class Podman:
 
     def inspect(self, name: str, template: str) -> str:
         return self.podman("inspect", "--type", "container", "--format", template, name).stdout.strip()
+
+    def bridge(self, subnet: str) -> str:
+        """A CNI bridge network that exists only in the host's network namespace (its config in this lab's own
+        directory, its name unique to this run); its name."""
+        name = f"pbnet{os.getpid()}x{len(self.networks)}"
+        self.networks.append(name)
+        self.podman("network", "create", "--subnet", subnet, name)
+        return name
 
     def net_namespace(self, name: str) -> str:
         """The network namespace the container's PID 1 is in (``net:[inode]``), read here from /proc."""
@@ -96,7 +109,7 @@ def _cgroup_mounts() -> str:
 
 def _write_conf(root: Path) -> Path:
     nofile = int(subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True, check=True).stdout)
-    (root / "containers.conf").write_text(CONTAINERS_CONF.format(nofile=min(nofile, 20000)))
+    (root / "containers.conf").write_text(CONTAINERS_CONF.format(nofile=min(nofile, 20000), cni=root / "cni"))
     return root / "containers.conf"
 
 
@@ -161,4 +174,7 @@ def stop_podman(podman: Podman) -> None:
     """Every container gone (no wait for a stop: no daemon owns them, the lab's teardown would not reach them),
     then the storage removed; its overlay mounts live in the host's mount namespace and end with it."""
     podman.podman("rm", "--all", "--force", "--time", "0", check=False, timeout=120)
+    for network in podman.networks:
+        podman.podman("network", "rm", "--force", network, check=False)
+        safe_rmtree(CNI_STATE / network)
     safe_rmtree(podman.root)
