@@ -223,6 +223,18 @@ def test_a_compose_recreate_is_followed_and_reported() -> None:
     assert main.details["container_ids"] == [ID_B] and main.details["recreated"] == [ID_A, ID_B]
 
 
+def test_a_recreate_during_the_watch_is_not_a_crash_loop() -> None:
+    """The restarted container A stops (someone ran `up --force-recreate`), B starts: two runs, two containers."""
+    plan, watch = watching("compose", container=ID_A)
+    poll(watch, 1.0, step(started=ASKED + 0.5, pid=6001, child=6010, now=ASKED + 1.0, container=ID_A))
+    poll(watch, 2.0, step("exited", started=ASKED + 0.5, exit_code=0, now=ASKED + 2.0, container=ID_A), health=None)
+    poll(watch, 3.0, step(started=ASKED + 2.5, pid=7001, child=7010, now=ASKED + 3.0, container=ID_B))
+    poll(watch, 8.0, step(started=ASKED + 2.5, pid=7001, child=7010, now=ASKED + 8.0, container=ID_B))
+    assert not watch.crash_loop and watch.ready_s == 8.0
+    main = judged(plan, watch)["main-pid"]
+    assert main.status is CheckStatus.PASS and "PID 7010" in main.summary and "container recreated" in main.summary
+
+
 def test_two_containers_of_one_compose_service_are_unreadable_not_either() -> None:
     _, watch = watching("compose", container=ID_A)
     poll(watch, 1.0, step(started=ASKED + 0.5, pid=6001, child=6010, now=ASKED + 1.0, found=f"{ID_A} {ID_B}"))

@@ -173,11 +173,13 @@ class Watch:
 
     @property
     def crash_loop(self) -> bool:
-        return len(self.new_pids) >= 2 or (self.runs is not None and self.runs.crash_loop)
+        if self.runs is not None:  # a container's runs say it (a compose recreate's new PID is not a loop)
+            return self.runs.crash_loop
+        return len(self.new_pids) >= 2
 
     def crash_loop_since(self) -> float | None:
         """When the crash loop became evident (seconds after the restart command), None: no crash loop."""
-        if self.runs is not None and self.runs.loop_seen_s is not None:
+        if self.runs is not None:
             return self.runs.loop_seen_s
         return self.new_pids[1][1] if len(self.new_pids) >= 2 else None
 
