@@ -208,6 +208,19 @@ async def test_a_compose_restart_follows_a_recreate_by_the_labels(ctlab: Contain
     its labels, is the one proven, and the recreate is reported."""
     [first] = ctlab.compose_ids()
     await up(ctlab, first)
+    # verify: docker's checks on the container the labels found (young: warns until min_uptime_s, then passes)
+    inventory = write_inventory(tmp_path / "inventory.yml", ctlab.document())
+    seen: list[dict[str, Any]] = []
+
+    async def verified() -> bool:
+        run = await run_cli("verify", "web", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "v.db"))
+        seen.append(json.loads(run.stdout))
+        return run.code == 0
+    await until("verify web passes", verified, timeout_s=60)
+    verify_main = checks(seen[-1])["main-pid"]
+    assert verify_main["summary"].endswith(f"(container {first[:12]})") and verify_main["status"] == "pass"
+    assert verify_main["details"]["main_pid"] == ctlab.service_pid(first)
+    assert {check["name"] for check in seen[-1]["checks"]} == {"main-pid", "health", "cmdline"}
     started = ctlab.inspect(first, "{{.State.StartedAt}}")
     task = asyncio.create_task(restart(ctlab, "web", tmp_path))
 

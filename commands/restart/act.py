@@ -16,6 +16,11 @@ appears), so it overstates the true moment by at most one interval plus one poll
 (a round trip and a health request). After that the probe (if any) is sent, and polling
 goes on for ``settle_s`` so a process that dies right after turning green is a crash
 loop, not a pass. A restart command without an exit status is an error, never a pass.
+
+A container (``commands.restart.container``: ``docker restart``, ``docker-compose restart``) is green only
+once its new run (a StartedAt later than the host's clock just before the command, a PID > 0) has been up
+``min_uptime_s``; that window is its settle. A crash loop or a run that ended with no restart coming ends the
+watch ``settle_s`` after it was seen (time for more exit codes), never at the deadline.
 """
 
 from __future__ import annotations
@@ -301,7 +306,8 @@ class _Run:
         if task is not None:
             watch.probe_state = Signal.PENDING
             await self.log.step("probe-sent", url=probe.url if probe else None)
-        settle_until = watch.ready_s + self.settle_s
+        # a container's min_uptime_s, already held before it was green, is its settle: no second window
+        settle_until = watch.ready_s + (0.0 if watch.runs is not None else self.settle_s)
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:
