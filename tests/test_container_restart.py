@@ -119,6 +119,17 @@ def test_a_new_started_at_and_pid_held_for_min_uptime_is_proven() -> None:
     assert "RestartCount" not in json.dumps(main.details)
 
 
+def test_the_uptime_still_due_is_read_from_the_engines_clock() -> None:
+    """What the act times its proving poll by: min_uptime_s less the run's uptime at the last read."""
+    _, watch = watching()
+    poll(watch, 0.5, step(started=ASKED + 0.4, pid=5001, child=None, now=ASKED + 0.5))
+    assert watch.uptime_due() is None  # no service PID yet: not up
+    poll(watch, 1.0, step(started=ASKED + 0.4, pid=5001, child=5010, now=ASKED + 1.5))
+    assert watch.uptime_due() == pytest.approx(5 - 1.1)
+    poll(watch, 6.0, step(started=ASKED + 0.4, pid=5001, child=5010, now=ASKED + 6.0))
+    assert watch.uptime_due() is None and watch.ready_s == 6.0
+
+
 def test_a_run_that_started_before_the_request_is_not_the_restart() -> None:
     """StartedAt later than the planned run but not than the request: someone else's start, never proof."""
     plan, watch = watching()

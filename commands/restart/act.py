@@ -58,6 +58,7 @@ POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
 POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
+UPTIME_MARGIN_S = 0.05  # a container's proving poll reads the host's clock this long after min_uptime_s
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 CMDLINE = "cmdline"
 
@@ -251,6 +252,10 @@ class _Run:
                     watch.command_done(None, self.elapsed(), "still running at the deadline", state=CommandState.HUNG)
                 return
             soon = poll_started + self.poll_interval_s
+            if (due := watch.uptime_due()) is not None:
+                # the poll that proves min_uptime_s must read the host's clock after it: its read (about half a
+                # poll after it starts, as the last one's was) is timed to land just after, not up to a poll late
+                soon = max(soon, time.monotonic() + due - (time.monotonic() - poll_started) + UPTIME_MARGIN_S)
             if watch.cmdline_wanted() is not None and not repolled:
                 repolled = True
                 continue  # a new PID just appeared: read its cmdline at once

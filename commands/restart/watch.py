@@ -183,6 +183,18 @@ class Watch:
             return self.runs.loop_seen_s
         return self.new_pids[1][1] if len(self.new_pids) >= 2 else None
 
+    def uptime_due(self) -> float | None:
+        """A container's new run, up but not yet ``min_uptime_s``: the seconds it still lacked when the last poll
+        read the host's clock (None: no such run)."""
+        last = self.last
+        if self.runs is None or last is None or last.look is None or not self.runs.is_new_process(last.look):
+            return None
+        look, run = last.look, self.runs.runs[-1] if self.runs.runs else None
+        if not look.up or look.uptime_s is None or run is None or run.down or run.started_at != look.started_at:
+            return None
+        due = self.runs.min_uptime_s - look.uptime_s
+        return due if due > 0 else None
+
     def gone_since(self) -> float | None:
         """A container's new run seen ended, and not being restarted by its engine: it will not come back by
         itself; when that was first seen (None: not so)."""
