@@ -119,6 +119,17 @@ def test_a_new_started_at_and_pid_held_for_min_uptime_is_proven() -> None:
     assert "RestartCount" not in json.dumps(main.details)
 
 
+def test_the_uptime_still_due_is_read_from_the_engines_clock() -> None:
+    """What the act times its proving poll by: min_uptime_s less the run's uptime at the last read."""
+    _, watch = watching()
+    poll(watch, 0.5, step(started=ASKED + 0.4, pid=5001, child=None, now=ASKED + 0.5))
+    assert watch.uptime_due() is None  # no service PID yet: not up
+    poll(watch, 1.0, step(started=ASKED + 0.4, pid=5001, child=5010, now=ASKED + 1.5))
+    assert watch.uptime_due() == pytest.approx(5 - 1.1)
+    poll(watch, 6.0, step(started=ASKED + 0.4, pid=5001, child=5010, now=ASKED + 6.0))
+    assert watch.uptime_due() is None and watch.ready_s == 6.0
+
+
 def test_a_run_that_started_before_the_request_is_not_the_restart() -> None:
     """StartedAt later than the planned run but not than the request: someone else's start, never proof."""
     plan, watch = watching()
@@ -241,6 +252,18 @@ def test_a_compose_recreate_is_followed_and_reported() -> None:
     assert main.status is CheckStatus.PASS
     assert main.summary.endswith(f"; container recreated: {ID_A[:12]} → {ID_B[:12]} (followed by its labels)")
     assert main.details["container_ids"] == [ID_B] and main.details["recreated"] == [ID_A, ID_B]
+
+
+def test_a_recreate_during_the_watch_is_not_a_crash_loop() -> None:
+    """The restarted container A stops (someone ran `up --force-recreate`), B starts: two runs, two containers."""
+    plan, watch = watching("compose", container=ID_A)
+    poll(watch, 1.0, step(started=ASKED + 0.5, pid=6001, child=6010, now=ASKED + 1.0, container=ID_A))
+    poll(watch, 2.0, step("exited", started=ASKED + 0.5, exit_code=0, now=ASKED + 2.0, container=ID_A), health=None)
+    poll(watch, 3.0, step(started=ASKED + 2.5, pid=7001, child=7010, now=ASKED + 3.0, container=ID_B))
+    poll(watch, 8.0, step(started=ASKED + 2.5, pid=7001, child=7010, now=ASKED + 8.0, container=ID_B))
+    assert not watch.crash_loop and watch.ready_s == 8.0
+    main = judged(plan, watch)["main-pid"]
+    assert main.status is CheckStatus.PASS and "PID 7010" in main.summary and "container recreated" in main.summary
 
 
 def test_two_containers_of_one_compose_service_are_unreadable_not_either() -> None:

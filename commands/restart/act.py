@@ -16,6 +16,11 @@ appears), so it overstates the true moment by at most one interval plus one poll
 (a round trip and a health request). After that the probe (if any) is sent, and polling
 goes on for ``settle_s`` so a process that dies right after turning green is a crash
 loop, not a pass. A restart command without an exit status is an error, never a pass.
+
+A container (``commands.restart.container``: ``docker restart``, ``docker-compose restart``) is green only
+once its new run (a StartedAt later than the host's clock just before the command, a PID > 0) has been up
+``min_uptime_s``; that window is its settle. A crash loop or a run that ended with no restart coming ends the
+watch ``settle_s`` after it was seen (time for more exit codes), never at the deadline.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
 POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
+UPTIME_MARGIN_S = 0.05  # a container's proving poll reads the host's clock this long after min_uptime_s
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 CMDLINE = "cmdline"
 
@@ -246,6 +252,10 @@ class _Run:
                     watch.command_done(None, self.elapsed(), "still running at the deadline", state=CommandState.HUNG)
                 return
             soon = poll_started + self.poll_interval_s
+            if (due := watch.uptime_due()) is not None:
+                # the poll that proves min_uptime_s must read the host's clock after it: its read (about half a
+                # poll after it starts, as the last one's was) is timed to land just after, not up to a poll late
+                soon = max(soon, time.monotonic() + due - (time.monotonic() - poll_started) + UPTIME_MARGIN_S)
             if watch.cmdline_wanted() is not None and not repolled:
                 repolled = True
                 continue  # a new PID just appeared: read its cmdline at once
@@ -301,7 +311,8 @@ class _Run:
         if task is not None:
             watch.probe_state = Signal.PENDING
             await self.log.step("probe-sent", url=probe.url if probe else None)
-        settle_until = watch.ready_s + self.settle_s
+        # a container's min_uptime_s, already held before it was green, is its settle: no second window
+        settle_until = watch.ready_s + (0.0 if watch.runs is not None else self.settle_s)
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:

@@ -93,13 +93,20 @@ class ContainerRuns:
 
     # -- derived -------------------------------------------------------------------------------------------
     @property
+    def current(self) -> list[Run]:
+        """The runs of the newest container (compose: a recreate starts a container of its own, not a loop)."""
+        newest = self.ids[-1] if self.ids else None
+        return [run for run in self.runs if run.container_id == newest]
+
+    @property
     def crash_loop(self) -> bool:
         """Two runs since the request, or one the engine is restarting (it ended and will be started again)."""
-        return len(self.runs) >= 2 or any(run.down.startswith("restarting") for run in self.runs)
+        runs = self.current
+        return len(runs) >= 2 or any(run.down.startswith("restarting") for run in runs)
 
     @property
     def exit_codes(self) -> list[int]:
-        return [run.exit_code for run in self.runs if run.exit_code is not None]
+        return [run.exit_code for run in self.current if run.exit_code is not None]
 
     @property
     def recreated(self) -> tuple[str, str] | None:
@@ -120,8 +127,9 @@ class ContainerRuns:
 
     def loop_words(self) -> str:
         codes = ", ".join(map(str, self.exit_codes)) or "none seen"
-        span = self.runs[-1].first_seen_s if self.runs else 0.0
-        return (f"crash loop: {len(self.runs)} run(s) since the restart within {span:.1f} s, "
+        runs = self.current
+        span = runs[-1].first_seen_s if runs else 0.0
+        return (f"crash loop: {len(runs)} run(s) since the restart within {span:.1f} s, "
                 f"exit codes seen: {codes}")
 
     def recreate_words(self) -> str:

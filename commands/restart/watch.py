@@ -173,13 +173,27 @@ class Watch:
 
     @property
     def crash_loop(self) -> bool:
-        return len(self.new_pids) >= 2 or (self.runs is not None and self.runs.crash_loop)
+        if self.runs is not None:  # a container's runs say it (a compose recreate's new PID is not a loop)
+            return self.runs.crash_loop
+        return len(self.new_pids) >= 2
 
     def crash_loop_since(self) -> float | None:
         """When the crash loop became evident (seconds after the restart command), None: no crash loop."""
-        if self.runs is not None and self.runs.loop_seen_s is not None:
+        if self.runs is not None:
             return self.runs.loop_seen_s
         return self.new_pids[1][1] if len(self.new_pids) >= 2 else None
+
+    def uptime_due(self) -> float | None:
+        """A container's new run, up but not yet ``min_uptime_s``: the seconds it still lacked when the last poll
+        read the host's clock (None: no such run)."""
+        last = self.last
+        if self.runs is None or last is None or last.look is None or not self.runs.is_new_process(last.look):
+            return None
+        look, run = last.look, self.runs.runs[-1] if self.runs.runs else None
+        if not look.up or look.uptime_s is None or run is None or run.down or run.started_at != look.started_at:
+            return None
+        due = self.runs.min_uptime_s - look.uptime_s
+        return due if due > 0 else None
 
     def gone_since(self) -> float | None:
         """A container's new run seen ended, and not being restarted by its engine: it will not come back by
