@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import run_cli, write_inventory
 from tests.lab import UNAVAILABLE_ENV, skip_or_fail
-from tests.lab.common import FAKE_LLM, LabHost, Scenario
+from tests.lab.common import FAKE_LLM, LIVE_FILES, LabHost, Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.podman import IMAGE, Podman, require_podman, start_podman, stop_podman
@@ -213,3 +213,33 @@ async def test_bridge_network_health_is_asked_at_the_containers_address(lab: tup
     health = checks["health"]
     assert health["status"] == "pass", health
     assert f"(at the container's address: GET http://{address}:{PORTS['bridged']}/health" in health["summary"]
+
+
+async def test_stale_process_is_judged_against_podmans_started_at(lab: tuple[NetnsLab, PodmanLab],
+                                                                  tmp_path: Path) -> None:
+    """With the host's backup: a watched file written after the container's StartedAt is a stale process; set back
+    to its old time, the same container passes."""
+    document = lab[1].document(lab[0])
+    document["hosts"]["svc"]["backups"] = lab[1].host.backups_block()
+    inventory = write_inventory(tmp_path / "with-backup.yml", document)  # verify() writes inventory.yml
+    live = lab[1].host.local_path(LIVE_FILES["spec_info.py"])
+    old = live.stat()
+
+    async def stale() -> dict[str, Any]:
+        run = await run_cli("verify", "svc", "--backup", "pre-ddtree", "--json", "--inventory", str(inventory),
+                            "--db", str(tmp_path / "a.db"))
+        assert "checks" in json.loads(run.stdout), run.stdout
+        checks: dict[str, Any] = {check["name"]: check for check in json.loads(run.stdout)["checks"]}
+        return checks["stale-process"]
+
+    await passing(lab, "svc", tmp_path)
+    assert (await stale())["status"] == "pass"
+    os.utime(live)  # now: after the container started
+    try:
+        finding = await stale()
+    finally:
+        os.utime(live, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert finding["status"] == "warn", finding
+    _, _, child = await asyncio.to_thread(lab[1].init_child, "svc")
+    assert finding["summary"].startswith(f"PID {child} started "), finding
+    assert LIVE_FILES["spec_info.py"] in json.dumps(finding)
