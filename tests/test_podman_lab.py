@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from commands.inventory import parse_inventory
+from commands.operation import Origin
+from commands.store.db import AuditStore
+from commands.verify import VerifyPlan
+from commands.verify import verify as verify_core
 from tests.conftest import run_cli, write_inventory
 from tests.lab import UNAVAILABLE_ENV, skip_or_fail
 from tests.lab.common import FAKE_LLM, LIVE_FILES, LabHost, Scenario
@@ -91,13 +97,25 @@ async def verify(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> 
     return run.code, {check["name"]: check for check in json.loads(run.stdout)["checks"]}
 
 
+async def verify_here(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """The same core in this process (the verdict and each check's JSON): for the waits and polls, where a
+    Python start-up per attempt would cost more than the verify."""
+    host = parse_inventory(yaml.safe_dump(lab[1].document(lab[0])), "inventory.yml").host(name)
+    audit = AuditStore.open(tmp_path / "here.db")
+    try:
+        result = await verify_core(VerifyPlan.for_host(host, None), origin=Origin.local_user(), audit=audit)
+    finally:
+        audit.close()
+    return result.verdict, {finding.name: json.loads(json.dumps(finding.to_json())) for finding in result.checks}
+
+
 async def passing(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> dict[str, Any]:
     """The checks of the first verify that passes (a container younger than min_uptime_s only warns)."""
     seen: dict[str, Any] = {}
     deadline = asyncio.get_running_loop().time() + 60
     while True:
-        seen["code"], seen["checks"] = await verify(lab, name, tmp_path)
-        if seen["code"] == 0:
+        seen["verdict"], seen["checks"] = await verify_here(lab, name, tmp_path)
+        if seen["verdict"] == "pass":
             checks: dict[str, Any] = seen["checks"]
             return checks
         assert asyncio.get_running_loop().time() < deadline, seen
@@ -106,7 +124,9 @@ async def passing(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) ->
 
 async def test_clean_container_passes_and_catatonits_child_is_the_main_pid(lab: tuple[NetnsLab, PodmanLab],
                                                                            tmp_path: Path) -> None:
-    checks = await passing(lab, "svc", tmp_path)
+    await passing(lab, "svc", tmp_path)
+    code, checks = await verify(lab, "svc", tmp_path)  # as a user runs it
+    assert code == 0, checks
     assert {name: check["status"] for name, check in checks.items()} == {
         "main-pid": "pass", "health": "pass", "cmdline": "pass"}
     init_pid, comm, child = lab[1].init_child("svc")
@@ -134,13 +154,13 @@ async def test_crash_loop_is_named_never_passed(lab: tuple[NetnsLab, PodmanLab],
         deadline = asyncio.get_running_loop().time() + 90
         while not seen or not seen[-1].startswith("loop is in a crash loop"):
             assert asyncio.get_running_loop().time() < deadline, seen
-            code, checks = await verify(lab, "loop", tmp_path)
+            verdict, checks = await verify_here(lab, "loop", tmp_path)
             main = checks["main-pid"]
             seen.append(main["summary"])
             assert main["status"] in ("fail", "warn"), main
     finally:
         podman.podman("rm", "--force", "--time", "0", "loop", check=False)
-    assert code == 1
+    assert verdict == "fail"
     assert main["summary"].startswith("loop is in a crash loop: stopped between runs (Pid: 0), last exit code 3 at ")
     assert "its restart policy (always) has restarted it" in main["summary"]
 
