@@ -12,7 +12,9 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,4 +179,26 @@ def stop_podman(podman: Podman) -> None:
     for network in podman.networks:
         podman.podman("network", "rm", "--force", network, check=False)
         safe_rmtree(CNI_STATE / network)
+    _wait_for_cleanups(podman.root)
     safe_rmtree(podman.root)
+
+
+def _wait_for_cleanups(root: Path, timeout_s: float = 20.0) -> None:
+    """conmon starts `podman --root ROOT … container cleanup` when a container ends, possibly after `rm`
+    returned: removed under it, it would create ROOT again. Wait (never kill) until no process names this run's
+    own ROOT; a straggler past the deadline is left to the rmtree race, said in the log."""
+    deadline = time.monotonic() + timeout_s
+    marker = str(root).encode()
+    while time.monotonic() < deadline:
+        busy = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if marker in (entry / "cmdline").read_bytes():
+                        busy.append(entry.name)
+                except OSError:
+                    continue  # gone
+        if not busy:
+            return
+        time.sleep(0.1)
+    print(f"podman lab: processes still naming {root} after {timeout_s:g} s", file=sys.stderr)
