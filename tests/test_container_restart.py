@@ -327,3 +327,14 @@ def test_the_recorded_crash_loop_reads_as_a_restarting_look() -> None:
     assert look == ContainerLook("restarting", True, True, 0, None, 1, look.started_at if look else None,
                                  1796163239.331070180, None, "always")
     assert look is not None and not look.up
+
+
+def test_the_plan_says_what_a_container_must_prove_and_what_will_run() -> None:
+    from bot.restart_text import render_restart_plan
+
+    plan, _ = watching()
+    text = render_restart_plan(plan)
+    assert "will run   /usr/bin/docker -H unix:///run/d.sock restart sglang" in text
+    assert ("then prove a new StartedAt later than the request and a new PID > 0; running, not restarting, for 5 s "
+            "(min_uptime_s)") in text
+    assert "a NEW main PID" not in text and "RestartCount" not in text

@@ -69,6 +69,9 @@ class ServiceSnapshot:
                    look.host_now if look else None)
 
 
+CONTAINER_FIELDS = ("container_started", "container_id", "host_clock")
+
+
 def restart_argv(service: Service) -> list[str]:
     """The one command the action step runs."""
     if service.manager == "systemd":
@@ -114,7 +117,9 @@ class RestartPlan(Plan):
             "probe": None if probe is None else {
                 "url": probe.url, "json": probe.json_body, "timeout_s": probe.timeout_s, "expect": probe.expect,
                 "header_names": sorted(probe.headers)},
-            "before": asdict(self.before),
+            # a container's fields only when read: a systemd or supervisord plan hashes as it did before them
+            "before": {key: value for key, value in asdict(self.before).items()
+                       if value is not None or key not in CONTAINER_FIELDS},
         }
 
     @property
