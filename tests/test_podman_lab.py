@@ -97,13 +97,15 @@ async def verify(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> 
     return run.code, {check["name"]: check for check in json.loads(run.stdout)["checks"]}
 
 
-async def verify_here(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+async def verify_here(lab: tuple[NetnsLab, PodmanLab], name: str, tmp_path: Path, backup: str | None = None,
+                      document: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The same core in this process (the verdict and each check's JSON): for the waits and polls, where a
     Python start-up per attempt would cost more than the verify."""
-    host = parse_inventory(yaml.safe_dump(lab[1].document(lab[0])), "inventory.yml").host(name)
+    document = document or lab[1].document(lab[0])
+    host = parse_inventory(yaml.safe_dump(document), "inventory.yml").host(name)
     audit = AuditStore.open(tmp_path / "here.db")
     try:
-        result = await verify_core(VerifyPlan.for_host(host, None), origin=Origin.local_user(), audit=audit)
+        result = await verify_core(VerifyPlan.for_host(host, backup), origin=Origin.local_user(), audit=audit)
     finally:
         audit.close()
     return result.verdict, {finding.name: json.loads(json.dumps(finding.to_json())) for finding in result.checks}
@@ -241,16 +243,13 @@ async def test_stale_process_is_judged_against_podmans_started_at(lab: tuple[Net
     to its old time, the same container passes."""
     document = lab[1].document(lab[0])
     document["hosts"]["svc"]["backups"] = lab[1].host.backups_block()
-    inventory = write_inventory(tmp_path / "with-backup.yml", document)  # verify() writes inventory.yml
     live = lab[1].host.local_path(LIVE_FILES["spec_info.py"])
     old = live.stat()
 
     async def stale() -> dict[str, Any]:
-        run = await run_cli("verify", "svc", "--backup", "pre-ddtree", "--json", "--inventory", str(inventory),
-                            "--db", str(tmp_path / "a.db"))
-        assert "checks" in json.loads(run.stdout), run.stdout
-        checks: dict[str, Any] = {check["name"]: check for check in json.loads(run.stdout)["checks"]}
-        return checks["stale-process"]
+        _, checks = await verify_here(lab, "svc", tmp_path, "pre-ddtree", document)
+        finding: dict[str, Any] = checks["stale-process"]
+        return finding
 
     await passing(lab, "svc", tmp_path)
     assert (await stale())["status"] == "pass"
