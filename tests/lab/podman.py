@@ -96,9 +96,11 @@ class Podman:
 def _cgroup_mounts() -> str:
     """Shell text that mounts this machine's cgroup hierarchies at /sys/fs/cgroup again: `ip netns exec` gave the
     host a fresh /sys without them, and Podman's CLI (runc, conmon) runs in the host, not in a daemon."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    if any(fields[1] == "/sys/fs/cgroup" and fields[2] == "cgroup2" for fields in mounts):
+        return "set -e\nmount -t cgroup2 cgroup2 /sys/fs/cgroup\n"  # the unified layout: one hierarchy
     lines = ["mount -t tmpfs -o mode=755 pb-cgroup /sys/fs/cgroup"]
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        _, target, fstype, options, *_ = line.split()
+    for _, target, fstype, options, *_ in mounts:
         if not target.startswith("/sys/fs/cgroup/") or fstype not in ("cgroup", "cgroup2"):
             continue
         kept = [opt for opt in options.split(",") if opt not in ("rw", "relatime", "nosuid", "nodev", "noexec")]
