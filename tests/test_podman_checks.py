@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.checks.check import Read
+from commands.checks.check import HttpRequest, Read
 from commands.checks.docker import DockerHealthCheck, DockerStaleCheck, PodmanMainPid
 from commands.checks.docker_state import inspect_argv, parse_docker_state
 from commands.checks.file_times import FILE_TIMES
@@ -134,3 +134,13 @@ def test_inventory_names_podmans_keys_and_next_steps_offer_proofbots_restart() -
     assert restart_argv(host.service) == ["podman", "restart", "sglang"]
     with pytest.raises(ValueError, match="manager podman needs `container: NAME`"):
         podman_service(container=None, unit="sglang")
+
+
+def test_bridge_health_goes_to_the_address_podman_inspect_gives_and_a_published_port_as_written() -> None:
+    """Recorded in the lab: a CNI bridge, the container's port 30015 published on the host's 30015."""
+    read = Read((), {"main-pid": (recorded("podman_state_bridge.txt"),)})
+    state = parse_docker_state(recorded("podman_state_bridge.txt"))
+    assert state is not None and state.network_mode == "bridge" and state.published == frozenset({30015})
+    request = DockerHealthCheck("http://127.0.0.1:30014/health").request_from(read)
+    assert isinstance(request, HttpRequest) and request.url == "http://10.231.140.194:30014/health"
+    assert DockerHealthCheck("http://127.0.0.1:30015/health").request_from(read) is None
