@@ -85,14 +85,16 @@ class ContainerLab:
         return self.engine.docker("ps", "-aq", "--no-trunc", "--filter", f"label=com.docker.compose.project={PROJECT}",
                                   "--filter", f"label=com.docker.compose.service={SERVICE}").stdout.split()
 
-    async def compose(self, *args: str) -> None:
+    async def compose(self, *args: str) -> str:
+        """docker-compose 1.29 itself on the project; its stdout."""
         child = await asyncio.create_subprocess_exec(
             COMPOSE, "-H", self.engine.socket, "-f", str(self.compose_file), "-p", PROJECT, *args,
             env=self.engine.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT)
+            stderr=asyncio.subprocess.PIPE)
         async with asyncio.timeout(120):
-            out, _ = await child.communicate()
-        assert child.returncode == 0, out.decode()[-2000:]
+            out, err = await child.communicate()
+        assert child.returncode == 0, err.decode()[-2000:]
+        return out.decode()
 
 
 def _compose_file(path: Path, flags: Path) -> None:
@@ -242,12 +244,14 @@ async def test_a_compose_restart_follows_a_recreate_by_the_labels(ctlab: Contain
     code, result = await task
     [second] = ctlab.compose_ids()
     assert second != first
+    # the container the labels found is the one docker-compose itself calls the service's
+    assert (await ctlab.compose("ps", "-q", SERVICE)).split() == [second]
     assert code == 0, result
     found = checks(result)
     main = found["main-pid"]
     assert main["status"] == "pass"
     assert main["summary"].endswith(f"container recreated: {first[:12]} → {second[:12]} (followed by its labels)")
-    assert main["details"]["recreated"] == [first, second]
+    assert main["details"]["recreated"] == [first, second] and main["details"]["container_ids"][-1] == second
     assert result["new_pid"] == ctlab.service_pid(second)
     assert found["restart-command"]["evidence"]["command"] == (
         f"{COMPOSE} -H {ctlab.engine.socket} -f {ctlab.compose_file} -p {PROJECT} restart {SERVICE}")
