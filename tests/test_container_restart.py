@@ -112,7 +112,8 @@ def test_a_new_started_at_and_pid_held_for_min_uptime_is_proven() -> None:
     main = findings["main-pid"]
     assert main.status is CheckStatus.PASS, main.summary
     assert main.summary.startswith(f"new run: StartedAt {'2026-12-01T'}")
-    assert "PID 4318 → StartedAt" in main.summary and "PID 5010; running, not restarting, up 5.1 s" in main.summary
+    assert "PID 4318 → StartedAt" in main.summary
+    assert "PID 5010; up 5.1 s (min_uptime_s 5), Running and not Restarting in every poll of it" in main.summary
     assert main.details["new_pids"] == [5010] and main.details["exit_codes"] == []
     assert main.evidence is not None and "StartedAt" in main.evidence.output and "ExitCode" in main.evidence.output
     assert findings["ready-time"].status is CheckStatus.PASS

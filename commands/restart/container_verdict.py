@@ -61,9 +61,9 @@ def container_pid_finding(plan: RestartPlan, watch: Watch, evidence: Evidence | 
         look, started = stable.look, stable.look.started_at
         reused = " (PID number reused by the new run)" if look.pid == before.main_pid else ""
         return Finding("main-pid", CheckStatus.PASS,
-                       f"new run: {old} → StartedAt {utc_at(started)}, PID {look.pid}{reused}; running, "
-                       f"not restarting, up {look.uptime_s or 0:.1f} s (min_uptime_s {runs.min_uptime_s:g}) in "
-                       f"every poll{recreated}", evidence, details)
+                       f"new run: {old} → StartedAt {utc_at(started)}, PID {look.pid}{reused}; up "
+                       f"{look.uptime_s or 0:.1f} s (min_uptime_s {runs.min_uptime_s:g}), Running and not Restarting "
+                       f"in every poll of it{recreated}", evidence, details)
     if watch.lost:
         return Finding("main-pid", CheckStatus.ERROR, f"the link dropped at +{watch.lost_s or last.at_s:.1f} s "
                        f"(runs seen: {runs.chain()}): whether the restart took effect is unknown{recreated}",
