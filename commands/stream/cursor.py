@@ -4,6 +4,7 @@ old cursor or the new one, never half of one; at worst a batch is sent again, wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -72,17 +73,11 @@ def write_atomically(path: Path, data: bytes) -> None:
             os.fsync(file.fileno())
         os.replace(temporary, path)
     except BaseException:
-        with_suppressed_unlink(temporary)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)  # never leave a half-written temporary beside the state
         raise
     directory = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(directory)  # the rename itself survives a crash
     finally:
         os.close(directory)
-
-
-def with_suppressed_unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
