@@ -56,7 +56,7 @@ def step(status: str = "running", *, started: float = T0, now: float, pid: int =
              "Restarting": status == "restarting", "OOMKilled": False, "Dead": False, "Pid": pid if running
              and status != "restarting" else 0, "ExitCode": exit_code, "Error": "", "StartedAt": rfc3339(started),
              "FinishedAt": "0001-01-01T00:00:00Z"}
-    lines = [json.dumps(state, separators=(",", ":")), "true", '"host"', "{}", "{}"]
+    lines = [json.dumps(state, separators=(",", ":")), "true", '"host"', "{}", "{}", '"no"', "0"]
     if state["Pid"]:
         lines.append(f"init {pid} docker-init children: {child if child else ''} ")
     lines.append(f"now {now:.9f}")
@@ -197,6 +197,26 @@ def test_a_container_that_never_came_back_is_not_proven() -> None:
     assert "its engine does not restart it" in findings["ready-time"].summary
 
 
+def test_a_run_stopped_between_two_runs_of_its_restart_policy_is_not_gone_but_a_crash_loop() -> None:
+    """Podman 4.3 reads `stopped, Pid 0` (no Restarting) until it starts the next run at once: its policy will
+    start it again, so it never "never came back"; the next run makes it a crash loop with both exit codes."""
+    plan, watch = watching()
+
+    def stopped(at: float, started: float) -> CommandResult:
+        result = step("exited", started=started, exit_code=3, now=ASKED + at)
+        text = result.text.replace('"exited"', '"stopped"').replace('"no"', '"always"')
+        return CommandResult(result.command, 0, text.encode(), result.duration_s)
+
+    poll(watch, 0.9, step(started=ASKED + 0.8, pid=5001, child=5010, now=ASKED + 0.9), health=None)
+    poll(watch, 1.3, stopped(1.3, ASKED + 0.8), health=None)
+    assert not watch.crash_loop and watch.gone_since() is None
+    poll(watch, 4.5, stopped(4.5, ASKED + 0.8), health=None)  # a slow engine: still not gone
+    assert watch.gone_since() is None
+    poll(watch, 4.9, stopped(4.9, ASKED + 4.6), health=None)
+    main = judged(plan, watch)["main-pid"]
+    assert main.status is CheckStatus.FAIL and "exit codes seen: 3, 3" in main.summary, main.summary
+
+
 def test_up_but_not_for_min_uptime_by_the_deadline_is_not_proven() -> None:
     plan, watch = watching()
     poll(watch, 58.0, step(started=ASKED + 56.0, pid=5001, child=5010, now=ASKED + 58.0))
@@ -305,8 +325,8 @@ def test_a_recreate_or_a_new_run_since_the_plan_voids_it() -> None:
 def test_the_recorded_crash_loop_reads_as_a_restarting_look() -> None:
     result = CommandResult("docker inspect …", 0, (RECORDED / "docker_state_crash_loop.txt").read_bytes(), 0.02)
     look = look_of(host().service, result)  # type: ignore[arg-type]
-    assert look == ContainerLook("restarting", True, True, 0, None, 3, look.started_at if look else None,
-                                 1796155096.761696385, None)
+    assert look == ContainerLook("restarting", True, True, 0, None, 1, look.started_at if look else None,
+                                 1796163239.331070180, None, "always")
     assert look is not None and not look.up
 
 

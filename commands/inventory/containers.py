@@ -1,6 +1,6 @@
-"""The inventory keys of a service run as a container (``manager: docker``): ``container:``, ``engine:``
-(the engine's CLI and/or its socket) and ``min_uptime_s``; ``manager: compose``: ``project:``, ``service:`` and
-``compose_file:`` (what ``docker-compose restart`` reads); and which keys go with which manager."""
+"""The inventory keys of a service run as a container (``manager: docker`` or ``podman``): ``container:``,
+``engine:`` (the engine's CLI and/or its socket) and ``min_uptime_s``; ``manager: compose``: ``project:``,
+``service:`` and ``compose_file:`` (what ``docker-compose restart`` reads); and which keys go with which manager."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
-CONTAINER_MANAGERS = ("docker", "compose")
+CONTAINER_MANAGERS = ("docker", "podman", "compose")
 CONTAINER_KEYS = ("container", "engine", "min_uptime_s", "project", "service", "compose_file")
 COMPOSE_KEYS = ("project", "service", "compose_file")
 # docker-compose 1.29 normalises a project name to these characters (cli/command.py normalize_name) and takes a
@@ -20,12 +20,14 @@ COMPOSE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 COMPOSE_SERVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Docker's own rule for a container name (daemon/names.go), bounded.
 CONTAINER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when `engine:` names none
 _SOCKET = re.compile(r"^unix:///[^\s\x00]+$")
 
 
 class Engine(Strict):
-    """The container engine on the host: its CLI (default ``docker`` on the SSH user's PATH) and the daemon's
-    socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock). ``engine: /usr/bin/docker`` and
+    """The container engine on the host: its CLI (default ``docker``, or ``podman`` for ``manager: podman``, on
+    the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
+    Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
 
     cli: str = "docker"
@@ -43,7 +45,7 @@ class Engine(Strict):
     @field_validator("cli")
     @classmethod
     def _cli(cls, value: str) -> str:
-        return value if value == "docker" else absolute_path(value)
+        return value if value in DEFAULT_CLIS.values() else absolute_path(value)
 
     @field_validator("compose")
     @classmethod
@@ -58,6 +60,17 @@ class Engine(Strict):
     def argv(self) -> list[str]:
         """The CLI and its daemon, before a subcommand."""
         return [self.cli, *(["-H", self.host] if self.host else [])]
+
+
+def engine_for(manager: str, engine: Engine | None) -> Engine | None:
+    """The service's engine with its manager's CLI when `engine:` names none (Podman's is ``podman``)."""
+    cli = DEFAULT_CLIS.get(manager)
+    if cli is None or cli == Engine.model_fields["cli"].default:
+        return engine  # docker's (and compose's) is the model's own default
+    engine = engine or Engine()
+    if "cli" in engine.model_fields_set:
+        return engine
+    return engine.model_copy(update={"cli": cli})
 
 
 def container_problem(manager: str, container: str | None, unit_written: bool, written: set[str]) -> str | None:

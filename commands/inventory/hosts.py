@@ -18,6 +18,7 @@ from commands.inventory.containers import (
     CONTAINER_PATTERN,
     Engine,
     container_problem,
+    engine_for,
 )
 from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
@@ -53,7 +54,7 @@ def _http_url(value: str) -> str:
 
 
 class Service(Strict):
-    manager: Literal["systemd", "supervisord", "docker", "compose"]
+    manager: Literal["systemd", "supervisord", "docker", "podman", "compose"]
     # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
     unit: str = ""
     health_url: str
@@ -111,6 +112,7 @@ class Service(Strict):
             object.__setattr__(self, "unit", self.container)  # every message names the service by `unit`
         if self.project is not None and self.service is not None and not self.unit:
             object.__setattr__(self, "unit", f"{self.project}/{self.service}")
+        object.__setattr__(self, "engine", engine_for(self.manager, self.engine))
         return self
 
     @field_validator("health_url")

@@ -32,6 +32,14 @@ class ContainerLook:
     started_at: float | None  # State.StartedAt, epoch seconds on the host's clock
     host_now: float | None  # the host's clock when it was read
     container_id: str | None = None  # compose: the container its labels found (a recreate is a new one)
+    restart_policy: str = ""  # HostConfig.RestartPolicy.Name: whether the engine starts an ended run again
+
+    @property
+    def will_restart(self) -> bool:
+        """An ended run the engine's policy starts again (Podman 4.3 does it at once, reading ``stopped`` until
+        then, never ``Restarting``): not gone, whatever a poll caught between two runs."""
+        return self.restart_policy in ("always", "unless-stopped") or (
+            self.restart_policy == "on-failure" and self.exit_code != 0)
 
     @property
     def up(self) -> bool:
@@ -46,7 +54,7 @@ class ContainerLook:
     @classmethod
     def of_docker(cls, state: DockerState, container_id: str | None = None) -> ContainerLook:
         return cls(state.status, state.running, state.restarting, state.pid, state.service_pid, state.exit_code,
-                   state.started_at, state.host_now, container_id)
+                   state.started_at, state.host_now, container_id, state.restart_policy)
 
 
 def docker_restart_argv(service: Service) -> list[str]:
@@ -77,8 +85,12 @@ def compose_look(result: CommandResult) -> ContainerLook | None:
     return None if state is None or found is None else ContainerLook.of_docker(state, found.one)
 
 
-ACTS: dict[str, Callable[[Service], list[str]]] = {"docker": docker_restart_argv, "compose": compose_restart_argv}
-LOOKS: dict[str, Callable[[CommandResult], ContainerLook | None]] = {"docker": docker_look, "compose": compose_look}
+# Podman: `podman restart NAME` (its CLI is the engine: run over SSH in the host, a `--network host` container
+# stays in the host's network namespace) and the same inspect parser.
+ACTS: dict[str, Callable[[Service], list[str]]] = {"docker": docker_restart_argv, "podman": docker_restart_argv,
+                                                   "compose": compose_restart_argv}
+LOOKS: dict[str, Callable[[CommandResult], ContainerLook | None]] = {"docker": docker_look, "podman": docker_look,
+                                                                     "compose": compose_look}
 
 
 def is_container(service: Service) -> bool:

@@ -202,7 +202,8 @@ class Watch:
         if self.runs is None or last is None or last.look is None or not self.runs.runs:
             return None
         run = self.runs.runs[-1]
-        ended = not last.look.running and not last.look.restarting and last.look.started_at == run.started_at
+        ended = (not last.look.running and not last.look.restarting and not last.look.will_restart
+                 and last.look.started_at == run.started_at)
         return run.down_seen_s if ended and run.down else None
 
     def cmdline_wanted(self) -> int | None:
