@@ -27,12 +27,18 @@ async def run(args: argparse.Namespace) -> int:
     db = db_path(getattr(args, "db", None))
     if args.host == "verify":
         return await _verify(db, args)
+    if args.host == "stream":
+        from bot.cli.audit_stream import run_stream
+
+        return await run_stream(db, args)
+    if args.to or args.syslog or args.state or args.once:
+        raise UsageError("--to, --syslog, --state and --once go with `proofbot audit stream`")
     if args.anchor:
         raise UsageError("--anchor goes with `proofbot audit verify`")
     host = None
     if args.host is not None:
         host = inventory_of(args).host(args.host).name
-    store = _open_existing(db)
+    store = open_existing(db)
     try:
         records = await recent_operations(store, host, args.limit)
         await record_view(store, host=host, limit=args.limit, origin=Origin.local_user(), listed=records)
@@ -48,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _verify(db: Path, args: argparse.Namespace) -> int:
     anchor = parse_anchor(args.anchor) if args.anchor else None
-    store = _open_existing(db)
+    store = open_existing(db)
     try:
         report = await verify_chain(store, anchor)
     finally:
@@ -58,7 +64,7 @@ async def _verify(db: Path, args: argparse.Namespace) -> int:
     return 0 if report.intact else 1
 
 
-def _open_existing(db: Path) -> AuditStore:
+def open_existing(db: Path) -> AuditStore:
     if not db.is_file():
         raise UsageError(f"no audit database at {db}", hint="pass --db PATH (or set PROOFBOT_DB)")
     return AuditStore.open(db)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from commands import observe
 from commands.clock import utc_now
 from commands.redact import redact_data
 
@@ -69,7 +70,9 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
                               "prev_hash": head["hash"] if head else GENESIS_HASH}
     digest = event_hash(fields)
     table = db.table("events").insert({**fields, "details": stored_details(payload), "hash": digest})
-    return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+    event = Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+    observe.appended(event)  # serve's metrics (commands/observe.py)
+    return event
 
 
 def stored_details(details: Any) -> str:
