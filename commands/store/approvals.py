@@ -172,9 +172,12 @@ def _counted(db: sqlite_utils.Database, plan: PendingPlan, rule: Rule) -> tuple[
     """The approvals that count now: each person once, and only while the rule still names them (a member
     removed from a group, a policy changed since the click: no longer counted)."""
     users: dict[str, None] = {}
-    for row in db.query(f"SELECT json_extract(details, '$.user') AS user FROM events WHERE operation_id = ? "
-                        f"AND kind = '{EventKind.VOTE}' AND json_extract(details, '$.counted') = 1 ORDER BY id",
+    # `counted` is read here, not compared in SQL: SQLite's json_extract gives JSON true as 1, PostgreSQL's text.
+    for row in db.query(f"SELECT json_extract(details, '$.user') AS user, json_extract(details, '$.counted') "
+                        f"AS counted FROM events WHERE operation_id = ? AND kind = '{EventKind.VOTE}' ORDER BY id",
                         [plan.id]):
+        if row["counted"] not in (1, "true"):
+            continue
         user = str(row["user"])
         if user in rule.approvers and (f"slack:{user}" != plan.requested_by or rule.applied.allow_self_approval):
             users[user] = None
