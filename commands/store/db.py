@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from commands.errors import UsageError
 from commands.store.events import Event, event_of
+from commands.store.leases import Renewer, process_holder, renew
 from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
 from commands.store.pg import PgBackend, is_pg_url
 
@@ -51,6 +52,7 @@ class AuditStore:
         self._sqlite = db
         self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
+        self._renewer: Renewer | None = None
 
     @property
     def dialect(self) -> str:
@@ -88,7 +90,23 @@ class AuditStore:
             raise
         return store
 
+    def keep_leases(self) -> None:
+        """This process holds a lease now (commands/store/leases.py): renew it while the store is open."""
+        if self._renewer is None:
+            self._renewer = Renewer(lambda: self._worker.submit(self._write_now, self._renew).result())
+
+    def _renew(self, db: sqlite_utils.Database) -> int:
+        return renew(db, process_holder())
+
+    def _write_now(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """``write`` from the worker thread itself."""
+        if self._pg is not None:
+            return self._pg.atomic(True, work)  # type: ignore[arg-type]  # same API
+        return self._atomic("BEGIN IMMEDIATE", work)
+
     def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.stop()
         self._worker.shutdown(wait=True, cancel_futures=True)
         if self._pg is not None:
             self._pg.close()
@@ -133,10 +151,7 @@ class AuditStore:
         """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
 
         ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
-        pg = self._pg
-        if pg is not None:
-            return await self._run(lambda: pg.atomic(True, work))  # type: ignore[arg-type]  # same API
-        return await self._run(lambda: self._atomic("BEGIN IMMEDIATE", work))
+        return await self._run(lambda: self._write_now(work))
 
     async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
         """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""

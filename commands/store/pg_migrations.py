@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from commands.store.migrations import MIGRATIONS, statements
+from commands.store.migrations import LEASE_COLUMNS, MIGRATIONS, statements
 
 # SQLite's functions for the paths the views use ('$', '$.a.b'): text (JSON true is 'true', where SQLite
 # gives 1), NULL for a missing path; json_array_length gives 0 for what is not an array, as SQLite does.
@@ -92,6 +92,9 @@ _TABLES: dict[int, list[str]] = {
         # The SQLite migration's own INSERT: it is portable.
         next(s for s in statements(MIGRATIONS[2][1]) if s.startswith("INSERT INTO chain_head")),
         *guard("events_move_chain_head"), *guard("chain_head_follows_appends"), *guard("chain_head_is_kept")],
+    # REAL is 4 bytes here (SQLite's is 8): an epoch second in it would be off by a minute.
+    9: [f"ALTER TABLE {table} ADD COLUMN {column.replace('REAL', 'DOUBLE PRECISION')}"
+        for table, column in LEASE_COLUMNS],
 }
 
 PG_MIGRATIONS: list[tuple[str, list[str]]] = [
