@@ -56,3 +56,9 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     if request.param == "sqlite":
         return tmp_path / "a.db"
     return pg_schema_url(request.getfixturevalue("pg_cluster"), request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster, pg_database: str) -> str:
+    """A fresh PostgreSQL schema of this test's own, as a URL."""
+    return pg_schema_url(pg_cluster, pg_database)

@@ -16,8 +16,6 @@ from commands.store.db import AuditStore, db_path, db_target
 from commands.store.pg_schema import pg_expected
 from commands.store.schema import expected_schema
 from tests.audit_events import cli_origin, record_operation
-from tests.lab.postgres import Cluster
-from tests.store_backends import pg_schema_url
 from tests.store_sql import raw
 
 APPENDER = """
@@ -34,11 +32,6 @@ async def main() -> None:
 asyncio.run(main())
 """
 PER_PROCESS = 150
-
-
-@pytest.fixture
-def pg_url(pg_cluster: Cluster, pg_database: str) -> str:
-    return pg_schema_url(pg_cluster, pg_database)
 
 
 def test_a_url_picks_postgresql_and_a_path_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
