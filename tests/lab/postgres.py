@@ -50,12 +50,14 @@ class Cluster:
         return subprocess.run(argv, user=self._user, capture_output=True, text=True, timeout=timeout, check=True,
                               cwd=self.root, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
 
-    def start(self) -> None:
+    def start(self, *, durable: bool = False) -> None:
+        """``durable``: PostgreSQL's defaults (fsync on), for the bench; tests turn fsync off, since a test
+        cluster's crash safety is not under test and fsync is most of an append's cost."""
         try:
             self._as_owner([str(BIN / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "-A", "trust",
                             "--no-sync", "-E", "UTF8"])
-            # fsync off: a test cluster's crash safety is not under test and fsync is most of an append's cost.
-            options = f"-k {self.socket_dir} -c listen_addresses='' -p 5432 -c fsync=off -c max_connections=60"
+            options = (f"-k {self.socket_dir} -c listen_addresses='' -p 5432 -c max_connections=60"
+                       + ("" if durable else " -c fsync=off"))
             self._as_owner([str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w",
                             "-t", str(START_TIMEOUT_S), "-o", options, "start"], timeout=START_TIMEOUT_S + 10)
         except subprocess.CalledProcessError as exc:
