@@ -14,6 +14,7 @@ import pytest
 
 from tests.lab import skip_or_fail
 from tests.lab.postgres import Cluster, why_no_postgres
+from tests.store_sql import close_opened
 
 BACKENDS = ["sqlite", "postgresql"]
 _schemas = itertools.count(1)
@@ -51,11 +52,14 @@ def pg_schema_url(cluster: Cluster, database_url: str) -> str:
 
 
 @pytest.fixture(params=BACKENDS)
-def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where a test's audit store lives: a SQLite path, or a PostgreSQL URL (a schema of its own)."""
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """Where a test's audit store lives: a SQLite path, or a PostgreSQL URL (a schema of its own). The plain
+    connections the test opened on it (tests/store_sql.py) are closed after it."""
     if request.param == "sqlite":
-        return tmp_path / "a.db"
-    return pg_schema_url(request.getfixturevalue("pg_cluster"), request.getfixturevalue("pg_database"))
+        yield tmp_path / "a.db"
+    else:
+        yield pg_schema_url(request.getfixturevalue("pg_cluster"), request.getfixturevalue("pg_database"))
+    close_opened()
 
 
 @pytest.fixture

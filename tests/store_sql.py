@@ -14,10 +14,14 @@ TRIGGER_TABLES = {"events_are_append_only_update": "events", "events_are_append_
                   "chain_head_is_kept": "chain_head"}
 
 
+OPENED: list[Raw] = []  # closed when the test ends (tests/store_backends.py store_target)
+
+
 class Raw:
     """One autocommit connection to the target's database."""
 
     def __init__(self, target: Path | str) -> None:
+        OPENED.append(self)
         self.postgres = isinstance(target, str)
         if self.postgres:
             import psycopg
@@ -55,6 +59,11 @@ class Raw:
 
 def raw(target: Path | str) -> Raw:
     return Raw(target)
+
+
+def close_opened() -> None:
+    while OPENED:
+        OPENED.pop().close()
 
 
 def rows(target: Path | str, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
