@@ -11,6 +11,7 @@ IMMEDIATE serialises them, so the chain stays one chain and check-then-insert (l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,10 +36,17 @@ def is_pg_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(URL_SCHEMES)
 
 
-def pg_sql(sql: str) -> str:
-    """SQLite's ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled): the store's SQL is
-    written once, with ``?``; none of it has a ``?`` inside a string literal."""
-    return sql.replace("%", "%%").replace("?", "%s")
+# SQLite's query planner hint (commands/store/trail.py names its covering index): PostgreSQL has none, and
+# picks the same index by itself.
+_INDEXED_BY = re.compile(r"\s+INDEXED BY \w+")
+
+
+def pg_sql(sql: str, *, placeholders: bool = True) -> str:
+    """The store's SQL, written once in SQLite's words, in PostgreSQL's: the one place they differ at run time.
+    ``?`` placeholders become psycopg's ``%s`` (a literal ``%`` doubled; none of the SQL has a ``?`` inside a
+    string literal), and an ``INDEXED BY`` hint goes."""
+    sql = _INDEXED_BY.sub("", sql)
+    return sql.replace("%", "%%").replace("?", "%s") if placeholders else sql
 
 
 class PgTable:
@@ -72,7 +80,7 @@ class PgDatabase:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         if not params:  # no parameters: psycopg sends the text as it is (a '%' in a LIKE stays one)
-            return self.conn.execute(sql.encode())
+            return self.conn.execute(pg_sql(sql, placeholders=False).encode())
         return self.conn.execute(pg_sql(sql).encode(), list(params))
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[dict[str, Any]]:
