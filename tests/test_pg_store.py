@@ -5,6 +5,8 @@ error that shows no password."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from commands.store.db import AuditStore, db_path, db_target
 from commands.store.pg_schema import pg_expected
 from commands.store.schema import expected_schema
 from tests.audit_events import cli_origin, record_operation
+from tests.conftest import REPO
+from tests.lab import REQUIRE_ENV, UNAVAILABLE_ENV
 from tests.store_sql import raw
 
 APPENDER = """
@@ -90,3 +94,27 @@ def test_a_server_that_cannot_be_reached_is_a_clear_error_without_the_password(t
         AuditStore.open(url)
     assert "cannot open audit database" in refused.value.message and "s3cret" not in refused.value.message
     assert str(tmp_path) in refused.value.message  # where it looked (the socket's folder)
+
+
+NEEDS_POSTGRES = """
+from tests.store_backends import pg_cluster, pg_database, pg_url  # noqa: F401
+
+
+def test_needs_postgres(pg_url: str) -> None:
+    assert pg_url
+"""
+
+
+@pytest.mark.parametrize(("required", "outcome", "code"), [("1", "1 error", 1), ("0", "1 skipped", 0)])
+def test_a_postgresql_that_cannot_run_fails_where_labs_are_required(tmp_path: Path, required: str,
+                                                                    outcome: str, code: int) -> None:
+    test_file = tmp_path / "test_needs_postgres.py"
+    test_file.write_text(NEEDS_POSTGRES)
+    clean = {k: v for k, v in os.environ.items() if k not in ("CI", REQUIRE_ENV, UNAVAILABLE_ENV)}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-ra", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
+         "--rootdir", str(REPO), str(test_file)],
+        cwd=REPO, env={**clean, UNAVAILABLE_ENV: "postgres", REQUIRE_ENV: required}, capture_output=True, text=True,
+        timeout=120)
+    assert run.returncode == code and outcome in run.stdout, run.stdout + run.stderr
+    assert f"PostgreSQL lab made unavailable by {UNAVAILABLE_ENV}" in run.stdout

@@ -15,12 +15,17 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from tests.lab import UNAVAILABLE_ENV
+
 BIN = Path("/usr/lib/postgresql/15/bin")
 START_TIMEOUT_S = 60
 SUPERUSER = "postgres"
 
 
 def why_no_postgres() -> str | None:
+    """Why the PostgreSQL lab cannot run here, or None (``PROOFBOT_LAB_UNAVAILABLE=postgres`` says it cannot)."""
+    if "postgres" in os.environ.get(UNAVAILABLE_ENV, "").replace(" ", "").split(","):
+        return f"PostgreSQL lab made unavailable by {UNAVAILABLE_ENV}"
     missing = [tool for tool in ("initdb", "pg_ctl", "postgres") if not (BIN / tool).exists()]
     if missing:
         return f"PostgreSQL 15 lab needs {', '.join(missing)} in {BIN} (apt: postgresql-15)"
