@@ -23,7 +23,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from commands.errors import UsageError
 from commands.store.db import AuditStore
@@ -123,7 +123,8 @@ async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> Chain
 
 def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> ChainReport:
     count, previous, broken = 0, None, None
-    for prev, row, following in _windows(db.query("SELECT * FROM events ORDER BY id")):
+    every = "SELECT * FROM events ORDER BY id"  # streamed: a log of millions of events is never held at once
+    for prev, row, following in _windows(cast(Any, db).iterate(every) if _on_postgres(db) else db.query(every)):
         count += 1
         previous = row
         if broken is None and not (row.prev_hash == (prev.hash if prev else GENESIS_HASH) and row.content_ok()):

@@ -11,6 +11,7 @@ IMMEDIATE serialises them, so the chain stays one chain and check-then-insert (l
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
@@ -29,6 +30,8 @@ CONNECT_TIMEOUT_S = 10
 LOCK_TIMEOUT = "10s"  # as SQLite's busy timeout: a write waits this long for another writer
 STATEMENT_TIMEOUT = "120s"
 PRIMARY_KEYS = {"locks": "host"}  # every other table's key is `id`
+STREAM_ROWS = 2000
+_cursors = itertools.count(1)
 T = TypeVar("T")
 
 
@@ -89,6 +92,14 @@ class PgDatabase:
 
     def table(self, name: str) -> PgTable:
         return PgTable(self, name)
+
+    def iterate(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[dict[str, Any]]:
+        """A long read (the whole chain) through a server-side cursor, STREAM_ROWS at a time: ``query`` holds
+        every row at once, and other queries may run while this one is read (unlike libpq's row-by-row mode)."""
+        with self.conn.cursor(name=f"proofbot_{next(_cursors)}") as cursor:
+            cursor.itersize = STREAM_ROWS
+            cursor.execute(pg_sql(sql).encode(), list(params) if params else None)
+            yield from cursor
 
 
 class PgBackend:
