@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from commands.errors import UsageError
+from commands.store import pg
 from commands.store.chain import verify_chain
 from commands.store.db import AuditStore, db_path, db_target
 from commands.store.pg_schema import pg_expected
@@ -68,7 +69,9 @@ async def test_two_processes_appending_at_once_keep_one_chain(pg_url: str) -> No
     assert any(actors[i] != actors[i + 1] for i in range(len(actors) - 1))  # they did interleave
 
 
-async def test_postgresql_has_the_same_schema_and_verify_names_changes(pg_url: str) -> None:
+async def test_postgresql_has_the_same_schema_and_verify_names_changes(pg_url: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg, "STREAM_ROWS", 3)  # the chain streamed in several fetches, queries in between
     store = AuditStore.open(pg_url)
     await record_operation(store, "op-1", origin=cli_origin(), verdict="fail")
     report = await verify_chain(store)
