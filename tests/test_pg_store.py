@@ -18,9 +18,10 @@ from commands.store.chain import verify_chain
 from commands.store.db import AuditStore, db_path, db_target
 from commands.store.pg_schema import pg_expected
 from commands.store.schema import expected_schema
-from tests.audit_events import cli_origin, record_operation
+from tests.audit_events import cli_origin, raw_append, record_operation
 from tests.conftest import REPO
 from tests.lab import REQUIRE_ENV, UNAVAILABLE_ENV
+from tests.lab.postgres import Cluster
 from tests.store_sql import raw
 
 APPENDER = """
@@ -89,6 +90,18 @@ async def test_postgresql_has_the_same_schema_and_verify_names_changes(pg_url: s
     assert report.missing_guards == ("events_are_append_only_update",)
     assert {(d.name, d.change) for d in report.schema_differences} == {
         ("quiet", "added (on events)"), ("events_are_append_only_update", "missing (on events)")}
+
+
+async def test_a_store_carries_on_after_postgresql_restarts(pg_url: str, pg_cluster: Cluster) -> None:
+    store = AuditStore.open(pg_url)
+    try:
+        await raw_append(store, "bot-started")
+        await asyncio.to_thread(pg_cluster.restart)  # the pooled connection is cut
+        await raw_append(store, "check", details={"after": "restart"})  # a fresh connection, the same chain
+        report = await verify_chain(store)
+    finally:
+        store.close()
+    assert report.intact and report.events == 2
 
 
 def test_a_server_that_cannot_be_reached_is_a_clear_error_without_the_password(tmp_path: Path) -> None:

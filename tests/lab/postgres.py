@@ -84,6 +84,12 @@ class Cluster:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
         return self.url(name)
 
+    def restart(self) -> None:
+        """Stop the server at once (every connection cut, as a crash or a failover would) and start it again."""
+        self._as_owner([str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-m", "immediate",
+                        "-w", "restart"],
+                       timeout=START_TIMEOUT_S + 10)
+
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
             self._as_owner([str(BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"],
