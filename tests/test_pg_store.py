@@ -19,7 +19,7 @@ from commands.store.db import AuditStore, db_path, db_target
 from commands.store.pg_schema import pg_expected
 from commands.store.schema import expected_schema
 from tests.audit_events import cli_origin, raw_append, record_operation
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.lab import REQUIRE_ENV, UNAVAILABLE_ENV
 from tests.lab.postgres import Cluster
 from tests.store_sql import raw
@@ -102,6 +102,14 @@ async def test_a_store_carries_on_after_postgresql_restarts(pg_url: str, pg_clus
     finally:
         store.close()
     assert report.intact and report.events == 2
+
+
+async def test_reading_a_database_without_a_log_is_refused_and_creates_nothing(pg_url: str) -> None:
+    run = await run_cli("audit", "verify", "--db", pg_url)
+    assert run.code == 2 and "no audit log in the PostgreSQL database" in run.stderr, run.stdout + run.stderr
+    conn = raw(pg_url)
+    assert conn.all("SELECT to_regclass('schema_migrations') IS NULL") == [(True,)]
+    conn.close()
 
 
 def test_a_server_that_cannot_be_reached_is_a_clear_error_without_the_password(tmp_path: Path) -> None:

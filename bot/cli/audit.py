@@ -80,7 +80,7 @@ async def _verify(db: Path | str, args: argparse.Namespace) -> int:
 def _open_existing(db: Path | str) -> AuditStore:
     if isinstance(db, Path) and not db.is_file():
         raise UsageError(f"no audit database at {db}", hint="pass --db PATH (or set PROOFBOT_DB)")
-    return AuditStore.open(db)
+    return AuditStore.open(db, existing=True)
 
 
 def _report_json(report: ChainReport) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from commands.errors import UsageError
 from commands.store.events import Event, event_of
 from commands.store.leases import Renewer, process_holder, renew
 from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
-from commands.store.pg import PgBackend, is_pg_url
+from commands.store.pg import PgBackend, is_pg_url, redacted_url
+from commands.store.pg_schema import pg_has_table
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -64,10 +65,16 @@ class AuditStore:
         return self._sqlite
 
     @classmethod
-    def open(cls, path: Path | str) -> AuditStore:
-        """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated."""
+    def open(cls, path: Path | str, *, existing: bool = False) -> AuditStore:
+        """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated. ``existing``: a
+        PostgreSQL database without an audit log is refused, not given one (a reader checks a file's existence)."""
         if isinstance(path, str) and is_pg_url(path):
-            return cls._opened(cls(None, PgBackend(path)))
+            backend = PgBackend(path)
+            if existing and not backend.atomic(False, lambda db: pg_has_table(db, "events")):
+                backend.close()
+                raise UsageError(f"no audit log in the PostgreSQL database {redacted_url(path)}",
+                                 hint="check --db (or PROOFBOT_DB): it names the database proofbot writes to")
+            return cls._opened(cls(None, backend))
         path = Path(path)
         try:
             if path.parent and not path.parent.exists():
