@@ -17,6 +17,8 @@ from commands.inventory import Approvals
 from commands.store import approvals, leases, locks
 from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
+from commands.store.recovery import recover
+from tests.audit_events import raw_append
 from tests.lab.waits import until
 from tests.store_sql import rows
 
@@ -90,3 +92,20 @@ async def test_a_pending_plan_of_a_dead_holder_is_adopted_and_stays_valid(store_
 def test_a_holder_id_is_per_process_and_names_the_machine() -> None:
     holder = leases.process_holder()
     assert holder == leases.process_holder() and holder.startswith(f"{socket.gethostname()}:")
+
+
+async def test_recovery_interrupts_an_operation_whose_lease_ended_on_another_machine(store_target: Path | str) -> None:
+    """A replica killed mid-restart on another machine: its PID cannot be checked from here, its lease tells."""
+    store = AuditStore.open(store_target)
+    elsewhere = {"via": "slack", "channel": "C1", "thread_ts": "1.2", "process": {"machine": ELSEWHERE, "pid": 1}}
+    for operation_id, host, lease in (("op-dead", "ct129", time.time() - 1), ("op-live", "ct130", time.time() + 60)):
+        await raw_append(store, "requested", operation_id=operation_id, operation="restart", host=host,
+                         actor="slack:U1", details={"origin": elsewhere})
+        await store.write(lambda db, o=operation_id, h=host, t=lease: db.table("locks").insert(
+            asdict(lock_of("replica-b:1:x", t)) | {"host": h, "operation_id": o, "operation": "restart"}))
+    interrupted, _ = await recover(store)
+    assert [(op.operation_id, op.thread_ts) for op in interrupted] == [("op-dead", "1.2")]
+    assert await locks.holder_of(store, "ct129") is None  # its host is free
+    assert (await locks.holder_of(store, "ct130")) is not None  # a live lease: left to its replica
+    assert [e.kind for e in await store.events_of("op-live")] == ["requested"]
+    store.close()
