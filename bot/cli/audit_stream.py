@@ -15,11 +15,14 @@ from commands.stream.run import Settings, stream
 from commands.stream.targets import AUTHORIZATION_ENV, HttpTarget, SyslogTarget, Target
 
 
-async def run_stream(db: Path, args: argparse.Namespace) -> int:
+async def run_stream(db: Path | str, args: argparse.Namespace) -> int:
     configure_logging()
     if not (args.to or args.syslog):
         raise UsageError("audit stream needs a target", hint="--to URL (a webhook) and/or --syslog HOST:PORT")
-    state = StreamState(Path(args.state) if args.state else db.with_name(db.name + ".stream.json"))
+    if isinstance(db, str) and not args.state:
+        raise UsageError("audit stream from PostgreSQL needs a cursor file",
+                         hint="pass --state PATH (beside a SQLite file it defaults to FILE.stream.json)")
+    state = StreamState(Path(args.state) if args.state else Path(db).with_name(Path(db).name + ".stream.json"))
     targets: list[Target] = []
     try:
         if args.to:

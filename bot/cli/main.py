@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     shared.add_argument("--inventory", default=argparse.SUPPRESS,
                         help="inventory file (default: $PROOFBOT_INVENTORY or ./inventory.yml)")
     shared.add_argument("--db", default=argparse.SUPPRESS,
-                        help="audit database (default: $PROOFBOT_DB or ./proofbot.db)")
+                        help="audit database: a SQLite file or a postgresql:// URL (default: $PROOFBOT_DB or "
+                             "./proofbot.db)")
     parser = _Parser(prog="proofbot", parents=[shared],
                      description="Restore, restart and prove each change took effect.")
     parser.add_argument("--version", action=_VersionAction)
