@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -39,6 +40,7 @@ CONTAINERS = {"svc": (30011, "no"), "gone": (30012, "no"), "loop": (30013, "alwa
 WEB_PORT = 30031
 BRIDGE, BRIDGED = "pbnet", ("r1",)  # on a user-defined bridge: nothing listens on the host's 127.0.0.1:30021
 MIN_UPTIME_S = 2
+OTHER_GID = 1000  # a group that is not root's
 
 
 def launch(port: int, listen: str = "127.0.0.1") -> list[str]:
@@ -263,6 +265,27 @@ async def test_a_compose_restart_follows_a_recreate_by_the_labels(ctlab: Contain
     assert result["new_pid"] == ctlab.service_pid(second)
     assert found["restart-command"]["evidence"]["command"] == (
         f"{COMPOSE} -H {ctlab.engine.socket} -f {ctlab.compose_file} -p {PROJECT} restart {SERVICE}")
+
+
+async def test_a_group_writable_compose_file_is_refused_and_nothing_runs(ctlab: ContainerLab, tmp_path: Path) -> None:
+    """docker-compose reads the compose file as root: one another group can write is refused at restart time, with
+    its path, owner and mode, and docker-compose never runs (the container's StartedAt stays)."""
+    [current] = ctlab.compose_ids()
+    await up(ctlab, current)
+    started = ctlab.inspect(current, "{{.State.StartedAt}}")
+    stat = ctlab.compose_file.stat()
+    os.chown(ctlab.compose_file, 0, OTHER_GID)
+    ctlab.compose_file.chmod(0o664)
+    try:
+        inventory = write_inventory(tmp_path / "inventory.yml", ctlab.document())
+        run = await run_cli("restart", "web", "--yes", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    finally:
+        os.chown(ctlab.compose_file, stat.st_uid, stat.st_gid)
+        ctlab.compose_file.chmod(stat.st_mode & 0o7777)
+    assert run.code == 4, run
+    assert (f"not restarting {PROJECT}/{SERVICE}: {ctlab.compose_file} is writable by group gid {OTHER_GID} "
+            f"(owner uid 0, group gid {OTHER_GID}, mode 664): nothing run") in run.stderr, run
+    assert ctlab.compose_ids() == [current] and ctlab.inspect(current, "{{.State.StartedAt}}") == started
 
 
 async def test_rolling_restart_over_three_container_hosts_halts_at_the_crash_looping_one(

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from commands.checks.check import Reads
 from commands.checks.compose import parse_found
 from commands.checks.docker_state import DockerState, parse_docker_state
+from commands.checks.engine_guard import guard_argv, guarded_paths, refusal
 from commands.command_result import CommandResult
-from commands.errors import UsageError
+from commands.errors import Refused, UsageError
 from commands.inventory import Service
 from commands.inventory.containers import Engine
 
@@ -101,3 +103,22 @@ def look_of(service: Service, result: CommandResult) -> ContainerLook | None:
     """The container as its main-pid step's output shows it (pure); None: not a container or unreadable."""
     parse = LOOKS.get(service.manager)
     return parse(result) if parse else None
+
+
+ACT_GUARD = "act-guard"
+
+
+def act_guard(service: Service) -> list[Reads]:
+    """A compose restart's ``docker-compose`` and compose file, guarded in the same batch as the state read
+    that plans and re-checks it (the engine's CLI is guarded by that read itself); none for another manager."""
+    if service.manager != "compose":
+        return []
+    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service, restart=True)),))]
+
+
+def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) -> None:
+    """Raise ``Refused`` when a guard in these results refused: nothing is restarted (nothing was run)."""
+    for result in results:
+        if why := refusal(result):
+            raise Refused(f"{host}: not restarting {service.unit}: {why}",
+                          hint="make it owned by root and writable by no one else (chown root:root, chmod go-w)")

@@ -30,7 +30,7 @@ from commands.inventory import Host, Service
 from commands.operation import new_operation_id
 from commands.plans import Plan, hash_of
 from commands.redact import redact, redact_data
-from commands.restart.container import ACTS, ContainerLook, is_container, look_of
+from commands.restart.container import ACTS, ContainerLook, act_guard, is_container, look_of, refuse_unguarded
 from commands.ssh import HostConnection, connect
 from commands.verify.runner import read_facts
 from commands.vocabulary import Operation
@@ -155,7 +155,9 @@ async def plan_restart(host: Host, *, operation_id: str | None = None) -> Restar
 async def read_snapshot(conn: HostConnection, service: Service) -> tuple[ServiceSnapshot, list[CommandResult]]:
     """The manager's state, then (one more round trip) the main process's start time and cmdline."""
     if is_container(service):  # the check's own step: the init's child, the host's clock, compose's labels
-        first = list((await read_facts(conn, [main_pid_check(service)]))["main-pid"])
+        read = await read_facts(conn, [*act_guard(service), main_pid_check(service)])
+        refuse_unguarded(conn.host.name, service, [result for results in read.values() for result in results])
+        first = list(read["main-pid"])
     else:
         first = await conn.run_batch([service_state_argv(service)])
     state = parse_service_state(service, first[0])
