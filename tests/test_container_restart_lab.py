@@ -15,10 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import yaml
 
+from bot.slack.app import BotContext, build_app
+from commands.inventory import parse_inventory
+from commands.store.db import AuditStore
 from tests.conftest import run_cli, write_inventory
 from tests.lab import skip_or_fail
 from tests.lab.common import FAKE_LLM, LabHost, Scenario
@@ -26,6 +30,9 @@ from tests.lab.docker import DOCKER, Engine, require_docker, start_engine, stop_
 from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
 from tests.lab.netns import NetnsLab
+from tests.slack_fake.server import FakeSlack
+from tests.slack_fake.serving import serving
+from tests.test_slack_restore import APPROVER, CHANNEL, SECRET, Rig
 
 pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(600)]
 
@@ -192,6 +199,43 @@ async def test_docker_restart_is_proven_by_a_new_started_at_and_pid(ctlab: Conta
     assert found["restart-command"]["evidence"]["command"] == f"{DOCKER} -H {ctlab.engine.socket} restart svc"
     # moby#37596: the engine's own counter never saw it, so the proof cannot have been it
     assert ctlab.inspect("svc", "{{.RestartCount}}") == "0"
+
+
+async def test_a_slack_restart_of_a_container_is_approved_by_click_and_proven_in_the_thread(
+        ctlab: ContainerLab, tmp_path: Path) -> None:
+    """/restart through the real bolt app (the fake Slack Web API only): the plan shows the container's PID, an
+    approver's click restarts it, and the thread shows the proof: the new StartedAt and the new PID."""
+    await up(ctlab, "svc")
+    old = ctlab.service_pid("svc")
+    document = ctlab.document()
+    document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 900}
+    audit = AuditStore.open(tmp_path / "audit.db")
+    async with FakeSlack(channels={CHANNEL: "ops"}, signing_secret=SECRET) as slack:
+        context = BotContext(parse_inventory(yaml.safe_dump(document), "inventory.yml"), audit)
+        app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
+        try:
+            async with serving(app) as url:
+                rig = Rig(slack, url, tmp_path / "audit.db", cast(Any, None))  # no demo host: the lab's
+                assert (await rig.command("/restart", "svc")).status_code == 200
+                plan = await rig.restore_plan_message()
+                shown = json.dumps(plan.blocks)
+                assert f"PID {old}" in shown and "restart svc" in shown, shown
+                response, _ = await rig.click(plan, "restart_approve", APPROVER)
+                assert response.status_code == 200
+                await slack.wait_until(lambda: "restart: " in slack.message(CHANNEL, plan.ts).text, timeout=90,
+                                       what="the restart verdict")
+                parent = slack.message(CHANNEL, plan.ts)
+                assert "restart: PASS" in parent.text, parent.text
+                new, started = ctlab.service_pid("svc"), ctlab.inspect("svc", "{{.State.StartedAt}}")
+                assert new != old
+                replies = [reply.text for reply in slack.thread(CHANNEL, plan.ts)]
+                proof = [text for text in replies if f"PID {old} → StartedAt {started[:19]}" in text]
+                assert proof and f"PID {new}; up " in proof[0], replies
+                assert slack.warnings == []
+        finally:
+            for timer in list(context.timers):
+                timer.cancel()
+            audit.close()
 
 
 async def test_a_container_that_never_came_back_is_not_proven(ctlab: ContainerLab, tmp_path: Path) -> None:
