@@ -35,6 +35,7 @@ SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
 FLAG = "--speculative-algorithm NEXTN"
 # loop: made by its test, its command exits at once; flaky: serves once, then every start after it exits 3
 PORTS = {"svc": 30011, "loop": 30012, "flaky": 30013, "bridged": 30014}
+ROLL_PORT = 30015  # the rolling restart's own crash-looping container, made by its test
 # A first start serves; a later start of the same container (its /tmp is the container's own layer) exits 3.
 FLAKY = (f"if [ -e /tmp/ran ]; then exit 3; fi; touch /tmp/ran; exec python3 {SCRIPT} --host 127.0.0.1 "
          f"--port {PORTS['flaky']} {FLAG}")
@@ -211,6 +212,40 @@ async def test_a_restart_into_a_crash_loop_is_named_never_proven(lab: tuple[Netn
     assert main["status"] == "fail", main
     assert main["summary"].startswith("flaky is in a crash loop: "), main
     assert "exit codes seen: 3" in main["summary"] and 3 in main["details"]["exit_codes"]
+
+
+async def test_a_rolling_restart_over_three_podman_hosts_halts_at_the_crash_looping_one(
+        lab: tuple[NetnsLab, PodmanLab], tmp_path: Path) -> None:
+    """svc, roll, bridged one at a time: svc proven, roll (serves once, then every start exits 3) named a crash loop
+    and the rollout halts there, bridged never restarted."""
+    podman_lab = lab[1]
+    roll = FLAKY.replace(f"--port {PORTS['flaky']}", f"--port {ROLL_PORT}")
+    podman_lab.podman.podman("run", "-d", "--pull=never", "--name", "roll", "--init", "--network", "host",
+                             "--restart=always", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "sh", "-c", roll)
+    document = podman_lab.document(lab[0])
+    document["hosts"]["roll"] = {**document["hosts"]["svc"], "service": {
+        **document["hosts"]["svc"]["service"], "container": "roll", "health_url": f"http://127.0.0.1:{ROLL_PORT}/health"}}
+    document["groups"] = {"fleet": ["svc", "roll", "bridged"]}
+    document["fleet"] = {"restart_batch": 1}
+    try:
+        for name in ("svc", "roll", "bridged"):
+            await until(f"{name} running", lambda name=name: podman_lab.podman.inspect(
+                name, "{{.State.Running}}") == "true", interval_s=0.2)
+        before = {name: podman_lab.init_child(name)[2] for name in ("svc", "bridged")}
+        inventory = write_inventory(tmp_path / "fleet.yml", document)
+        run = await run_cli("restart", "fleet", "--yes", "--json", "--inventory", str(inventory),
+                            "--db", str(tmp_path / "fleet.db"))
+    finally:
+        podman_lab.podman.podman("rm", "--force", "--time", "0", "roll", check=False)  # its loop costs CPU
+    result = json.loads(run.stdout)
+    assert run.code == 1, result
+    assert (result["done"], result["failed"], result["untouched"]) == (["svc"], ["roll"], ["bridged"])
+    assert "halted after batch 2 of 3: roll failed its proof" in result["halted"]
+    by_host = {host["host"]: host for host in result["hosts"]}
+    assert by_host["svc"]["new_pid"] == podman_lab.init_child("svc")[2] != before["svc"]
+    looping = {check["name"]: check for check in by_host["roll"]["checks"]}["main-pid"]
+    assert looping["status"] == "fail" and looping["summary"].startswith("roll is in a crash loop: "), looping
+    assert podman_lab.init_child("bridged")[2] == before["bridged"]  # never restarted
 
 
 def test_under_ci_a_machine_that_cannot_run_podman_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
