@@ -86,6 +86,10 @@ CASES: dict[str, tuple[Setup, str | None]] = {
         and _link("bin/tool", tool.parent.parent / "tool"), "/t/bin is writable by group gid 1000"),
     "a clean relative link through ..": (lambda tool: (tool.parent.parent.joinpath("x").mkdir(mode=0o755))
                                          or _link("../bin/tool", tool.parent.parent / "x" / "tool"), None),
+    "a linked directory on the way, group-writable": (
+        lambda tool: (_chown(tool.parent, 0, OTHER), tool.parent.chmod(0o775),
+                      _link("bin", tool.parent.parent / "dirlink")) and tool.parent.parent / "dirlink" / "tool",
+        "/t/bin is writable by group gid 1000"),
     "missing": (lambda tool: tool.parent / "nothere", "/t/bin/nothere: no such file"),
 }
 

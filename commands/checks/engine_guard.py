@@ -61,8 +61,9 @@ pb_guard() {
       pb_n=$((pb_n + 1)); [ $pb_n -le MAX_LINKS ] || { echo "$pb_p: more than MAX_LINKS symlinks"; return 1; }
       pb_t=$(readlink -- "$pb_p"); case $pb_t in /*) pb_p=$pb_t ;; *) pb_p=${pb_p%/*}/$pb_t ;; esac
     done
-    # the resolved file's real directories too (a `..` or a linked directory on the way above)
-    pb_chain "$(realpath -e -- "$pb_p")" || return 1
+    # the resolved file's real directories too (a `..` or a linked directory on the way above), when they differ
+    pb_r=$(realpath -e -- "$pb_p") || { echo "$pb_p: cannot resolve"; return 1; }
+    [ "$pb_r" = "$pb_p" ] || pb_chain "$pb_r" || return 1
   done
 }""".replace("MAX_LINKS", str(MAX_LINKS))
 
