@@ -22,7 +22,6 @@ from commands.checks.docker_state import (
     pid_filter,
     state_step,
 )
-from commands.checks.engine_guard import refusal
 from commands.checks.file_times import FILE_TIMES, parse_listing
 from commands.checks.health import HealthCheck, HttpOutcome, health_finding
 from commands.checks.service import MainPid, ServiceState, agreed_pid
@@ -71,8 +70,6 @@ class PodmanMainPid(DockerMainPid):
 
 def docker_main_pid_finding(name: str, min_uptime_s: float, result: CommandResult) -> Finding:
     evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
-    if why := refusal(result):
-        return could_not_check("main-pid", f"{name}: {why}", evidence)
     docker = parse_docker_state(result)
     if docker is None:
         if no_such_container(result):

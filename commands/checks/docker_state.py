@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.checks.check import Script
-from commands.checks.engine_guard import guard_script, guarded_command, guarded_paths
 from commands.checks.pid_read import state_script
 from commands.command_result import CommandResult
 from commands.inventory import Service
@@ -49,16 +47,11 @@ def pid_filter() -> str:
     return _PID_FILTER
 
 
-def state_step(service: Service, inspect: str | None = None, *, guard: bool = True) -> Script:
+def state_step(service: Service, inspect: str | None = None) -> Script:
     """``docker inspect``, the init's children when the PID is an init, and the host's clock, in one step
     whose exit status is the engine's. ``inspect``: shell text run instead of inspect_argv (compose's, of the
-    container its labels found). ``guard``: the engine's CLI runs only once ``commands.checks.engine_guard``
-    passed it (compose guards its whole step itself)."""
-    argv = inspect_argv(service)
-    command = inspect or shlex.join(argv)
-    base = state_script(argv, _PID_FILTER, guarded_command(command) if guard else command)
-    if guard:
-        base = Script(guard_script(guarded_paths(service)) + "\n" + base.text, base.shown)
+    container its labels found)."""
+    base = state_script(inspect_argv(service), _PID_FILTER, inspect)
     inits = "|".join(INITS)
     init = "\n".join([
         'if [ -n "$pb_pid" ]; then',

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from commands.checks.check import Reads
 from commands.checks.compose import parse_found
+from commands.checks.compose_guard import guard_argv, guarded_paths, refusal
 from commands.checks.docker_state import DockerState, parse_docker_state
-from commands.checks.engine_guard import guard_argv, guarded_paths, refusal
 from commands.command_result import CommandResult
 from commands.errors import Refused, UsageError
 from commands.inventory import Service
@@ -110,10 +110,10 @@ ACT_GUARD = "act-guard"
 
 def act_guard(service: Service) -> list[Reads]:
     """A compose restart's ``docker-compose`` and compose file, guarded in the same batch as the state read
-    that plans and re-checks it (the engine's CLI is guarded by that read itself); none for another manager."""
+    that plans and re-checks it (the engine's CLI has its own guard at every run); none for another manager."""
     if service.manager != "compose":
         return []
-    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service, restart=True)),))]
+    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service)),))]
 
 
 def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) -> None:

@@ -1,6 +1,6 @@
-"""Tier 1 (root: it chowns and chgrps): the ownership guard of a container service's engine CLI, docker-compose and
-compose file (``commands.checks.engine_guard``), run by the real ``sh``, ``stat``, ``readlink`` and ``realpath``
-on real files: a path another user could write is refused with its owner and mode, and nothing is run."""
+"""Tier 1 (root: it chowns and chgrps): the ownership guard of a compose restart's docker-compose and compose file
+(``commands.checks.compose_guard``), run by the real ``sh``, ``stat``, ``readlink`` and ``realpath`` on real files:
+a path another user could write is refused with its owner and mode, and nothing is run."""
 
 from __future__ import annotations
 
@@ -11,15 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from commands.checks.check import Read, Script
-from commands.checks.docker import DockerMainPid
-from commands.checks.engine_guard import guard_argv, guarded_paths, refusal
-from commands.checks.managers import checks_for
+from commands.checks.compose_guard import guard_argv, guarded_paths, refusal
 from commands.command_result import CommandResult
 from commands.errors import Refused
 from commands.inventory import Service
 from commands.restart.container import act_guard, refuse_unguarded
-from commands.vocabulary import CheckStatus
 from tests.lab import skip_or_fail
 
 OTHER = 1000  # a uid and gid that are not root's
@@ -118,35 +114,6 @@ def test_a_bare_cli_name_is_judged_where_path_finds_it(tmp_path: Path) -> None:
     assert missing == "no-such-cli-here: not found on PATH: nothing run"
 
 
-def run_step(step: Script) -> CommandResult:
-    run = subprocess.run(["sh", "-c", step.text], capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
-    return CommandResult(step.shown, run.returncode, run.stdout + run.stderr, 0.0)
-
-
-@pytest.mark.parametrize("manager", ["docker", "podman", "compose"])
-def test_verify_refuses_a_group_writable_engine_cli_and_runs_nothing(manager: str, tmp_path: Path) -> None:
-    """The engine CLI here is a stand-in that leaves a mark when it runs: group-writable, it never runs, and
-    main-pid is an error naming it; root's own, it runs (the guard lets it through)."""
-    tool = tree(tmp_path)
-    names = {"project": "p", "service": "s"} if manager == "compose" else {"container": "c"}
-    service = Service.model_validate({"manager": manager, "engine": {"cli": str(tool)}, **names,
-                                      "health_url": "http://127.0.0.1:1/health"})
-    check = checks_for(service).main_pid(service)
-    [step] = check.steps()
-    assert isinstance(step, Script)
-    _chown(tool, 0, OTHER)
-    tool.chmod(0o775)
-    result = run_step(step)
-    finding = check.parse(Read((result,)))
-    assert finding.status == CheckStatus.ERROR, finding
-    assert f"{tool} is writable by group gid {OTHER} (owner uid 0, group gid {OTHER}, mode 775)" in finding.summary
-    assert not Path(f"{tool}.ran").exists()
-    tool.chmod(0o755)
-    run_step(step)
-    assert Path(f"{tool}.ran").exists()  # the same step, the path now safe: the CLI ran
-    assert isinstance(check, DockerMainPid)
-
-
 def test_a_compose_restart_refuses_a_group_writable_compose_file(tmp_path: Path) -> None:
     tool = tree(tmp_path)
     compose_file = tool.parent / "docker-compose.yml"
@@ -156,8 +123,7 @@ def test_a_compose_restart_refuses_a_group_writable_compose_file(tmp_path: Path)
     service = Service.model_validate({"manager": "compose", "project": "p", "service": "s",
                                       "compose_file": str(compose_file), "engine": {"compose": str(tool)},
                                       "health_url": "http://127.0.0.1:1/health"})
-    assert guarded_paths(service) == ["docker"]  # verify runs only the engine's CLI
-    assert guarded_paths(service, restart=True) == ["docker", str(tool), str(compose_file)]
+    assert guarded_paths(service) == [str(tool), str(compose_file)]
     [reads] = act_guard(service)
     [argv] = reads.argvs
     assert isinstance(argv, list)

@@ -1,12 +1,13 @@
-"""The ownership guard of what a container service runs or reads as the SSH user (root, usually): the engine's
-CLI, ``docker-compose`` and the compose file. Each path (a bare CLI name found on the SSH user's PATH, as the
-exec would find it), every symlink on the way and every directory above each of them must be writable by no one
-but root and the SSH user, or nothing is run and the step prints why (the path, its owner and mode).
+"""The ownership guard of what a compose restart runs and reads as the SSH user (root, usually): ``docker-compose``
+and the compose file (the engine's CLI has its own guard, ``commands.checks.engine_guard``, at every run). Each path
+(a bare name found on the SSH user's PATH, as the exec would find it), every symlink on the way and every directory
+above each of them must be writable by no one but root and the SSH user, or the restart is refused before anything
+runs, naming the path, its owner and its mode.
 
 The rule is restore's (``commands.restore.where.untrusted_dirs``): an owner other than root or the SSH user, a
 group write bit for a group other than root's or the SSH user's, or a world write bit refuses; a sticky ancestor
 (``/tmp``, ``/var/tmp``) is fine, but not as the directory the file itself is in (anyone could add names beside
-it: compose reads a ``.env`` there). The guard is shell, in the same step as what it guards: no extra round trip.
+it: docker-compose reads a ``.env`` there). It runs in the batch that reads the plan's state: no extra round trip.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from commands.command_result import CommandResult
 from commands.inventory import Service
 from commands.inventory.containers import Engine
 
-PREFIX = "proofbot-guard: "
+PREFIX = "proofbot-compose-guard: "
 MAX_LINKS = 8
 
 # pb_guard PATH...: exit 0 when every one is safe to run or read as this user; else prints PREFIX + why, exit 1.
@@ -68,16 +69,10 @@ pb_guard() {
 }""".replace("MAX_LINKS", str(MAX_LINKS))
 
 
-def guarded_paths(service: Service, *, restart: bool = False) -> list[str]:
-    """What runs (or is read) as the SSH user for the service: the engine's CLI; for a compose restart also
-    ``docker-compose`` and the compose file."""
+def guarded_paths(service: Service) -> list[str]:
+    """What a compose restart runs and reads besides the engine's CLI: ``docker-compose`` and the compose file."""
     engine = service.engine or Engine()
-    paths = [engine.cli]
-    if restart and service.manager == "compose":
-        paths.append(engine.compose)
-        if service.compose_file is not None:
-            paths.append(service.compose_file)
-    return paths
+    return [engine.compose, *([service.compose_file] if service.compose_file is not None else [])]
 
 
 def guard_script(paths: Sequence[str]) -> str:
@@ -93,7 +88,7 @@ def guarded_command(command: str) -> str:
 
 
 def guard_argv(paths: Sequence[str]) -> list[str]:
-    """The guard on its own, as one argv (a restart plan's read of what the act will run)."""
+    """The guard as one argv (a restart plan's read of what the act will run): exit 1 and the refusal, or 0."""
     return ["sh", "-c", guard_script(paths) + "\n" + guarded_command("true"), "proofbot-guard"]
 
 
