@@ -25,6 +25,7 @@ from bot.slack.recovery import recover_in_slack
 from bot.slack.watch import start_watch, stop_watch
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
+from commands.ssh import warm_connections
 from commands.store.db import AuditStore
 from commands.store.log import bot_log
 
@@ -82,7 +83,9 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
     api_url = os.environ.get(API_URL_ENV) or None
     with only_serve_of(db):
-        return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind)
+        # The watch, /verify, restarts and restores share warm SSH connections (ssh.idle_close_s), closed at exit.
+        async with warm_connections():
+            return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind)
 
 
 async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
