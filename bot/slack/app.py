@@ -16,13 +16,11 @@ from typing import Any
 from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import audit, restart, restore, verify
+from bot.metrics import RateLimitCounting
+from bot.slack import audit, policy_command, restart, restore, verify
 from bot.slack.blocks import error_message, escape, slack_date
 from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.home_blocks import help_message
@@ -41,7 +39,7 @@ from commands.store.log import audit_log
 log = logging.getLogger("proofbot.slack")
 
 COMMANDS: dict[str, SlackCommand] = {c.name: c for c in (verify.COMMAND, restore.COMMAND, restart.COMMAND,
-                                                         audit.COMMAND)}
+                                                         audit.COMMAND, policy_command.COMMAND)}
 if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; Slack follows it
     raise ImportError(f"Slack commands {sorted(COMMANDS)} differ from the registry's operations")
 
@@ -49,7 +47,8 @@ if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the l
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
               api_url: str | None = None) -> AsyncApp:
     # Threads post one reply per check: on a 429 wait as Slack says (Retry-After) and go on.
-    retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=3), AsyncConnectionErrorRetryHandler()]
+    retry = [RateLimitCounting(max_retry_count=3),  # counts each 429 for serve's metrics
+             AsyncConnectionErrorRetryHandler()]
     client = (RedactingWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
               else RedactingWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
