@@ -5,24 +5,22 @@ what the log keeps and what a fresh watch makes of it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
 
-from commands.findings import Evidence, Finding
 from commands.inventory import Inventory, parse_inventory
 from commands.inventory.watch import WatchEntry
-from commands.operation import OperationResult, Origin, new_operation_id
+from commands.operation import Origin
 from commands.store.db import AuditStore
 from commands.verify.fleet import FleetResult
-from commands.vocabulary import Change, CheckStatus, Operation
+from commands.vocabulary import Change
 from commands.watch.audit import WatchAudit
 from commands.watch.memory import remembered, restore_watch
 from commands.watch.schedule import Watch
 from commands.watch.state import Announcement
-from tests.watch_rig import SimulatedClock
+from tests.watch_rig import RecordedFleet, SimulatedClock
 
 HOSTS = ["ct1", "ct2", "ct3"]
 EVERY = timedelta(minutes=5)
@@ -36,27 +34,7 @@ def _inventory(quiet: str | None = None) -> Inventory:
                                            "groups": {"gpu": HOSTS}, "watch": [entry]}), "inv.yml")
 
 
-def _result(host: str, failing: bool) -> OperationResult:
-    status = CheckStatus.FAIL if failing else CheckStatus.PASS
-    finding = Finding("file:spec_info.py", status, "differs" if failing else "same",
-                      Evidence.of("sha256sum /x", 0, "abc  /x", 0.01))
-    return OperationResult(new_operation_id(), Operation.VERIFY, host, "", 0.1, [finding])
-
-
-class Fleet:
-    """The hosts' results run by run: ``failing(run index) -> hosts failing``."""
-
-    def __init__(self, failing: Callable[[int], set[str]]) -> None:
-        self.failing, self.runs = failing, 0
-
-    async def __call__(self, entry: WatchEntry) -> FleetResult:
-        broken = self.failing(self.runs)
-        self.runs += 1
-        return FleetResult(new_operation_id(), Operation.VERIFY, entry.target, "", 0.1,
-                           [_result(host, host in broken) for host in HOSTS])
-
-
-async def _watch_for(inventory: Inventory, store: AuditStore, fleet: Fleet, start: datetime, runs: int
+async def _watch_for(inventory: Inventory, store: AuditStore, fleet: RecordedFleet, start: datetime, runs: int
                      ) -> list[Announcement]:
     """A fresh watch (as a new serve or cron run starts one), restored from ``store``, run ``runs`` times."""
     said: list[Announcement] = []
@@ -82,7 +60,7 @@ async def test_a_restart_neither_re_alerts_a_known_failure_nor_forgets_a_pending
     try:
         inventory = _inventory()
         # ct1 fails from the first run (said at the 2nd); ct2 fails at the 3rd run: one result, then a restart
-        fleet = Fleet(lambda run: {"ct1"} | ({"ct2"} if run >= 2 else set()))
+        fleet = RecordedFleet(HOSTS, lambda run: {"ct1"} | ({"ct2"} if run >= 2 else set()))
         first = await _watch_for(inventory, store, fleet, start, 3)
         assert _said(first) == [(False, [("ct1", Change.FAILED)])]
         memory = (await remembered(store, ["gpu"]))["gpu"]
@@ -101,7 +79,7 @@ async def test_the_digest_is_said_once_after_a_restart_in_the_quiet_hours(tmp_pa
     try:
         inventory = _inventory("22:00-23:00 Europe/Berlin")
         # ct3 fails at 22:05 Berlin and recovers at 22:30: held, then the bot restarts at 22:40
-        fleet = Fleet(lambda run: {"ct3"} if 3 <= run < 8 else set())
+        fleet = RecordedFleet(HOSTS, lambda run: {"ct3"} if 3 <= run < 8 else set())
         assert await _watch_for(inventory, store, fleet, evening, 10) == []
         after = await _watch_for(inventory, store, fleet, evening + 10 * EVERY, 6)
         assert _said(after) == [(True, [("ct3", Change.RECOVERED)])]

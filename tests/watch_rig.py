@@ -4,6 +4,8 @@ hosts, and the announcements a watch posts, recorded."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,12 @@ from typing import Any
 import yaml
 
 from bot.demo.host import DemoHost
+from commands.findings import Evidence, Finding
 from commands.inventory import Inventory, parse_inventory
 from commands.inventory.watch import WatchEntry
+from commands.operation import OperationResult, new_operation_id
 from commands.verify.fleet import FleetResult
+from commands.vocabulary import CheckStatus, Operation
 from commands.watch.state import Announcement
 from tests.fleet_rig import fleet_entry
 
@@ -59,3 +64,26 @@ def watch_inventory(tmp_path: Path, groups: dict[str, list[tuple[str, DemoHost]]
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return parse_inventory(path.read_text(), str(path))
+
+
+def recorded_result(host: str, failing: bool) -> OperationResult:
+    """A host's verify as it comes back (one file check, passing or failing), without SSH."""
+    status = CheckStatus.FAIL if failing else CheckStatus.PASS
+    finding = Finding("file:spec_info.py", status, "differs" if failing else "same",
+                      Evidence.of("sha256sum /x", 0, "abc  /x", 0.01))
+    return OperationResult(new_operation_id(), Operation.VERIFY, host, "", 0.1, [finding])
+
+
+class RecordedFleet:
+    """A watch's ``verify_target`` without SSH: the entry's run by run, ``failing(run index)`` names the hosts
+    failing. ``hosts``: every entry's, or each target's."""
+
+    def __init__(self, hosts: Sequence[str] | Mapping[str, Sequence[str]], failing: Callable[[int], set[str]]) -> None:
+        self.hosts, self.failing, self.runs = hosts, failing, Counter[str]()
+
+    async def __call__(self, entry: WatchEntry) -> FleetResult:
+        broken = self.failing(self.runs[entry.target])
+        self.runs[entry.target] += 1
+        hosts = self.hosts[entry.target] if isinstance(self.hosts, Mapping) else self.hosts
+        return FleetResult(new_operation_id(), Operation.VERIFY, entry.target, "", 0.1,
+                           [recorded_result(host, host in broken) for host in hosts])

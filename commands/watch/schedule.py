@@ -140,13 +140,15 @@ class Watch:
     def _jitter(self, entry: WatchEntry) -> timedelta:
         return entry.spread * self.rng.random()
 
-    async def _run_within(self, entry: WatchEntry, limit: asyncio.Semaphore) -> None:
+    async def _run_within(self, entry: WatchEntry, limit: asyncio.Semaphore) -> datetime:
+        """One run; returns when its verify ended (what its next slot is counted from)."""
         async with limit:
             try:
-                await self.run_entry(entry)
+                return (await self.run_entry(entry)).at
             except TimeoutError:
                 log.warning("watch %s: the run was given up past its deadline; it runs again at its next slot",
                             entry.target)
+                return self.clock.now()
 
     async def run_forever(self, until: datetime | None = None) -> None:
         """Run each entry at every slot of ``every`` plus a fresh jitter: entries concurrently (at most
@@ -157,7 +159,7 @@ class Watch:
         due = {entry.target: start + self._jitter(entry) for entry in self.entries}
         by_target = {entry.target: entry for entry in self.entries}
         limit = asyncio.Semaphore(self.in_flight)
-        running: dict[str, asyncio.Task[None]] = {}
+        running: dict[str, asyncio.Task[datetime]] = {}
         try:
             while True:
                 waiting = {target: moment for target, moment in due.items() if target not in running
@@ -179,11 +181,11 @@ class Watch:
                 for target, task in list(running.items()):
                     if task.done():
                         del running[target]
-                        task.result()  # a run that failed (not a timeout: a bug, the audit DB) stops the watch
-                        # the next slot after now: a run longer than `every` skips slots rather than queueing them
+                        ended = task.result()  # a run that failed (not a timeout: a bug, the audit DB) stops it
+                        # the next slot after its verify ended: a run longer than `every` skips slots, never queues
                         entry = by_target[target]
                         slots[target] += entry.interval
-                        while slots[target] <= self.clock.now():
+                        while slots[target] <= ended:
                             slots[target] += entry.interval
                         due[target] = slots[target] + self._jitter(entry)
         finally:
