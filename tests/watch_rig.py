@@ -4,6 +4,7 @@ hosts, and the announcements a watch posts, recorded."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -11,16 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import DemoHost
+from bot.slack.fleet import Paced
+from bot.slack.watch import slack_poster
 from commands.findings import Evidence, Finding
 from commands.inventory import Inventory, parse_inventory
 from commands.inventory.watch import WatchEntry
-from commands.operation import OperationResult, new_operation_id
+from commands.operation import OperationResult, Origin, new_operation_id
+from commands.store.db import AuditStore
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import CheckStatus, Operation
+from commands.watch.audit import WatchAudit
+from commands.watch.fleet import fleet_verifier
+from commands.watch.holds import LockHolds
+from commands.watch.schedule import Post, TargetRun, Watch
 from commands.watch.state import Announcement
 from tests.fleet_rig import fleet_entry
+from tests.slack_fake.server import FakeSlack
 
 
 class SimulatedClock:
@@ -87,3 +97,44 @@ class RecordedFleet:
         hosts = self.hosts[entry.target] if isinstance(self.hosts, Mapping) else self.hosts
         return FleetResult(new_operation_id(), Operation.VERIFY, entry.target, "", 0.1,
                            [recorded_result(host, host in broken) for host in hosts])
+
+
+async def watch_into_slack(inventory: Inventory, tmp_path: Path, start: datetime, runs: int,
+                 between: Callable[[int], object]) -> tuple[Posted, list[TargetRun]]:
+    """``runs`` runs of the inventory's watch from ``start``, posting to a fake Slack; ``between(n)`` after the
+    n-th (0-based). What was posted is returned as the fake Slack holds it: each parent and its replies."""
+    audit = AuditStore.open(tmp_path / "audit.db")
+    posted, done = Posted(), list[TargetRun]()
+    async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
+        to_slack = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url), Paced(0))
+
+        async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
+            await posted(entry, announcement, fleet)
+            await to_slack(entry, announcement, fleet)
+
+        await _run_watch(inventory, audit, start, runs, between, post, done)
+        posted.slack = [(message.text, [reply.text for reply in slack.thread("C0WATCH", message.ts)])
+                        for message in slack.messages_in("C0WATCH") if not message.is_reply]
+    return posted, done
+
+
+async def _run_watch(inventory: Inventory, audit: AuditStore, start: datetime, runs: int,
+                     between: Callable[[int], object], post: Post, done: list[TargetRun]) -> None:
+
+    origin = Origin("proofbot:watch", "slack")
+    recorded = WatchAudit(audit, inventory, origin)
+
+    async def on_run(run: TargetRun) -> None:
+        await recorded.record(run)
+        done.append(run)
+        outcome = between(len(done) - 1)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), post,
+                  clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
+    try:
+        await watch.run_forever(until=start + runs * inventory.watch[0].interval)
+    finally:
+        audit.close()
+    assert len(done) == runs
