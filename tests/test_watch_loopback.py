@@ -39,7 +39,7 @@ def inventory(tmp_path: Path, drifting_host: DemoHost, clean_host: DemoHost) -> 
     steady = [(f"ct{n}", clean_host) for n in range(300, 304)]
     return watch_inventory(tmp_path, {"gpu": [(name, drifting_host) for name in BROKEN] + steady}, [
         {"target": "gpu", "every": "5m", "channel": "C0WATCH", "jitter": "30s",
-         "quiet": "22:00-22:30 Europe/Berlin"}])
+         "quiet": "22:00-22:15 Europe/Berlin"}])
 
 
 def _patch(host: DemoHost, patched: bool) -> None:
@@ -121,13 +121,14 @@ async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path
 async def test_quiet_hours_hold_the_alert_for_one_digest_at_their_end(
         inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
-    evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:30
-    posted, runs = await watch_into_slack(inventory, tmp_path, evening, 10,
+    evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:15
+    posted, runs = await watch_into_slack(inventory, tmp_path, evening, 6,
                                           lambda n: _patch(drifting_host, True) if n == 2 else None)
     assert posted.slack == [("watch gpu (held through quiet hours): 20 hosts now failing",
                              ["Group 1 of 1: FAIL on 20 hosts"])]
     digest = posted.messages[0][1]
     assert digest.digest and posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN)]
     said_at = next(run.at for run in runs if run.said)
-    assert said_at >= evening + timedelta(minutes=40)  # 22:30 Berlin: the first run after the quiet hours
+    # failing from 22:05, confirmed at 22:10 (quiet); said at 22:15 Berlin, the first run after the quiet hours
+    assert [run.said != [] for run in runs] == [False] * 5 + [True] and said_at >= evening + timedelta(minutes=25)
     _patch(drifting_host, False)
