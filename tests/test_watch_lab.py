@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from commands.inventory import parse_inventory
+from commands.vocabulary import Verdict
 from tests.lab.common import LIVE_FILES, Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsLab
@@ -44,7 +45,7 @@ async def test_a_file_patched_between_runs_is_one_alert_after_two_runs(watch_lab
                                     patch_after_first_run)
     finally:
         live.write_text(original)
-    assert [run.verdict for run in runs] == ["pass", "fail", "fail", "fail", "fail"]
+    assert [run.verdict for run in runs] == [Verdict.PASS] + [Verdict.FAIL] * 4
     assert posted.slack == [("watch gpu: 1 host now failing", ["Group 1 of 1: FAIL on 1 host"])]
     assert [run.said != [] for run in runs] == [False, False, True, False, False]  # after 2 failing runs
     (change,) = posted.messages[0][1].changes

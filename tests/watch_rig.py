@@ -4,6 +4,7 @@ hosts, and the announcements a watch posts, recorded."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,7 @@ from commands.vocabulary import CheckStatus, Operation
 from commands.watch.audit import WatchAudit
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
-from commands.watch.schedule import Post, TargetRun, Watch
+from commands.watch.schedule import Post, TargetRun, VerifyTarget, Watch
 from commands.watch.state import Announcement
 from tests.fleet_rig import fleet_entry
 from tests.slack_fake.server import FakeSlack
@@ -90,19 +91,25 @@ class RecordedFleet:
 
     def __init__(self, hosts: Sequence[str] | Mapping[str, Sequence[str]], failing: Callable[[int], set[str]]) -> None:
         self.hosts, self.failing, self.runs = hosts, failing, Counter[str]()
+        self.made: dict[tuple[str, bool], OperationResult] = {}  # each host's two results, made once
 
     async def __call__(self, entry: WatchEntry) -> FleetResult:
         broken = self.failing(self.runs[entry.target])
         self.runs[entry.target] += 1
         hosts = self.hosts[entry.target] if isinstance(self.hosts, Mapping) else self.hosts
-        return FleetResult(new_operation_id(), Operation.VERIFY, entry.target, "", 0.1,
-                           [recorded_result(host, host in broken) for host in hosts])
+        results = []
+        for host in hosts:
+            made = self.made.setdefault((host, host in broken), recorded_result(host, host in broken))
+            results.append(dataclasses.replace(made, operation_id=new_operation_id()))
+        return FleetResult(new_operation_id(), Operation.VERIFY, entry.target, "", 0.1, results)
 
 
 async def watch_into_slack(inventory: Inventory, tmp_path: Path, start: datetime, runs: int,
-                 between: Callable[[int], object]) -> tuple[Posted, list[TargetRun]]:
+                           between: Callable[[int], object], verify_target: VerifyTarget | None = None,
+                           ) -> tuple[Posted, list[TargetRun]]:
     """``runs`` runs of the inventory's watch from ``start``, posting to a fake Slack; ``between(n)`` after the
-    n-th (0-based). What was posted is returned as the fake Slack holds it: each parent and its replies."""
+    n-th (0-based). What was posted is returned as the fake Slack holds it: each parent and its replies.
+    ``verify_target``: the real fleet verify over SSH unless given (``RecordedFleet``)."""
     audit = AuditStore.open(tmp_path / "audit.db")
     posted, done = Posted(), list[TargetRun]()
     async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
@@ -112,15 +119,15 @@ async def watch_into_slack(inventory: Inventory, tmp_path: Path, start: datetime
             await posted(entry, announcement, fleet)
             await to_slack(entry, announcement, fleet)
 
-        await _run_watch(inventory, audit, start, runs, between, post, done)
+        await _run_watch(inventory, audit, start, runs, between, post, done, verify_target)
         posted.slack = [(message.text, [reply.text for reply in slack.thread("C0WATCH", message.ts)])
                         for message in slack.messages_in("C0WATCH") if not message.is_reply]
     return posted, done
 
 
 async def _run_watch(inventory: Inventory, audit: AuditStore, start: datetime, runs: int,
-                     between: Callable[[int], object], post: Post, done: list[TargetRun]) -> None:
-
+                     between: Callable[[int], object], post: Post, done: list[TargetRun],
+                     verify_target: VerifyTarget | None) -> None:
     origin = Origin("proofbot:watch", "slack")
     recorded = WatchAudit(audit, inventory, origin)
 
@@ -131,7 +138,7 @@ async def _run_watch(inventory: Inventory, audit: AuditStore, start: datetime, r
         if inspect.isawaitable(outcome):
             await outcome
 
-    watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), post,
+    watch = Watch(inventory.watch, verify_target or fleet_verifier(inventory, None, origin), post,
                   clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
     try:
         await watch.run_forever(until=start + runs * inventory.watch[0].interval)
