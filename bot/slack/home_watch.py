@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.slack.blocks import SECTION_LIMIT, context_block, escape, section_block, slack_date
-from bot.words import counts_words, plural
+from bot.words import counts_words, plural, verdict_word
 from commands.clock import utc_at
 from commands.inventory import Inventory
 from commands.inventory.watch import WatchEntry
@@ -61,7 +61,7 @@ def host_lines(entry: WatchEntry, hosts: Sequence[str], memory: Remembered) -> l
             line = HostLine(host, Verdict.PASS, f"{name} passing" + (f" since {_when(began)}" if began else ""),
                             began.isoformat() if began else "")
         if pending is not None:  # a run of other results, not yet `after` long: said once it is
-            seen = f"{pending['verdict'].upper()} in the last {plural(int(pending['streak']), 'run')}"
+            seen = f"{verdict_word(str(pending['verdict']))} in the last {plural(int(pending['streak']), 'run')}"
             line = HostLine(host, "pending", f"{line.text}; {seen} (said after {entry.after})", line.since)
         lines.append(line)
     return sorted(lines, key=lambda line: (ORDER.index(line.state), line.since, line.host))
