@@ -63,3 +63,28 @@ async def test_once_runs_the_entries_at_once_and_returns_them_in_the_order_writt
     watch = Watch([SLOW, FAST], verify_target, _nothing_said, clock=SimulatedClock(START))
     runs = await asyncio.wait_for(watch.run_once(), 30)
     assert [run.target for run in runs] == ["slow", "fast"]
+
+
+async def test_a_watch_stopped_while_posting_still_records_that_run() -> None:
+    posting, release = asyncio.Event(), asyncio.Event()
+    recorded: list[TargetRun] = []
+
+    async def post(_entry: WatchEntry, _announcement: Announcement, _fleet: FleetResult) -> None:
+        posting.set()
+        await release.wait()  # Slack answering slowly while serve stops
+
+    async def on_run(run: TargetRun) -> None:
+        recorded.append(run)
+
+    entry = WatchEntry(target="fast", every="5m", channel="C0WATCH", jitter="0s", after=1)
+    watch = Watch([entry], lambda e: asyncio.sleep(0, _fleet(e.target)), post, clock=SimulatedClock(START),
+                  on_run=on_run)
+    task = asyncio.create_task(watch.run_forever())
+    await asyncio.wait_for(posting.wait(), 30)
+    task.cancel()  # serve's stop_watch
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+    # the change was posted: its run is in the log, so a restarted watch does not say it again
+    assert [run.target for run in recorded] == ["fast"] and recorded[0].said

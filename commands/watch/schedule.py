@@ -5,6 +5,7 @@ simulated time without sleeping."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 # Entries run at once, at most: each is a fleet verify of up to `fleet.max_parallel` hosts, so a slow entry
 # never delays the others, and hosts in flight stay within this many times max_parallel.
 ENTRIES_IN_FLIGHT = 4
+SAY_GRACE_S = 10.0  # how long a stopping watch waits for a run's posts and log entry to end
 
 
 class Clock(Protocol):
@@ -111,9 +113,20 @@ class Watch:
 
     async def run_entry(self, entry: WatchEntry) -> TargetRun:
         """Verify the entry's target once (within its deadline: TimeoutError past it), judge the results, post
-        what is to be said."""
+        what is to be said and record the run. Cancelled (serve stopping) while judging, posting or recording,
+        that part still ends (within ``SAY_GRACE_S``): a change posted but not in the log would be said again
+        by the next serve."""
         async with asyncio.timeout(self.deadline(entry) if self.deadline else entry.interval.total_seconds()):
             fleet = await self.verify_target(entry)
+        saying = asyncio.ensure_future(self._judge_and_say(entry, fleet))
+        try:
+            return await asyncio.shield(saying)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(saying, SAY_GRACE_S)
+            raise
+
+    async def _judge_and_say(self, entry: WatchEntry, fleet: FleetResult) -> TargetRun:
         now = self.clock.now()
         results = {operation.host: result_of(operation) for operation in fleet.results}
         held = await self.held_until(list(results), now)
