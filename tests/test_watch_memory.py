@@ -1,7 +1,7 @@
 """Tier 1: the watch's state survives a restart, read back from the real audit store alone: a known failure is
 not said again, a run of results not yet confirmed is not forgotten, and the quiet hours' digest still goes out
-once, after a restart in the middle of the night. Verifies are recorded results (no SSH): what is tested is
-what the log keeps and what a fresh watch makes of it."""
+once, after a restart in the middle of the night; on SQLite and on PostgreSQL. Verifies are recorded results
+(no SSH): what is tested is what the log keeps and what a fresh watch makes of it."""
 
 from __future__ import annotations
 
@@ -54,8 +54,9 @@ def _said(said: list[Announcement]) -> list[tuple[bool, list[tuple[str, str]]]]:
             for message in said]
 
 
-async def test_a_restart_neither_re_alerts_a_known_failure_nor_forgets_a_pending_one(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "audit.db")
+async def test_a_restart_neither_re_alerts_a_known_failure_nor_forgets_a_pending_one(store_target: Path | str
+                                                                                     ) -> None:
+    store = AuditStore.open(store_target)
     start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     try:
         inventory = _inventory()
@@ -73,8 +74,8 @@ async def test_a_restart_neither_re_alerts_a_known_failure_nor_forgets_a_pending
         store.close()
 
 
-async def test_the_digest_is_said_once_after_a_restart_in_the_quiet_hours(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "audit.db")
+async def test_the_digest_is_said_once_after_a_restart_in_the_quiet_hours(store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
     evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 Berlin; quiet 22:00-23:00
     try:
         inventory = _inventory("22:00-23:00 Europe/Berlin")

@@ -6,20 +6,23 @@ since when the entry is watched. No table of its own: the log already holds it, 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.store.db import AuditStore
 from commands.vocabulary import Change, EventKind, Verdict
 from commands.watch.schedule import Watch
 from commands.watch.state import HostChange, HostState, Result, TargetWatch
 
+if TYPE_CHECKING:
+    import sqlite_utils
+
 # The newest watch-run events read back, at most, to find each entry's last run (a quiet entry among busy
 # ones is far back); past this an entry starts afresh, as on its first run.
 RUNS_READ_MAX = 50_000
+RUNS_PAGE = 500
 
 
 def _moment(written: str) -> datetime:
@@ -81,38 +84,42 @@ class Remembered:
 
 
 async def remembered(store: AuditStore, targets: Sequence[str]) -> dict[str, Remembered]:
-    """Each target's state as the audit log holds it (a target never run: an empty one)."""
-    return await store.read(lambda db: _read(db, list(targets)))
+    """Each target's state as the audit log holds it (a target never run: an empty one); SQLite or PostgreSQL."""
+    return await store.snapshot(lambda db: _read(db, list(targets)))
 
 
-def _read(db: sqlite3.Connection, targets: list[str]) -> dict[str, Remembered]:
+def _read(db: sqlite_utils.Database, targets: list[str]) -> dict[str, Remembered]:
     found = {target: Remembered() for target in targets}
-    changes = db.execute(
-        "SELECT c.host, c.details, r.details FROM events c JOIN events r ON r.operation_id = c.operation_id "
-        "AND r.kind = ? WHERE c.kind = ? ORDER BY c.id", (EventKind.WATCH_RUN, EventKind.WATCH_CHANGE))
-    for host, change_text, run_text in changes:
-        target = json.loads(run_text).get("target")
-        if target in found and host:
-            change = json.loads(change_text)
-            found[target].confirmed[str(host)] = (_result(change), _moment(str(change["since"])))
+    changes = db.query(
+        "SELECT c.host AS host, c.details AS change, r.details AS run FROM events c JOIN events r "
+        "ON r.operation_id = c.operation_id AND r.kind = ? WHERE c.kind = ? ORDER BY c.id",
+        [EventKind.WATCH_RUN, EventKind.WATCH_CHANGE])
+    for row in changes:
+        target = json.loads(row["run"]).get("target")
+        if target in found and row["host"]:
+            change = json.loads(row["change"])
+            found[target].confirmed[str(row["host"])] = (_result(change), _moment(str(change["since"])))
     missing = set(targets)
-    runs = db.execute("SELECT at, details FROM events WHERE kind = ? ORDER BY at DESC, id DESC LIMIT ?",
-                      (EventKind.WATCH_RUN, RUNS_READ_MAX))
-    for at, text in runs:
-        run = json.loads(text)
-        target = run.get("target")
-        if target not in missing:
-            continue
-        missing.discard(target)
-        memory = found[target]
-        memory.last_run, memory.last_run_at = run, str(at)
-        memory.pending = dict(run.get("pending") or {})
-        memory.digest = [_change(change) for change in run.get("digest") or ()]
-        since = run.get("watching_since")
-        memory.watching_since = _moment(since) if since else None
-        if not missing:
+    for offset in range(0, RUNS_READ_MAX, RUNS_PAGE):  # newest first, a page at a time, until each is found
+        page = list(db.query("SELECT at, details FROM events WHERE kind = ? ORDER BY at DESC, id DESC "
+                             "LIMIT ? OFFSET ?", [EventKind.WATCH_RUN, RUNS_PAGE, offset]))
+        for row in page:
+            run = json.loads(row["details"])
+            target = run.get("target")
+            if target in missing:
+                missing.discard(target)
+                _take_up(found[target], run, str(row["at"]))
+        if not missing or len(page) < RUNS_PAGE:
             break
     return found
+
+
+def _take_up(memory: Remembered, run: Mapping[str, Any], at: str) -> None:
+    memory.last_run, memory.last_run_at = run, at
+    memory.pending = dict(run.get("pending") or {})
+    memory.digest = [_change(change) for change in run.get("digest") or ()]
+    since = run.get("watching_since")
+    memory.watching_since = _moment(since) if since else None
 
 
 async def restore_watch(watch: Watch, store: AuditStore) -> None:
