@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from commands.checks.check import Reads
+from commands.checks.container_files import in_container
 from commands.checks.extra_files import extra_files_finding
 from commands.checks.file_times import FILE_TIMES, FileTimes, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path
@@ -34,6 +35,7 @@ from commands.inventory import Host
 from commands.plans import Plan
 from commands.redact import redact, redact_data
 from commands.restore.diff import diff_argv, diff_text
+from commands.restore.into_container import container_source
 from commands.restore.source import RestoreSource, backup_source, check_snapshot_path, snapshot_backup
 from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
@@ -174,6 +176,9 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     Building the plan (decoding, redacting diffs of up to ``DIFF_LIMIT`` bytes) is CPU work:
     it runs in a worker thread so the event loop keeps answering Slack meanwhile.
     """
+    service = conn.host.service
+    if service is not None and in_container(service):  # live paths mapped to their mounts' host paths, or refused
+        source = await container_source(conn, source, service)
     backup = source.backup
     where = [Reads(f"where:{name}", (where_argv(live, backup.backup_path(name), backup.dir),))
              for name, live in backup.files.items()]
