@@ -36,7 +36,8 @@ WATCH = "/opt/svc"
 BACKUP = "/root/ct-backup"  # on the host
 CLEAN = "MODE = 'nextn'\n"
 PATCHED = "MODE = 'ddtree'  # patched inside the container\n"
-PORTS = {"clean": 30101, "patched": 30102, "planted": 30103, "sealed": 30104, "layer": 30105, "bound": 30106}
+PORTS = {"clean": 30101, "patched": 30102, "planted": 30103, "sealed": 30104, "layer": 30105, "bound": 30106,
+         "inside": 30107}
 CONF = "/opt/conf/conf.py"  # in "bound", a bind mount of the host dir FilesLab.conf_dir
 CONF_BACKUP = "/root/ct-conf-backup"
 NO_PTRACE_PORT = 2222
@@ -65,7 +66,8 @@ class FilesLab:
             "service": {"manager": "docker", "container": name, "engine": {"cli": DOCKER, "host": self.engine.socket},
                         "health_url": f"http://127.0.0.1:{PORTS[name]}/health", "min_uptime_s": 0},
             "backups": {"pre": {"dir": BACKUP, "files": {"spec.py": LIVE}, "watch": [WATCH]},
-                        "conf": {"dir": CONF_BACKUP, "files": {"conf.py": CONF}}}}}
+                        "conf": {"dir": CONF_BACKUP, "files": {"conf.py": CONF}},
+                        "into": {"dir": BACKUP, "files": {"spec.py": LIVE}, "into_container": True}}}}
         return document
 
     def inside(self, name: str, path: str) -> str:
@@ -122,7 +124,7 @@ def files_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FilesLab]:
         engine = start_engine(netns=host.netns)
         try:
             engine.import_rootfs(rootfs, IMAGE)
-            for name in ("clean", "patched", "planted", "layer"):
+            for name in ("clean", "patched", "planted", "layer", "inside"):
                 _run(engine, name)
             _run(engine, "bound", "-v", f"{conf_dir}:{os.path.dirname(CONF)}")
             _run(engine, "sealed", "--cap-add", "SYS_PTRACE")
@@ -228,3 +230,30 @@ async def test_a_bind_mounted_file_restores_on_the_host(files_lab: FilesLab, tmp
     assert files_lab.inside("bound", CONF) == CLEAN  # and what the container sees
     snapshots = list(files_lab.host.local_path(CONF_BACKUP + ".proofbot-snapshots").glob("*/conf.py"))
     assert [snapshot.read_text() for snapshot in snapshots] == [PATCHED]
+
+
+async def test_into_container_restores_inside_and_rereads(files_lab: FilesLab, tmp_path: Path) -> None:
+    files_lab.exec("inside", f"printf %s \"$0\" > {LIVE} && chown 1000:1000 {LIVE} && chmod 640 {LIVE}", PATCHED)
+    code, result = await restore(files_lab, "inside", "into", tmp_path)
+    assert code == 0, result
+    steps = {finding["name"]: finding for finding in result["checks"]}
+    proof = ("recheck", "snapshot", "replace", "file:spec.py")
+    assert {name: steps[name]["status"] for name in proof} == dict.fromkeys(proof, "pass"), steps
+    assert "inside container inside" in steps["file:spec.py"]["summary"]  # the re-read went through its root
+    assert files_lab.inside("inside", LIVE) == CLEAN
+    assert files_lab.engine.docker("exec", "inside", "stat", "-c", "%u:%g %a", LIVE).stdout.split() == [
+        "1000:1000", "640"]  # the replaced file's owner and mode
+    [snapshot] = files_lab.host.local_path(BACKUP + ".proofbot-snapshots").glob("*/spec.py")
+    assert snapshot.read_text() == PATCHED
+
+
+async def test_into_container_never_writes_through_a_planted_link(files_lab: FilesLab, tmp_path: Path) -> None:
+    """The file is a link to a host path: the plan refuses it, and the host file is the same file, untouched."""
+    files_lab.exec("planted", f"ln -sfn {files_lab.planted_secret} {LIVE}")
+    before = os.stat(files_lab.planted_secret)
+    code, result = await restore(files_lab, "planted", "into", tmp_path)
+    assert code == 4, result
+    assert f"{LIVE} inside container planted is a symlink to {files_lab.planted_secret!r}: not followed" in \
+        result["error"]["message"]
+    after = os.stat(files_lab.planted_secret)
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)

@@ -4,10 +4,18 @@ inventory's `into_container` key."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from commands.checks.container_probe import copy_out, describe, write
+from commands.checks.package_probe_fs import Tree
 from commands.command_result import CommandResult
 from commands.errors import InventoryError
 from commands.inventory import parse_inventory
@@ -70,3 +78,68 @@ def test_into_container_is_a_container_services_key() -> None:
         parse_inventory(_inventory("systemd", True), "inventory.yml")
     with pytest.raises(InventoryError, match="into_container"):
         parse_inventory(_inventory("docker", "yes"), "inventory.yml")  # strict: a bool, not a word
+
+
+def _probe(root: Path, call: Any, items: list[dict[str, str]]) -> tuple[int, list[dict[str, Any]]]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = call(Tree("/", str(root)), items)
+    return code or 0, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.fixture
+def layer(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A stand-in container root with /opt/svc/spec.py (patched, uid 1000, mode 640), its backup copy on the
+    host, and a host file a planted link names."""
+    root, backup, host = tmp_path / "root", tmp_path / "backup", tmp_path / "host"
+    (root / "opt/svc").mkdir(parents=True)
+    backup.mkdir()
+    host.mkdir()
+    live = root / "opt/svc/spec.py"
+    live.write_text("MODE = 'ddtree'\n")
+    os.chown(live, 1000, 1000)
+    live.chmod(0o640)
+    (backup / "spec.py").write_text("MODE = 'nextn'\n")
+    (host / "secret").write_text("host file\n")
+    return root, backup, host
+
+
+def test_write_replaces_the_file_inside_keeping_owner_and_mode(layer: tuple[Path, Path, Path]) -> None:
+    root, backup, _ = layer
+    before = (root / "opt/svc/spec.py").stat().st_ino
+    code, said = _probe(root, write, [{"src": str(backup / "spec.py"), "live": "/opt/svc/spec.py"}])
+    assert (code, said) == (0, [{"t": "written", "p": "/opt/svc/spec.py"}])
+    after = (root / "opt/svc/spec.py").stat()
+    assert (root / "opt/svc/spec.py").read_text() == "MODE = 'nextn'\n" and after.st_ino != before  # renamed over
+    assert (after.st_uid, after.st_gid, after.st_mode & 0o777) == (1000, 1000, 0o640)
+    assert sorted(os.listdir(root / "opt/svc")) == ["spec.py"]  # no temp file left
+
+
+@pytest.mark.parametrize("planted", ["file", "dir"])
+def test_write_never_follows_a_planted_link(layer: tuple[Path, Path, Path], planted: str) -> None:
+    root, backup, host = layer
+    if planted == "file":
+        (root / "opt/svc/spec.py").unlink()
+        (root / "opt/svc/spec.py").symlink_to(host / "secret")
+    else:  # the dir on the way is a link to the host's dir
+        shutil.rmtree(root / "opt/svc")
+        (root / "opt/svc").symlink_to(host)
+        (host / "spec.py").write_text("host file\n")
+    code, said = _probe(root, write, [{"src": str(backup / "spec.py"), "live": "/opt/svc/spec.py"}])
+    assert code == 1 and said[0]["t"] == "error", said
+    assert said[0]["err"] == ("the live file is a symlink: not written" if planted == "file" else
+                              f"/opt/svc inside the container is a symlink to {str(host)!r}: not followed")
+    assert {p.name: p.read_text() for p in host.iterdir()} == {
+        "secret": "host file\n", **({"spec.py": "host file\n"} if planted == "dir" else {})}
+
+
+def test_describe_and_copy_out_for_the_plan_and_the_snapshot(layer: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    root, backup, _ = layer
+    _, [record] = _probe(root, lambda tree, items: describe(tree, items) or 0,
+                         [{"src": str(backup / "spec.py"), "live": "/opt/svc/spec.py"}])
+    assert (record["st"], record["mode"], record["owner"]) == ("ok", "640", "1000:1000")
+    assert "-MODE = 'ddtree'\n+MODE = 'nextn'\n" in record["diff"]
+    snap = tmp_path / "snap"
+    snap.mkdir(mode=0o700)
+    code, said = _probe(root, copy_out, [{"live": "/opt/svc/spec.py", "dst": str(snap / "spec.py")}])
+    assert code == 0 and (snap / "spec.py").read_text() == "MODE = 'ddtree'\n", said

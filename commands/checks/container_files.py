@@ -37,7 +37,7 @@ def in_container(service: Service | None) -> bool:
     return service is not None and service.manager in CONTAINER_MANAGERS
 
 
-def probe_script(request: dict[str, list[str]], *, listing: bool) -> Script:
+def probe_script(request: dict[str, Any], *, listing: bool) -> Script:
     """The probe on ``/proc/$pb_pid/root`` (the PID main-pid's step kept in the batch's shell), under the guard."""
     data = json.dumps(request, sort_keys=True)
     run = shlex.join(["sh", "-c", SCRIPT_TEXT, "proofbot-container", PROBE_SOURCE])
@@ -70,7 +70,7 @@ class ContainerFileTimes(Fact):
     """The ``file-times`` listing of a container service: the backup dir on the host (``find``), the watch dirs
     and live files inside the container (the probe, in find's record format), in one step."""
 
-    backup_dir: str
+    host_paths: tuple[str, ...]  # the backup dir (a restore: the files it wrote on the host)
     paths: tuple[str, ...]
     needs: ClassVar[tuple[str, ...]] = ("main-pid",)
 
@@ -79,13 +79,13 @@ class ContainerFileTimes(Fact):
         return FILE_TIMES
 
     def steps(self) -> list[Step]:
-        find = listing_argv([self.backup_dir])
+        find = f"{shlex.join(listing_argv(list(self.host_paths)))}; " if self.host_paths else ""
         probe = probe_script({"list": list(self.paths)}, listing=True)
-        return [Script(f"{shlex.join(find)}; {probe.text}", f"{shlex.join(find)}; {probe.shown}")]
+        return [Script(f"{find}{probe.text}", f"{find}{probe.shown}")]
 
     @classmethod
     def of_backup(cls, backup: Backup) -> ContainerFileTimes:
-        return cls(backup.dir, tuple(path for path in listing_paths(backup) if path != backup.dir))
+        return cls((backup.dir,), tuple(path for path in listing_paths(backup) if path != backup.dir))
 
 
 def live_record(live_path: str, result: CommandResult) -> tuple[dict[str, Any] | None, str]:

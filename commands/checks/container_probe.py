@@ -12,19 +12,23 @@ Written for the oldest Python a host may run (3.8).
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 
 # On the host this import is package_probe_fs's own text (commands.checks.container_files pastes it).
-from commands.checks.package_probe_fs import MAX_FIELD, Link, Tree, file_facts
+from commands.checks.package_probe_fs import CHUNK, MAX_FIELD, Link, Tree, file_facts
 
 ROOT = re.compile(r"^/proc/[1-9][0-9]{0,9}/root$")
 MAX_PATHS = 512
 MAX_LISTED = 20000
+MAX_DIFF_INPUT = 4 << 20  # bytes of a file a plan's diff reads
+MAX_DIFF = 200_000  # characters of diff sent (as diff.DIFF_LIMIT)
 NO_ACCESS = 4  # exit status: the container's root could not be opened
 # The record this probe prints when it reads nothing: a word of its own line protocol (file, error), which
 # container_files reads; not a check status.
@@ -97,6 +101,116 @@ def list_paths(tree: Tree, paths: list[str]) -> None:
             os.close(fd)
 
 
+def _read_at(tree: Tree, rel: str, limit: int) -> tuple[os.stat_result, bytes | None]:
+    """A file inside the root, opened without following a link: its stat and up to ``limit`` bytes (None: more)."""
+    fd = tree.open(rel)
+    try:
+        info = os.fstat(fd)
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                return info, data
+            data += chunk
+        return info, None
+    finally:
+        os.close(fd)
+
+
+def _source(path: str, limit: int) -> bytes | None:
+    """The backup copy on the host (proofbot checked it stays inside its backup dir): never through a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def describe(tree: Tree, items: list[dict[str, str]]) -> None:
+    """For a restore's plan: each live file's state, digest, mode, owner, and its diff with the backup copy."""
+    for item in items[:MAX_PATHS]:
+        live, rel = item["live"], rel_parts(item["live"])
+        facts: dict[str, object] = file_facts(tree, rel, "sha256")[0] if rel else {"st": "other"}
+        if facts.get("st") == "ok":
+            try:
+                info, data = _read_at(tree, rel, MAX_DIFF_INPUT)
+                facts.update(mode=f"{stat.S_IMODE(info.st_mode):o}", owner=f"{info.st_uid}:{info.st_gid}",
+                             mtime=info.st_mtime)
+                source = _source(item["src"], MAX_DIFF_INPUT)
+                if data is not None and source is not None:
+                    lines = difflib.unified_diff(data.decode("utf-8", "replace").splitlines(True),
+                                                 source.decode("utf-8", "replace").splitlines(True), live, item["src"])
+                    facts["diff"] = "".join(lines)[:MAX_DIFF]
+            except (OSError, Link) as exc:
+                facts = {"st": "unreadable", "err": str(exc)[:300]}
+        emit("file", p=live[:MAX_FIELD], **facts)
+
+
+def copy_out(tree: Tree, items: list[dict[str, str]]) -> int:
+    """For a restore's snapshot: each live file copied to a new file on the host (in proofbot's own mode-700 dir)."""
+    for item in items[:MAX_PATHS]:
+        rel = rel_parts(item["live"])
+        try:
+            source = tree.open(rel)
+            with os.fdopen(source, "rb") as handle:
+                out = os.open(item["dst"], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                with os.fdopen(out, "wb") as copy:
+                    shutil.copyfileobj(handle, copy, CHUNK)
+                    copy.flush()
+                    os.fsync(copy.fileno())
+        except (OSError, Link) as exc:
+            emit(CANNOT, reason="copy", p=item["live"], err=_said(exc))
+            return 1
+        emit("copied", p=item["live"], dst=item["dst"])
+    return 0
+
+
+def write(tree: Tree, items: list[dict[str, str]]) -> int:
+    """For a restore's replace: each backup copy written over its live file inside the root, atomically: a new
+    file made with O_EXCL in the live file's dir (reached without following a link), the old file's owner and
+    mode, fsync, then renamed over it in that same dir's descriptor. A link at the live path is refused."""
+    for item in items[:MAX_PATHS]:
+        parts = tuple(rel_parts(item["live"]).split("/"))
+        temp = ""
+        try:
+            parent, name = tree.dir(parts[:-1]), parts[-1]
+            try:
+                old: os.stat_result | None = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                what = "a symlink" if stat.S_ISLNK(old.st_mode) else "not a regular file"
+                emit(CANNOT, reason="write", p=item["live"], err=f"the live file is {what}: not written")
+                return 1
+            temp = ".proofbot-" + os.urandom(12).hex()
+            out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                          dir_fd=parent)
+            with os.fdopen(out, "wb") as copy, \
+                    os.fdopen(os.open(item["src"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as source:
+                shutil.copyfileobj(source, copy, CHUNK)
+                copy.flush()
+                if old is not None:
+                    os.fchown(copy.fileno(), old.st_uid, old.st_gid)
+                os.fchmod(copy.fileno(), stat.S_IMODE(old.st_mode) if old is not None else 0o644)
+                os.fsync(copy.fileno())
+            os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            temp = ""
+            os.fsync(parent)
+        except (OSError, Link) as exc:
+            emit(CANNOT, reason="write", p=item["live"], err=_said(exc))
+            return 1
+        finally:
+            if temp:
+                os.unlink(temp, dir_fd=parent)
+        emit("written", p=item["live"])
+    return 0
+
+
+def _said(exc: Exception) -> str:
+    if isinstance(exc, Link):
+        return f"/{exc.at} inside the container is a symlink to {exc.target!r}: not followed"
+    return str(exc)[:300]
+
+
 def main(root: str, request_text: str) -> int:
     if not ROOT.match(root):
         emit(CANNOT, reason="bad-root", root=root[:100])
@@ -124,6 +238,12 @@ def main(root: str, request_text: str) -> int:
         hash_paths(tree, [str(p) for p in request["hash"]])
     if "list" in request:
         list_paths(tree, [str(p) for p in request["list"]])
+    if "describe" in request:
+        describe(tree, request["describe"])
+    if "copy_out" in request:
+        return copy_out(tree, request["copy_out"])
+    if "write" in request:
+        return write(tree, request["write"])
     return 0
 
 
