@@ -159,3 +159,19 @@ def test_the_walk_never_takes_dot_dot(container: tuple[Path, Path]) -> None:
     tree = Tree("/", str(container[0]))
     with pytest.raises(PermissionError):
         tree.open("../host/secret.py")
+
+
+def test_package_inside_a_container_never_reads_the_hosts_own_root() -> None:
+    """The package probe given a root (the guard's optional 4th argument) whose root is the host's: refused, an
+    error that says so, never a verdict on the host's own environment at the same path."""
+    from commands.checks.container_files import ContainerPackageCheck
+    from commands.checks.package import PROBE_SOURCE as PACKAGE_PROBE
+
+    run = subprocess.run(["sh", "-c", SCRIPT_TEXT, "proofbot-package", PACKAGE_PROBE, "/usr/bin/python3", "pip",
+                          f"/proc/{os.getpid()}/root"], capture_output=True, timeout=60, check=False)
+    check = ContainerPackageCheck("/usr/bin/python3", "pip", "sglang")
+    finding = check.parse(Read((CommandResult("probe", run.returncode, run.stdout, 0.1),)))
+    assert finding.status == "error", finding
+    assert finding.summary == ("inside container sglang: could not check: no access to the container's root (the "
+                               "PID's root is the host's own root, not a container's)")
+    assert '"/proc/$pb_pid/root"' in check.steps()[0].text  # type: ignore[union-attr]

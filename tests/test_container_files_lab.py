@@ -5,6 +5,7 @@ layer. A second sshd on the same host, started without CAP_SYS_PTRACE, is "a roo
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -40,6 +41,21 @@ PORTS = {"clean": 30101, "patched": 30102, "planted": 30103, "sealed": 30104, "l
          "inside": 30107}
 CONF = "/opt/conf/conf.py"  # in "bound", a bind mount of the host dir FilesLab.conf_dir
 CONF_BACKUP = "/root/ct-conf-backup"
+SITE = "/usr/local/lib/python3.11/dist-packages"  # the image's python3 (bookworm's 3.11) reads it
+MODULE = f"{SITE}/ctdemo/__init__.py"
+
+
+def _record_row(path: str, text: str) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).decode().rstrip("=")
+    return f"{path},sha256={digest},{len(text.encode())}\n"
+
+
+# A dist installed in the image as pip would leave it: its module, METADATA, INSTALLER and a RECORD of both.
+_DIST_FILES = {"ctdemo/__init__.py": "VERSION = 1\n", "ctdemo-1.0.dist-info/METADATA":
+               "Metadata-Version: 2.1\nName: ctdemo\nVersion: 1.0\n", "ctdemo-1.0.dist-info/INSTALLER": "pip\n"}
+DIST = {f"{SITE}/{path}": text for path, text in _DIST_FILES.items()} | {
+    f"{SITE}/ctdemo-1.0.dist-info/RECORD": "".join(_record_row(path, text) for path, text in _DIST_FILES.items())
+    + "ctdemo-1.0.dist-info/RECORD,,\n"}
 NO_PTRACE_PORT = 2222
 NO_PTRACE_SSHD = f"""[program:sshd-no-ptrace]
 command=setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace -- /usr/sbin/sshd -D -e -p {NO_PTRACE_PORT} \
@@ -65,6 +81,7 @@ class FilesLab:
             "address": self.host.address, "port": port or self.host.port,
             "service": {"manager": "docker", "container": name, "engine": {"cli": DOCKER, "host": self.engine.socket},
                         "health_url": f"http://127.0.0.1:{PORTS[name]}/health", "min_uptime_s": 0},
+            "packages": {"python": "/usr/bin/python3", "dists": ["ctdemo"]},
             "backups": {"pre": {"dir": BACKUP, "files": {"spec.py": LIVE}, "watch": [WATCH]},
                         "conf": {"dir": CONF_BACKUP, "files": {"conf.py": CONF}},
                         "into": {"dir": BACKUP, "files": {"spec.py": LIVE}, "into_container": True}}}}
@@ -86,9 +103,10 @@ def _run(engine: Engine, name: str, *extra: str) -> None:
                   "--port", str(PORTS[name]))
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        info = tarfile.TarInfo(LIVE.lstrip("/"))
-        info.size, info.mtime = len(CLEAN), int(time.time()) - 60
-        tar.addfile(info, io.BytesIO(CLEAN.encode()))
+        for path, text in {LIVE: CLEAN, **DIST}.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mtime = len(text.encode()), int(time.time()) - 60
+            tar.addfile(info, io.BytesIO(text.encode()))
     engine.docker("cp", "-", f"{name}:/", stdin=archive.getvalue())
     engine.docker("start", name)
 
@@ -146,19 +164,22 @@ async def verify(files_lab: FilesLab, name: str, tmp_path: Path, **kwargs: Any) 
 async def test_a_clean_container_passes_with_its_files_read_inside_it(files_lab: FilesLab, tmp_path: Path) -> None:
     code, checks = await verify(files_lab, "clean", tmp_path)
     assert {name: check["status"] for name, check in checks.items()} == {
-        "file:spec.py": "pass", "extra-files": "pass", "main-pid": "pass", "health": "pass", "cmdline": "pass",
-        "stale-process": "pass"}, checks
+        "file:spec.py": "pass", "extra-files": "pass", "package:ctdemo": "pass", "main-pid": "pass", "health": "pass",
+        "cmdline": "pass", "stale-process": "pass"}, checks
     assert code == 0
     file_check = checks["file:spec.py"]
     assert file_check["summary"] == f"identical to backup pre inside container clean (sha256 " \
         f"{hashlib.sha256(CLEAN.encode()).hexdigest()[:12]})"
     assert "/proc/$MAINPID/root" in file_check["evidence"]["command"]
     assert "1 file(s) in 1 watch dir(s)" in checks["extra-files"]["summary"]
+    assert checks["package:ctdemo"]["summary"].startswith("inside container clean: ctdemo 1.0 (installer pip): 3 "
+                                                          "file(s) proven identical to RECORD")
 
 
 async def test_a_file_patched_inside_the_container_fails_and_so_does_an_unlisted_module(
         files_lab: FilesLab, tmp_path: Path) -> None:
-    files_lab.exec("patched", f"printf %s \"$0\" > {LIVE} && echo 'x = 1' > {WATCH}/ddtree.py", PATCHED)
+    files_lab.exec("patched", f"printf %s \"$0\" > {LIVE} && echo 'x = 1' > {WATCH}/ddtree.py && "
+                   f"echo 'VERSION = 2' > {MODULE} && echo 'x = 1' > {SITE}/ctdemo/ddtree.py", PATCHED)
     code, checks = await verify(files_lab, "patched", tmp_path)
     assert code == 1
     assert checks["file:spec.py"]["status"] == "fail"
@@ -166,6 +187,10 @@ async def test_a_file_patched_inside_the_container_fails_and_so_does_an_unlisted
                                                         f"{hashlib.sha256(PATCHED.encode()).hexdigest()[:12]}")
     extra = checks["extra-files"]
     assert extra["status"] == "fail" and f"{WATCH}/ddtree.py" in extra["details"]["extra_files"], extra
+    package = checks["package:ctdemo"]
+    assert package["status"] == "fail", package
+    assert "ctdemo/__init__.py differs from RECORD" in package["summary"]
+    assert "ctdemo/ddtree.py is not listed in RECORD" in package["summary"]
 
 
 async def test_a_symlink_out_of_the_containers_root_is_not_followed(files_lab: FilesLab, tmp_path: Path) -> None:
@@ -194,6 +219,8 @@ async def test_a_root_that_cannot_enter_the_container_is_an_error_never_a_pass(f
     assert finding["status"] == "error", finding
     assert "could not check: no access to the container's root (" in finding["summary"]
     assert checks["extra-files"]["status"] == "error"
+    assert checks["package:ctdemo"]["status"] == "error"
+    assert "could not check: no access to the container's root (" in checks["package:ctdemo"]["summary"]
     assert "no access to the container's root" in checks["extra-files"]["summary"]
     # the same container, read by a root that may enter: it passes (the refusal above was the access, not the file)
     assert (await verify(files_lab, "sealed", tmp_path))[1]["file:spec.py"]["status"] == "pass"

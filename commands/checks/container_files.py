@@ -10,14 +10,15 @@ import binascii
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from commands.checks.check import Fact, Read, Script, Step
 from commands.checks.container_probe import CANNOT
 from commands.checks.file_times import FILE_TIMES, listing_argv, listing_paths
 from commands.checks.files import FileCheck, hashes_by_path
-from commands.checks.package import pasted, probe_records
+from commands.checks.package import PROBE_SOURCE as PACKAGE_PROBE
+from commands.checks.package import PackageCheck, parse_package, pasted, probe_records, shown_command
 from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT, refusals
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
@@ -162,3 +163,20 @@ def container_file_finding(check: ContainerFileCheck, backup_hash: str | None, r
                        f"(sha256 {live_hash[:12]})", evidence, details)
     return Finding(name, CheckStatus.FAIL, f"differs from backup {check.backup_name} {where}: live "
                    f"{live_hash[:12]} ≠ backup {backup_hash[:12]}", evidence, details)
+
+
+@dataclass(frozen=True)
+class ContainerPackageCheck(PackageCheck):
+    """``package:<dist>`` of an environment inside the container: the same probe, given the container's root."""
+
+    container: str = ""
+    needs: ClassVar[tuple[str, ...]] = ("main-pid",)
+
+    def steps(self) -> list[Step]:
+        run = shlex.join(["sh", "-c", SCRIPT_TEXT, "proofbot-package", PACKAGE_PROBE, self.python, self.dist])
+        text = f'if [ -n "$pb_pid" ]; then {run} "/proc/$pb_pid/root"; else echo {shlex.quote(_NO_PID)}; false; fi'
+        return [Script(text, f"{shown_command(self.python, self.dist)}, inside the container from /proc/$MAINPID/root")]
+
+    def parse(self, read: Read) -> Finding:
+        finding = parse_package(self.python, self.dist, read.own[0])
+        return replace(finding, summary=f"inside container {self.container}: {finding.summary}")

@@ -288,6 +288,7 @@ _ERRORS = {
     "no-interpreter": "interpreter {python} is missing ({detail}): no environment there to check",
     "path-link": "the environment of {python} is reached through the symlink {at} -> {target!r}: not followed, "
                  "nothing read; name its real path in the inventory",
+    "no-access": "could not check: no access to the container's root ({detail})",
 }
 
 

@@ -20,7 +20,8 @@ CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
 REFUSED = 5
 PREFIX = "proofbot-guard: "
 
-# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist.
+# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist, $4 (optional):
+# a container's /proc/PID/root, inside which $2 is read.
 SCRIPT = r"""set -f
 pb_chain() {
   q=$1; set --
@@ -73,7 +74,7 @@ pb_try() {
 }
 for c in CANDIDATES; do
   if why=$(pb_try "$c"); then
-    exec "$why" -I -S -c "$1" "$2" "$3"
+    exec "$why" -I -S -c "$1" "$2" "$3" ${4+"$4"}
   fi
   printf 'PREFIX%s refused: %s\n' "$c" "$(printf '%s' "$why" | tr '\n' ';')"
 done

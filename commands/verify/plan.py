@@ -35,7 +35,7 @@ class VerifyPlan:
     def checks(self) -> list[AnyCheck]:
         """Every check of this verify, in the order the findings come."""
         # The check modules load here, on first use (see commands.verify): a plan alone needs none of them.
-        from commands.checks.container_files import ContainerFileCheck, in_container
+        from commands.checks.container_files import ContainerFileCheck, ContainerPackageCheck, in_container
         from commands.checks.deb import DebCheck
         from commands.checks.extra_files import ExtraFilesCheck
         from commands.checks.files import FileCheck
@@ -53,7 +53,10 @@ class VerifyPlan:
                            for name, live in backup.files.items()]
             checks += [ExtraFilesCheck(self.backup_name, backup)] if backup.watch else []
         if packages:  # the inventory refuses dists without python
-            checks += [PackageCheck(packages.python, dist) for dist in packages.dists] if packages.python else []
+            if packages.python and host.service is not None and in_container(host.service):  # its image's env
+                checks += [ContainerPackageCheck(packages.python, dist, host.service.unit) for dist in packages.dists]
+            elif packages.python:
+                checks += [PackageCheck(packages.python, dist) for dist in packages.dists]
             checks += [DebCheck(name) for name in packages.deb]
         service = host.service
         if service:
