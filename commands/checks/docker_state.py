@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.checks.check import Script
+from commands.checks.engine_guard import guarded, shown
 from commands.checks.pid_read import state_script
 from commands.command_result import CommandResult
 from commands.inventory import Service
@@ -45,7 +46,7 @@ def pid_filter() -> str:
 def state_step(service: Service) -> Script:
     """``docker inspect``, the init's children when the PID is an init, and the host's clock, in one step
     whose exit status is the engine's."""
-    base = state_script(inspect_argv(service), _PID_FILTER)
+    base = state_script(guarded(inspect_argv(service)), _PID_FILTER)  # the engine runs as root: root's own only
     inits = "|".join(INITS)
     init = "\n".join([
         'if [ -n "$pb_pid" ]; then',
@@ -62,7 +63,7 @@ def state_step(service: Service) -> Script:
         "printf 'now %s\\n' \"$(date +%s.%N)\"",
         "(exit $pb_status)",
     ])
-    return Script(base.text + "\n" + init, base.shown)
+    return Script(base.text + "\n" + init, shown(inspect_argv(service)))
 
 
 @dataclass(frozen=True)

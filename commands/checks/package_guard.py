@@ -20,10 +20,10 @@ CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
 REFUSED = 5
 PREFIX = "proofbot-guard: "
 
-# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist, $4 (optional):
-# a container's /proc/PID/root, inside which $2 is read.
-SCRIPT = r"""set -f
-pb_chain() {
+# pb_chain PATH: every dir from PATH up to / and PATH itself are root-owned, not group- or other-writable, no
+# symlink; pb_follow PATH: PATH's symlinks followed (at most 8), each link's dir and the final target checked so,
+# the target left in $p. ``engine_guard`` runs a container engine's CLI through the same two.
+FUNCTIONS = r"""pb_chain() {
   q=$1; set --
   case $q in /*) ;; *) echo "$q: not an absolute path"; return 1 ;; esac
   while [ -n "$q" ]; do set -- "$@" "$q"; q=${q%/*}; done
@@ -42,7 +42,11 @@ pb_follow() {
   done
   pb_chain "$p"
 }
-pb_try() {
+"""
+
+# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist, $4 (optional):
+# a container's /proc/PID/root, inside which $2 is read.
+SCRIPT = "set -f\n" + FUNCTIONS + r"""pb_try() {
   pb_follow "$1" || return 1
   [ -f "$p" ] && [ -x "$p" ] || { echo "$p: not an executable file"; return 1; }
   exe=$p; v=${p##*/python}

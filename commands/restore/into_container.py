@@ -12,6 +12,7 @@ from typing import Any
 
 from commands.checks.check import Fact, Reads, Script
 from commands.checks.container_files import ContainerFileCheck, ContainerFiles, hex_digest, live_record, probe_script
+from commands.checks.engine_guard import guarded
 from commands.checks.files import hashes_by_path
 from commands.checks.package import probe_records
 from commands.command_result import CommandResult
@@ -45,7 +46,7 @@ class Placed:
 
 def mounts_argv(service: Service) -> list[str]:
     engine = service.engine or Engine()
-    return [*engine.argv(), "inspect", "--type", "container", "--format", MOUNTS_FORMAT, service.unit]
+    return guarded([*engine.argv(), "inspect", "--type", "container", "--format", MOUNTS_FORMAT, service.unit])
 
 
 def parse_mounts(result: CommandResult) -> list[Mount] | None:
