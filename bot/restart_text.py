@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.words import final_text, plural, rollout_proof_words, shorten_middle
+from commands.inventory.containers import CONTAINER_MANAGERS
 
 if TYPE_CHECKING:  # types only: rendering must not load the restart code
     from commands.restart.plan import RestartPlan
@@ -37,6 +38,9 @@ def render_restart_plan(plan: RestartPlan, *, title: bool = True) -> str:
     flags += [f"forbid {flag!r}" for flag in service.forbid_flags]
     proof = ["a NEW main PID" + (" and InvocationID" if service.manager == "systemd" else ""),
              f"{service.unit} active", f"health 200 from {service.health_url} (seen from the host)"]
+    if service.manager in CONTAINER_MANAGERS:  # never RestartCount: it does not count `docker restart` (moby#37596)
+        proof[:2] = [f"a new StartedAt later than the request and a new PID > 0; running, not restarting, "
+                     f"for {service.min_uptime_s:g} s (min_uptime_s)"]
     proof.append("cmdline: " + ("; ".join(flags) if flags else "no flags to check"))
     if service.probe:
         expect = f", reply containing {service.probe.expect!r}" if service.probe.expect is not None else ""

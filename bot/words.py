@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import TYPE_CHECKING, ParamSpec
 
+from commands.inventory.containers import CONTAINER_MANAGERS
 from commands.redact import redact
 from commands.registry import OPERATIONS
 from commands.store.trail import IN_PROGRESS
@@ -117,6 +118,8 @@ def rollout_proof_words(plan: RolloutPlan) -> str:
     """What each host must prove before the next batch starts (from its first host's service)."""
     first = plan.hosts[0].service if plan.hosts else None
     probe = ", one real request" if first is not None and first.probe else ""
+    if first is not None and first.manager in CONTAINER_MANAGERS:
+        return f"a new StartedAt and PID, up min_uptime_s and not restarting, health 200, the cmdline flags{probe}"
     return f"a NEW main PID, the unit active, health 200, the cmdline flags{probe}"
 
 

@@ -1,6 +1,6 @@
 """The approvers of a plan's policy as Slack user ids: ids as written, user groups (``@sre-oncall``) resolved
-through a front-end's ``GroupMembers`` and cached for ``GROUP_TTL_S``. A group that cannot be resolved
-refuses the click (never falls open); the judgement itself is commands/store/approvals.py's ``decide``."""
+through a front-end's ``GroupMembers`` and cached ``approvals.group_ttl_s`` (default ``GROUP_TTL_S``). A group
+that cannot be resolved refuses the click (never falls open); the judgement is commands/store/approvals.decide."""
 
 from __future__ import annotations
 
@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 
 from commands.errors import CouldNotCheck, Refused
 from commands.inventory.policies import GROUP_HANDLE, Applied
-from commands.inventory.settings import Approvals
-
-# A member removed from a group stops counting once this has passed (docs/policies.md).
-GROUP_TTL_S = 60.0
+from commands.inventory.settings import GROUP_TTL_S, Approvals
 
 GroupMembers = Callable[[str], Awaitable[frozenset[str]]]  # a handle without '@' -> user ids; CouldNotCheck
 

@@ -41,5 +41,10 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         summary="Show the last N operations (default 10), newest first: who asked, who approved, verdict, thread",
         mutating=False,
     ),
+    OperationSpec(
+        name=Operation.POLICY,
+        usage="[HOST|GROUP]",
+        summary="Who may do what, where: each policy's approvers (user groups with their members), N of them, channels",
+        mutating=False,
+    ),
 )
-

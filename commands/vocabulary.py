@@ -121,6 +121,7 @@ class Operation(StrEnum):
     PING = "ping"
     AUDIT = "audit"
     WATCH = "watch"  # a scheduled re-verify (commands/watch/)
+    POLICY = "policy"  # who may do what, where (`/policy`, `proofbot policy`): read-only, only a refusal recorded
 
 
 class Outcome(StrEnum):

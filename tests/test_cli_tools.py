@@ -71,7 +71,8 @@ async def test_inventory_check_lists_every_problem_with_its_line(tmp_path: Path)
     assert text.stderr.splitlines() == [
         f"proofbot: 4 problems in {bad}:",
         f"{bad}:6: hosts.ct1.port: Input should be a valid integer, unable to parse string as an integer",
-        f"{bad}:10: hosts.ct2.service.manager: Input should be 'systemd', 'supervisord' or 'docker'",
+        f"{bad}:10: hosts.ct2.service.manager: Input should be 'systemd', 'supervisord', 'docker', 'podman' or "
+        "'compose'",
         f"{bad}:14: groups.gpu[1]: unknown host or group 'ct9'",
         f"{bad}:16: fleet.max_parallel: Input should be greater than or equal to 1"]
     problems = json.loads(report.stdout)["error"]["problems"]

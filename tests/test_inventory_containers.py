@@ -80,6 +80,39 @@ def test_mistakes_are_said_at_their_line(body: str, line: int, key: str, words: 
     assert re.search(rf"^inventory\.yml:{line}: {re.escape(key)}: .*{re.escape(words)}", message, re.M), message
 
 
+def test_compose_service_loads_named_by_project_and_service() -> None:
+    text = _service("      manager: compose\n      project: llm\n      service: sglang\n"
+                    "      compose_file: /srv/llm/docker-compose.yml\n"
+                    "      engine: {compose: /usr/bin/docker-compose}\n")
+    service = parse_inventory(text, "inventory.yml").host("ct129").service
+    assert service is not None and service.engine is not None
+    assert (service.manager, service.project, service.service, service.unit) == ("compose", "llm", "sglang",
+                                                                                 "llm/sglang")
+    assert (service.compose_file, service.engine.compose, service.container) == (
+        "/srv/llm/docker-compose.yml", "/usr/bin/docker-compose", None)
+
+
+@pytest.mark.parametrize(("body", "line", "key", "words"), [
+    ("      manager: compose\n      project: llm\n", 4, "hosts.ct129.service", "needs `service:`"),
+    ("      manager: compose\n", 4, "hosts.ct129.service", "needs `project:` and `service:`"),
+    ("      manager: compose\n      project: llm\n      service: s\n      container: s\n", 4,
+     "hosts.ct129.service", "not by `container:` or `unit:`"),
+    ("      manager: compose\n      project: LLM\n      service: s\n", 6, "hosts.ct129.service.project",
+     "not a compose project name"),
+    ("      manager: compose\n      project: llm\n      service: 'a b'\n", 7, "hosts.ct129.service.service",
+     "not a compose service name"),
+    ("      manager: compose\n      project: llm\n      service: s\n      compose_file: x.yml\n", 8,
+     "hosts.ct129.service.compose_file", "absolute path"),
+    ("      manager: docker\n      container: s\n      project: llm\n", 4, "hosts.ct129.service",
+     "`project`: only for manager compose, not docker"),
+    ("      manager: systemd\n      unit: s\n      compose_file: /x.yml\n", 4, "hosts.ct129.service",
+     "`compose_file`: only for a container manager"),
+])
+def test_compose_mistakes_are_said_at_their_line(body: str, line: int, key: str, words: str) -> None:
+    message = _problems(_service(body))
+    assert re.search(rf"^inventory\.yml:{line}: {re.escape(key)}: .*{re.escape(words)}", message, re.M), message
+
+
 def test_every_problem_at_once() -> None:
     text = HEAD + "      manager: docker\n      container: 'bad name'\n      engine: relative\n" + HEALTH
     message = _problems(text)
@@ -87,13 +120,15 @@ def test_every_problem_at_once() -> None:
     assert "service.engine.cli: must be an absolute path" in message
 
 
-def test_restart_of_a_container_service_is_refused_before_connecting() -> None:
-    """Restart is not built for containers yet: never supervisorctl's restart run on a docker host."""
+def test_restart_of_a_compose_service_without_its_file_is_refused_before_connecting() -> None:
+    """docker-compose 1.29's restart loads the project's file: without compose_file it cannot run, so it is
+    refused before anything is read (10.1.230.172 is never connected to)."""
     import asyncio
 
     from commands.errors import UsageError
     from commands.restart.plan import plan_restart
 
-    host = parse_inventory(_service("      manager: docker\n      container: sglang\n"), "i.yml").host("ct129")
-    with pytest.raises(UsageError, match="restart of a docker service is not built yet"):
-        asyncio.run(plan_restart(host))  # 10.1.230.172 is never connected to: refused first
+    host = parse_inventory(_service("      manager: compose\n      project: llm\n      service: sglang\n"),
+                           "i.yml").host("ct129")
+    with pytest.raises(UsageError, match=re.escape("docker-compose 1.29's restart reads the project's compose file")):
+        asyncio.run(plan_restart(host))

@@ -94,7 +94,7 @@ async def test_inventory_check_names_policies_that_can_never_be_satisfied(tmp_pa
 
 
 class Groups:
-    """A Slack stand-in for the resolver alone (the bot's own path runs the fake Slack: test_slack_policies)."""
+    """A Slack stand-in for the resolver alone (the bot's own path: a real serve, test_slack_policy_serve)."""
 
     def __init__(self, **members: list[str]) -> None:
         self.members = {name: frozenset(users) for name, users in members.items()}
@@ -232,8 +232,9 @@ def test_the_readme_policies_example_loads_with_its_one_host() -> None:
     policies = re.search(r"## Policies\n.*?```yaml\n(.*?)```", readme, re.S)
     assert one_host is not None and policies is not None
     inv = parse_inventory(one_host.group(1) + policies.group(1), "README.md")
-    assert [p.required for p in inv.policies] == [2, 1, 1] and inv.policy("restart", ["ct129"]).index == 1
-    assert inv.policies[2].cli == "plan-only"
+    assert [p.required for p in inv.policies] == [2, 1, 1, 1] and inv.policy("restart", ["ct129"]).index == 1
+    assert inv.policies[2].cli == "plan-only" and inv.policy("verify", ["ct129"]).policy.channels == ["C0OPS", "C0PROD"]
+    assert inv.approvals.group_ttl_s == 60
 
 
 async def test_a_rolling_restart_over_mixed_policies_takes_the_strictest_hosts_channel_rule(tmp_path: Path) -> None:

@@ -51,8 +51,12 @@ class Bot:
             sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
             "--inventory", str(self.inventory), "--db", str(self.db), cwd=REPO, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
+        # A generous bound: under a loaded CI machine the interpreter's start alone has taken over 20 s.
+        # A bot that exits fails at once, not at the deadline.
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
+            if self.process.returncode is not None:
+                raise RuntimeError(f"the bot exited with {self.process.returncode} before listening")
             try:
                 async with httpx.AsyncClient(trust_env=False) as client:
                     await client.get(f"http://127.0.0.1:{self.port}/")

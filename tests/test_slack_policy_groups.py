@@ -66,3 +66,32 @@ async def test_a_slack_that_cannot_be_reached_refuses_the_click() -> None:
 
 def test_the_deadline_leaves_room_for_the_ack() -> None:
     assert GROUP_FETCH_DEADLINE_S < 3
+
+
+async def test_what_policy_shows_of_a_slack_that_does_not_answer_is_bounded_and_says_so() -> None:
+    """`/policy` and the App Home read every group within one deadline: each group is then "not checked",
+    never "no members", and once the deadline is spent the others are not asked at all."""
+    from types import SimpleNamespace
+
+    from bot.slack.policies import groups_seen
+
+    asked: list[asyncio.StreamWriter] = []
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(writer)  # a request taken, never answered
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    client = AsyncWebClient(token="xoxb-test", base_url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/api/",
+                            timeout=30)
+    try:
+        seen = await groups_seen(SimpleNamespace(groups=GroupCache(ttl_s=60)), client, ["@sre-oncall", "@dba", "@ml"],
+                                 deadline_s=0.3)
+    finally:
+        for writer in asked:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+    assert {handle: group.members for handle, group in seen.items()} == {"@sre-oncall": None, "@dba": None,
+                                                                         "@ml": None}
+    assert {group.error for group in seen.values()} == {"Slack did not answer within 0.3 s"}
+    assert len(asked) <= 1  # only the first group was asked: its usergroups.list used the whole deadline

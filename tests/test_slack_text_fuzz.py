@@ -143,12 +143,12 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[str, FakeSlack]]:
             audit.close()
 
 
-@pytest.mark.parametrize("command", ["/verify", "/restore", "/restart", "/audit"])
+@pytest.mark.parametrize("command", ["/verify", "/restore", "/restart", "/audit", "/policy"])
 async def test_hostile_texts_through_the_real_app_are_refused_plainly(app: tuple[str, FakeSlack],
                                                                        command: str) -> None:
     url, slack = app
     refused = [text for text in HOSTILE if ((text.split() and text.split()[0] not in INVENTORY.hosts)
-               or len(text.split()) > 2) and not (command == "/verify" and text in INVENTORY.groups)]
+               or len(text.split()) > 2) and not (command in ("/verify", "/policy") and text in INVENTORY.groups)]
     for text in refused:
         ack = await slack.deliver(url, slash_command_body(command, text, "U0ALICE", CHANNEL, slack.response_url(),
                                                           "t"))

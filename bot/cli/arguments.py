@@ -80,6 +80,12 @@ def inventory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (errors: every problem listed)")
 
 
+def policy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", nargs="?", metavar="HOST|GROUP",
+                        help="which policy rules each operation there (default: every policy, in order)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 @dataclass(frozen=True)
 class Arguments:
     """One registry operation's CLI arguments and the help printed under them."""
@@ -98,4 +104,5 @@ OPERATION_ARGUMENTS: dict[str, Arguments] = {
     "restore": Arguments(restore_arguments),
     "restart": Arguments(restart_arguments, RESTART_EPILOG),
     "audit": Arguments(audit_arguments, "`proofbot audit verify` checks the log's hash chain."),
+    "policy": Arguments(policy_arguments, "A user group's members need Slack: `/policy` in Slack shows them."),
 }

@@ -22,7 +22,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import audit, restart, restore, verify
+from bot.slack import audit, policy_command, restart, restore, verify
 from bot.slack.blocks import error_message, escape, slack_date
 from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.home_blocks import help_message
@@ -41,7 +41,7 @@ from commands.store.log import audit_log
 log = logging.getLogger("proofbot.slack")
 
 COMMANDS: dict[str, SlackCommand] = {c.name: c for c in (verify.COMMAND, restore.COMMAND, restart.COMMAND,
-                                                         audit.COMMAND)}
+                                                         audit.COMMAND, policy_command.COMMAND)}
 if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the list; Slack follows it
     raise ImportError(f"Slack commands {sorted(COMMANDS)} differ from the registry's operations")
 

@@ -13,10 +13,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import context_block, escape, section_block
+from bot.slack.policy_blocks import GroupSeen, home_policy_blocks
 from commands.approvers import GroupMembers, Rule, resolve
 from commands.errors import CouldNotCheck
 from commands.inventory import Inventory
+from commands.inventory.policy_view import every_policy
 from commands.store.approvals import PendingPlan
 from commands.vocabulary import Operation
 
@@ -74,44 +75,43 @@ def with_count(blocks: list[dict[str, Any]], counted: tuple[str, ...], required:
     return [*kept[:at], count, *kept[at:]]
 
 
-POLICY_BLOCKS_MAX = 12  # the App Home's policy section: header, one block per policy, a note past it
+GROUPS_READ_MAX = 16  # user groups asked of Slack for one view; any past it is said "not checked"
+
+
+async def groups_seen(context: Any, client: AsyncWebClient, handles: list[str],
+                      deadline_s: float = GROUP_FETCH_DEADLINE_S) -> dict[str, GroupSeen]:
+    """Each user group's members as Slack says now (through the bot's cache), all of them within one
+    ``deadline_s``: a group not read in time, or that Slack could not tell, says why, never "no members"."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    seen: dict[str, GroupSeen] = {}
+    for handle in handles:
+        left = end - loop.time()
+        if len(seen) >= GROUPS_READ_MAX or left <= 0:
+            why = (f"Slack did not answer within {deadline_s:g} s" if left <= 0
+                   else f"more than {GROUPS_READ_MAX} user groups in one view")
+            seen[handle] = GroupSeen(None, why)
+            continue
+        try:
+            async with asyncio.timeout(left):  # the cache's lock may wait on another fetch: bounded too
+                members = await context.groups.members(handle.removeprefix("@"), group_members(client, deadline_s))
+            seen[handle] = GroupSeen(members)
+        except CouldNotCheck as exc:
+            seen[handle] = GroupSeen(None, exc.message)
+        except TimeoutError:
+            seen[handle] = GroupSeen(None, f"Slack did not answer within {deadline_s:g} s")
+    return seen
 
 
 async def policy_blocks(context: Any, client: AsyncWebClient,
                         can_see: Callable[[str], Awaitable[bool]]) -> list[dict[str, Any]]:
-    """Who may do what, where, as the inventory says (first match wins), each user group with its members as
-    Slack says now (an empty group is a policy that can never be satisfied; one that cannot be read, said).
-    A channel the viewer is not in is counted, never named (as the rest of the Home)."""
-    inventory: Inventory = context.inventory
-    implicit = inventory.policy(Operation.RESTORE, [])  # the flat approvals, read as the last policy
-    rules = [*inventory.policies, implicit.policy]
-    fetch = group_members(client)
-    members: dict[str, str] = {}
-    for handle in sorted({who for rule in rules for who in rule.approvers if who.startswith("@")}):
-        try:
-            count = len(await context.groups.members(handle.removeprefix("@"), fetch))
-            members[handle] = f"{count} members" if count else "no members: never satisfied"
-        except CouldNotCheck as exc:
-            members[handle] = f"not checked: {exc.message}"
-    blocks = [{"type": "header", "text": {"type": "plain_text", "text": "Who may do what, where"}},
-              context_block("from the inventory's `policies`, first match wins; the last is `approvals` "
-                            "(every host, every operation)").to_dict()]
-    for index, rule in enumerate(rules[:POLICY_BLOCKS_MAX - 3]):
-        seen = [channel for channel in rule.channels or [] if await can_see(channel)]
-        unseen = len(rule.channels or []) - len(seen)
-        who = ", ".join(f"<@{w}>" if not w.startswith("@") else f"`{escape(w)}` ({escape(members[w])})"
-                        for w in rule.approvers) or "nobody"
-        where = ", ".join([*(f"<#{c}>" for c in seen), *([f"{unseen} channel(s) you are not in"] if unseen else [])]
-                          ) if rule.channels is not None else "any channel"
-        blocks.append(section_block(
-            f"*{index}*{' (implicit)' if index == len(inventory.policies) else ''} · "
-            f"{escape(', '.join(rule.targets))} · {escape(', '.join(rule.operations))} · "
-            f"{rule.required} of {who} · from {where}"
-            + (" · CLI: plan only" if rule.cli else "")).to_dict())
-    if len(rules) > POLICY_BLOCKS_MAX - 3:
-        blocks.append(context_block(f"… {len(rules) - POLICY_BLOCKS_MAX + 3} more: `proofbot inventory show`"
-                                    ).to_dict())
-    return blocks
+    """The App Home's *Who may do what, where*: every policy (first match wins), each user group with its
+    member count as Slack says now. A channel the viewer is not in is counted, never named (as the rest of
+    the Home)."""
+    view = every_policy(context.inventory)
+    seen = await groups_seen(context, client, view.handles)
+    visible = {channel for channel in view.channels if await can_see(channel)}
+    return home_policy_blocks(view, seen, visible)
 
 
 def shown_approvers(inventory: Inventory, pending: PendingPlan) -> tuple[list[str], int]:

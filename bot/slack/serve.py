@@ -23,6 +23,7 @@ from bot.slack.app import build_app
 from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack
 from bot.slack.watch import start_watch, stop_watch
+from commands.approvers import GroupCache
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
 from commands.store.db import AuditStore
@@ -95,7 +96,7 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
     secret = _require("SLACK_SIGNING_SECRET", "HTTP mode verifies every request with it") if http_port else None
     app_token = None if http_port else _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
     audit = AuditStore.open(db)
-    context = BotContext(inventory, audit)
+    context = BotContext(inventory, audit, groups=GroupCache(ttl_s=inventory.approvals.group_ttl_s))
     try:
         app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
         close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))

@@ -1,6 +1,7 @@
-"""Docker's check classes (``manager: docker``): ``main-pid`` from ``docker inspect`` on the host (a crash loop
-is named; with ``--init`` the service is the init's one child), ``stale-process`` against ``State.StartedAt``,
-``health`` at the container's address on a bridge network.
+"""The container engines' check classes (``manager: docker`` and ``podman``, one set for both): ``main-pid``
+from ``inspect`` on the host (a crash loop is named, Docker's ``Restarting`` and Podman's ``stopped, Pid 0``
+between runs; with ``--init`` the service is the init's one child), ``stale-process`` against
+``State.StartedAt``, ``health`` at the container's address on a bridge network.
 ``cmdline`` is the generic one: it reads /proc/<the service's PID>/cmdline on the host. ``RestartCount`` is
 never read: it does not count ``docker restart`` (moby#37596)."""
 
@@ -60,6 +61,13 @@ class DockerMainPid(MainPid):
         return docker_main_pid_finding(self.service.unit, self.service.min_uptime_s, read.own[0])
 
 
+@dataclass(frozen=True)
+class PodmanMainPid(DockerMainPid):
+    """Podman's: the same inspect template and parser (the CLI is the engine; no daemon)."""
+
+    manager: ClassVar[str] = "podman"
+
+
 def docker_main_pid_finding(name: str, min_uptime_s: float, result: CommandResult) -> Finding:
     evidence = Evidence.of(result.command, result.exit_status, result.text, result.duration_s)
     docker = parse_docker_state(result)
@@ -71,24 +79,36 @@ def docker_main_pid_finding(name: str, min_uptime_s: float, result: CommandResul
                                f"{engine_words(result) or 'the engine printed nothing'}", evidence)
     details: dict[str, object] = {"main_pid": docker.service_pid, "container_pid": docker.pid or None,
                                   "started_at": utc_at(docker.started_at) if docker.started_at else None}
-    if docker.restarting:
-        return Finding("main-pid", CheckStatus.FAIL,
-                       f"{name} is in a crash loop: Restarting: true, Running: {str(docker.running).lower()}, "
-                       f"Pid: {docker.pid}, last exit code {docker.exit_code}", evidence, details)
+    if looping := _crash_loop(name, docker):
+        return Finding("main-pid", CheckStatus.FAIL, looping, evidence, details)
     if not docker.running or docker.paused or not docker.pid:
-        ended = f", exit code {docker.exit_code} at {docker.finished_at}" if docker.status == "exited" else ""
+        ended = f", exit code {docker.exit_code} at {docker.finished_at}" \
+            if docker.status in ("exited", "stopped") else ""
         return Finding("main-pid", CheckStatus.FAIL, f"{name} is {docker.status}{ended}: no running main PID",
                        evidence, details)
     init = f" (child of {docker.init_comm or 'init'}, PID {docker.init_pid}: the container's PID 1)" \
         if docker.init_pid is not None else ""
     if docker.init_pid is not None and len(docker.children) != 1:
         if not docker.children:
-            return Finding("main-pid", CheckStatus.FAIL, f"{name}: its init {docker.init_comm or ''} (PID "
-                           f"{docker.init_pid}) runs with no child: the service is not running", evidence, details)
+            comm = f" {docker.init_comm}" if docker.init_comm else ""
+            return Finding("main-pid", CheckStatus.FAIL, f"{name}: its init{comm} (PID {docker.init_pid}) runs with "
+                           f"no child: the service is not running{_policy_words(docker)}", evidence, details)
         kids = ", ".join(map(str, docker.children[:10]))
         return could_not_check("main-pid", f"{name}: its init (PID {docker.init_pid}) has {len(docker.children)} "
                                f"children ({kids}): which one is the service cannot be told", evidence, details)
     return _running(name, min_uptime_s, docker, init, evidence, details)
+
+
+def _crash_loop(name: str, docker: DockerState) -> str | None:
+    """The words naming a crash loop, with the exit code seen, or None when the state shows none."""
+    if docker.restarting:
+        return (f"{name} is in a crash loop: Restarting: true, Running: {str(docker.running).lower()}, "
+                f"Pid: {docker.pid}, last exit code {docker.exit_code}")
+    if docker.between_runs:
+        return (f"{name} is in a crash loop: {docker.status} between runs (Pid: 0), last exit code "
+                f"{docker.exit_code} at {docker.finished_at}; its restart policy ({docker.restart_policy}) "
+                f"has restarted it {_times(docker.restart_count)}")
+    return None
 
 
 def _running(name: str, min_uptime_s: float, docker: DockerState, init: str, evidence: Evidence,
@@ -101,9 +121,22 @@ def _running(name: str, min_uptime_s: float, docker: DockerState, init: str, evi
     if uptime < min_uptime_s:
         return Finding("main-pid", CheckStatus.WARN,
                        f"{name} running, main PID {pid}{init}, up only {uptime:.1f} s (min_uptime_s "
-                       f"{min_uptime_s:g}): not yet proven stable; verify again", evidence, details)
+                       f"{min_uptime_s:g}): not yet proven stable{_policy_words(docker)}; verify again", evidence,
+                       details)
     return Finding("main-pid", CheckStatus.PASS, f"{name} running, main PID {pid}{init}, up {age_words(uptime)}",
                    evidence, details)
+
+
+def _policy_words(docker: DockerState) -> str:
+    """A run caught starting or ending, when the engine's policy has been restarting it: say what it looks like."""
+    if not docker.restart_count:
+        return ""
+    return (f"; its restart policy ({docker.restart_policy}) has restarted it {_times(docker.restart_count)}: a "
+            "crash loop looks like this")
+
+
+def _times(count: int) -> str:
+    return f"{count} time{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True)

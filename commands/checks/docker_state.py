@@ -1,6 +1,7 @@
-"""A Docker container's state as read ON THE HOST in one step: ``docker inspect`` (only the fields proofbot
-judges: no environment, no labels), then, when the container's PID is an init (``--init``: docker-init, tini),
-that init's children from /proc, then the host's clock; and the pure parser of what that step printed.
+"""A container's state as read ON THE HOST in one step: ``docker inspect`` or ``podman inspect`` (the same
+template and the same parser for both engines; only the fields proofbot judges: no environment, no labels),
+then, when the container's PID is an init (``--init``: docker-init, tini, Podman's catatonit), that init's
+children from /proc, then the host's clock; and the pure parser of what that step printed.
 
 The step runs in the batch's own shell (``commands.checks.pid_read``): the PID kept in ``$pb_pid`` for the
 cmdline read after it is the service's (the init's one child), taken only from digits the engine and /proc
@@ -22,16 +23,20 @@ from commands.inventory import Service
 from commands.inventory.containers import Engine
 
 # One JSON value per line: the State object, HostConfig.Init (true, false or null), the network mode, the
-# networks (each with the container's address on it) and the published ports.
+# networks (each with the container's address on it), the published ports, the restart policy's name and the
+# engine's count of its policy's restarts (only ever to name a crash loop: it does not count `docker restart`,
+# moby#37596, so it is never evidence that a restart happened).
 _FIELDS = (".State", ".HostConfig.Init", ".HostConfig.NetworkMode", ".NetworkSettings.Networks",
-           ".HostConfig.PortBindings")
+           ".HostConfig.PortBindings", ".HostConfig.RestartPolicy.Name", ".RestartCount")
 INSPECT_FORMAT = '{{"\\n"}}'.join(f"{{{{json {field}}}}}" for field in _FIELDS)
-INITS = ("docker-init", "tini", "catatonit")  # an init's comm: the service is its one child
+# An init's comm: the service is its one child (Podman runs catatonit as /run/podman-init: comm podman-init).
+INITS = ("docker-init", "tini", "catatonit", "podman-init")
+RESTARTING_POLICIES = ("always", "on-failure", "unless-stopped")  # the engine starts it again after an exit
 # State.Pid from the first line only (a JSON key can only be written "Pid": unescaped as a key).
 _PID_FILTER = "sed -n '1s/^{.*\"Pid\":\\([0-9][0-9]*\\),.*$/\\1/p'"
 _INIT_LINE = re.compile(r"^init (\d+) ([A-Za-z0-9._-]*) children: ([0-9 ]*)$")
 _NOW_LINE = re.compile(r"^now ([0-9]+(?:\.[0-9]+)?)$")
-NO_SUCH = ("No such object", "No such container")
+NO_SUCH = ("No such object", "No such container", "no such container")  # Docker's words, then Podman's
 
 
 def inspect_argv(service: Service) -> list[str]:
@@ -43,10 +48,12 @@ def pid_filter() -> str:
     return _PID_FILTER
 
 
-def state_step(service: Service) -> Script:
+def state_step(service: Service, inspect: str | None = None) -> Script:
     """``docker inspect``, the init's children when the PID is an init, and the host's clock, in one step
-    whose exit status is the engine's."""
-    base = state_script(guarded(inspect_argv(service)), _PID_FILTER)  # the engine runs as root: root's own only
+    whose exit status is the engine's. ``inspect``: shell text run instead of inspect_argv (compose's, of the
+    container its labels found; it runs the engine through ``engine_guard`` too)."""
+    # The engine runs as the SSH user, root on most hosts: only a CLI root alone can change (engine_guard).
+    base = state_script(guarded(inspect_argv(service)), _PID_FILTER, inspect)
     inits = "|".join(INITS)
     init = "\n".join([
         'if [ -n "$pb_pid" ]; then',
@@ -70,7 +77,7 @@ def state_step(service: Service) -> Script:
 class DockerState:
     """What the engine said of the container, and what /proc said of its init."""
 
-    status: str  # State.Status: running, restarting, exited, paused, created, dead
+    status: str  # State.Status: running, restarting, exited, paused, created, dead; Podman also stopped
     running: bool
     restarting: bool
     paused: bool
@@ -86,6 +93,15 @@ class DockerState:
     host_now: float | None = None
     addresses: dict[str, str] = field(default_factory=dict)  # network -> the container's address on it
     published: frozenset[int] = frozenset()  # host ports a container port is published on
+    restart_policy: str = ""  # HostConfig.RestartPolicy.Name ("" or "no": none)
+    restart_count: int = 0  # the engine's count of its policy's restarts: names a crash loop, proves nothing
+
+    @property
+    def between_runs(self) -> bool:
+        """Stopped with Pid 0 after a failing exit, under a policy that has restarted it: Podman 4.3's crash loop
+        (it restarts at once, no backoff, and reads ``stopped, Pid 0`` between runs; Docker says Restarting)."""
+        return (not self.running and not self.pid and self.exit_code != 0 and self.restart_count > 0
+                and self.restart_policy in RESTARTING_POLICIES)
 
     @property
     def service_pid(self) -> int | None:
@@ -122,7 +138,8 @@ def parse_docker_state(result: CommandResult) -> DockerState | None:
     if first is None or len(lines) < first + len(_FIELDS):
         return None
     try:
-        state, init_flag, mode, networks, ports = (json.loads(line) for line in lines[first:first + len(_FIELDS)])
+        state, init_flag, mode, networks, ports, policy, count = (
+            json.loads(line) for line in lines[first:first + len(_FIELDS)])
     except json.JSONDecodeError:
         return None
     if not isinstance(state, dict) or not isinstance(state.get("Pid"), int) or "Running" not in state:
@@ -140,7 +157,9 @@ def parse_docker_state(result: CommandResult) -> DockerState | None:
         exit_code=int(state.get("ExitCode") or 0), started_at=_epoch(state.get("StartedAt")),
         finished_at=str(state.get("FinishedAt", "")), init_flag=init_flag is True,
         network_mode=mode if isinstance(mode, str) else "", init_pid=init_pid, init_comm=comm, children=children,
-        host_now=now, addresses=_addresses(networks), published=_published(ports))
+        host_now=now, addresses=_addresses(networks), published=_published(ports),
+        restart_policy=policy if isinstance(policy, str) else "",
+        restart_count=count if isinstance(count, int) and not isinstance(count, bool) else 0)
 
 
 def _addresses(networks: object) -> dict[str, str]:
@@ -161,7 +180,7 @@ def _published(ports: object) -> frozenset[int]:
 
 
 def _epoch(written: object) -> float | None:
-    """RFC 3339 with nanoseconds (Docker's), as epoch seconds; Docker's zero time is None."""
+    """RFC 3339 with nanoseconds (both engines'), as epoch seconds; the zero time is None."""
     if not isinstance(written, str) or written.startswith("0001-"):
         return None
     try:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commands.checks.cmdline import CmdlineCheck
-from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck
+from commands.checks.compose import ComposeMainPid
+from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck, PodmanMainPid
 from commands.checks.health import HealthCheck
 from commands.checks.probe import ProbeCheck
 from commands.checks.service import MainPid, SupervisordMainPid, SystemdMainPid
@@ -30,6 +31,8 @@ MANAGERS: dict[str, ManagerChecks] = {
     SystemdMainPid.manager: ManagerChecks(SystemdMainPid),
     SupervisordMainPid.manager: ManagerChecks(SupervisordMainPid),
     DockerMainPid.manager: ManagerChecks(DockerMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
+    PodmanMainPid.manager: ManagerChecks(PodmanMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
+    ComposeMainPid.manager: ManagerChecks(ComposeMainPid, stale=DockerStaleCheck, health=DockerHealthCheck),
 }
 
 

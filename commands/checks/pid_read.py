@@ -29,11 +29,12 @@ MAX_PID_DIGITS = 10
 MAIN_PID_READ = "main-pid-read"  # the fact's name: the PID the script kept, for Python to check
 
 
-def state_script(argv: list[str], pid_filter: str) -> Script:
+def state_script(argv: list[str], pid_filter: str, command: str | None = None) -> Script:
     """The manager's state (``argv``), printed as it came, with the main PID (``pid_filter`` reads it from
-    that text on its stdin) kept in ``$pb_pid``."""
+    that text on its stdin) kept in ``$pb_pid``. ``command``: the shell text that runs instead of
+    ``shlex.join(argv)`` (proofbot's own, naming a shell variable an earlier line set); argv is what it shows."""
     script = "\n".join([
-        f"{_STATE}=$({shlex.join(argv)} </dev/null 2>&1); {_STATUS}=$?",
+        f"{_STATE}=$({command or shlex.join(argv)} </dev/null 2>&1); {_STATUS}=$?",
         f"printf '%s\\n' \"${_STATE}\"",
         f"{_PID}=$(printf '%s\\n' \"${_STATE}\" | {pid_filter})",
         # Only a PID proper goes on: anything else the host printed leaves no PID at all.

@@ -1,5 +1,6 @@
-"""The inventory keys of a service run as a container (``manager: docker``): ``container:``, ``engine:``
-(the engine's CLI and/or its socket) and ``min_uptime_s``, and which keys go with which manager."""
+"""The inventory keys of a service run as a container (``manager: docker`` or ``podman``): ``container:``,
+``engine:`` (the engine's CLI and/or its socket) and ``min_uptime_s``; ``manager: compose``: ``project:``,
+``service:`` and ``compose_file:`` (what ``docker-compose restart`` reads); and which keys go with which manager."""
 
 from __future__ import annotations
 
@@ -10,20 +11,29 @@ from pydantic import field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
-CONTAINER_MANAGERS = ("docker",)
-CONTAINER_KEYS = ("container", "engine", "min_uptime_s")
+CONTAINER_MANAGERS = ("docker", "podman", "compose")
+CONTAINER_KEYS = ("container", "engine", "min_uptime_s", "project", "service", "compose_file")
+COMPOSE_KEYS = ("project", "service", "compose_file")
+# docker-compose 1.29 normalises a project name to these characters (cli/command.py normalize_name) and takes a
+# service name of these (config/config_schema); bounded.
+COMPOSE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+COMPOSE_SERVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Docker's own rule for a container name (daemon/names.go), bounded.
 CONTAINER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when `engine:` names none
 _SOCKET = re.compile(r"^unix:///[^\s\x00]+$")
 
 
 class Engine(Strict):
-    """The container engine on the host: its CLI (default ``docker`` on the SSH user's PATH) and the daemon's
-    socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock). ``engine: /usr/bin/docker`` and
+    """The container engine on the host: its CLI (default ``docker``, or ``podman`` for ``manager: podman``, on
+    the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
+    Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
 
     cli: str = "docker"
     host: str | None = None
+    compose: str = "docker-compose"  # compose v1's CLI (manager: compose); v2's `docker compose` is not packaged
+
 
     @model_validator(mode="before")
     @classmethod
@@ -35,7 +45,12 @@ class Engine(Strict):
     @field_validator("cli")
     @classmethod
     def _cli(cls, value: str) -> str:
-        return value if value == "docker" else absolute_path(value)
+        return value if value in DEFAULT_CLIS.values() else absolute_path(value)
+
+    @field_validator("compose")
+    @classmethod
+    def _compose(cls, value: str) -> str:
+        return value if value == "docker-compose" else absolute_path(value)
 
     @field_validator("host")
     @classmethod
@@ -47,8 +62,24 @@ class Engine(Strict):
         return [self.cli, *(["-H", self.host] if self.host else [])]
 
 
+def engine_for(manager: str, engine: Engine | None) -> Engine | None:
+    """The service's engine with its manager's CLI when `engine:` names none (Podman's is ``podman``)."""
+    cli = DEFAULT_CLIS.get(manager)
+    if cli is None or cli == Engine.model_fields["cli"].default:
+        return engine  # docker's (and compose's) is the model's own default
+    engine = engine or Engine()
+    if "cli" in engine.model_fields_set:
+        return engine
+    return engine.model_copy(update={"cli": cli})
+
+
 def container_problem(manager: str, container: str | None, unit_written: bool, written: set[str]) -> str | None:
     """What is wrong with the service's naming keys for its manager, or None."""
+    if manager == "compose":
+        return _compose_problem(container, unit_written, written)
+    if compose := [f"`{key}`" for key in COMPOSE_KEYS if key in written]:
+        if manager in CONTAINER_MANAGERS:
+            return f"{', '.join(compose)}: only for manager compose, not {manager}"
     if manager in CONTAINER_MANAGERS:
         if container is None:
             return f"manager {manager} needs `container: NAME` (the container's name)" + (
@@ -61,4 +92,14 @@ def container_problem(manager: str, container: str | None, unit_written: bool, w
         return f"{keys}: only for a container manager ({', '.join(CONTAINER_MANAGERS)}), not {manager}"
     if not unit_written:
         return f"manager {manager} needs `unit:` (the {'unit' if manager == 'systemd' else 'program'} name)"
+    return None
+
+
+def _compose_problem(container: str | None, unit_written: bool, written: set[str]) -> str | None:
+    missing = [f"`{key}:`" for key in ("project", "service") if key not in written]
+    if missing:
+        return (f"manager compose needs {' and '.join(missing)} (the compose project and service; the container is "
+                "found by their labels)")
+    if container is not None or unit_written:
+        return "manager compose finds its container by `project:` and `service:`, not by `container:` or `unit:`"
     return None

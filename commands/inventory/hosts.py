@@ -11,11 +11,14 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from commands.errors import UnknownBackup, UnknownHost
 from commands.inventory.containers import (
+    COMPOSE_PROJECT,
+    COMPOSE_SERVICE,
     CONTAINER_KEYS,
     CONTAINER_MANAGERS,
     CONTAINER_PATTERN,
     Engine,
     container_problem,
+    engine_for,
 )
 from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
@@ -51,7 +54,7 @@ def _http_url(value: str) -> str:
 
 
 class Service(Strict):
-    manager: Literal["systemd", "supervisord", "docker"]
+    manager: Literal["systemd", "supervisord", "docker", "podman", "compose"]
     # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
     unit: str = ""
     health_url: str
@@ -66,6 +69,10 @@ class Service(Strict):
     container: str | None = None
     engine: Engine | None = None
     min_uptime_s: float = Field(default=10, ge=0)
+    # manager: compose (commands/inventory/containers.py): the project and service whose labels find the container
+    project: str | None = None
+    service: str | None = None
+    compose_file: str | None = None
 
     @field_validator("unit")
     @classmethod
@@ -79,6 +86,22 @@ class Service(Strict):
     def _container_name(cls, value: str | None) -> str | None:
         return None if value is None else matching(CONTAINER_PATTERN, value, "not a valid container name")
 
+    @field_validator("project")
+    @classmethod
+    def _project(cls, value: str | None) -> str | None:
+        return None if value is None else matching(COMPOSE_PROJECT, value, "not a compose project name "
+                                                   "(docker-compose 1.29: lower case letters, digits, _ and -)")
+
+    @field_validator("service")
+    @classmethod
+    def _compose_service(cls, value: str | None) -> str | None:
+        return None if value is None else matching(COMPOSE_SERVICE, value, "not a compose service name")
+
+    @field_validator("compose_file")
+    @classmethod
+    def _compose_file(cls, value: str | None) -> str | None:
+        return None if value is None else absolute_path(value)
+
     @model_validator(mode="after")
     def _container_keys(self) -> Service:
         written = {key for key in self.model_fields_set if key in CONTAINER_KEYS}
@@ -87,6 +110,9 @@ class Service(Strict):
             raise ValueError(problem)
         if self.container is not None and not self.unit:
             object.__setattr__(self, "unit", self.container)  # every message names the service by `unit`
+        if self.project is not None and self.service is not None and not self.unit:
+            object.__setattr__(self, "unit", f"{self.project}/{self.service}")
+        object.__setattr__(self, "engine", engine_for(self.manager, self.engine))
         return self
 
     @field_validator("health_url")

@@ -117,8 +117,13 @@ class Limits(Strict):
     hosts: int = Field(default=32, ge=1, le=4096)
 
 
+GROUP_TTL_S = 60.0  # how long a user group's members are trusted (docs/policies.md)
+
+
 class Approvals(Strict):
     approvers: list[str] = Field(default_factory=list)
     allow_self_approval: bool = False
     expire_after_s: float = Field(default=900, gt=0)
+    # A member removed from an approver user group stops counting once this has passed (0: ask at every click).
+    group_ttl_s: float = Field(default=GROUP_TTL_S, ge=0, le=3600)
 

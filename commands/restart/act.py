@@ -16,6 +16,11 @@ appears), so it overstates the true moment by at most one interval plus one poll
 (a round trip and a health request). After that the probe (if any) is sent, and polling
 goes on for ``settle_s`` so a process that dies right after turning green is a crash
 loop, not a pass. A restart command without an exit status is an error, never a pass.
+
+A container (``commands.restart.container``: ``docker restart``, ``docker-compose restart``) is green only
+once its new run (a StartedAt later than the host's clock just before the command, a PID > 0) has been up
+``min_uptime_s``; that window is its settle. A crash loop or a run that ended with no restart coming ends the
+watch ``settle_s`` after it was seen (time for more exit codes), never at the deadline.
 """
 
 from __future__ import annotations
@@ -26,17 +31,19 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from commands.checks.check import Reads
+from commands.checks.check import HttpRequest, Read, Reads
 from commands.checks.cmdline import cmdline_argv
 from commands.checks.managers import checks_for
-from commands.clock import utc_now
+from commands.clock import utc_at, utc_now
 from commands.command_result import CommandResult
 from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
 from commands.host_http import fetch_via_host
 from commands.operation import OnFinding, OperationResult, Origin
+from commands.restart.container import is_container, look_of
 from commands.restart.plan import RestartPlan, ServiceSnapshot, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
+from commands.restart.runs import ContainerRuns
 from commands.restart.verdict import check_names, restart_findings
 from commands.restart.watch import Phase, Poll, Watch
 from commands.ssh import HostConnection, connect
@@ -51,6 +58,7 @@ POLL_INTERVAL_S = 0.25
 SETTLE_S = 3.0
 POLL_HEALTH_TIMEOUT_S = 2.0
 COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout_s plus this
+UPTIME_MARGIN_S = 0.05  # a container's proving poll reads the host's clock this long after min_uptime_s
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 CMDLINE = "cmdline"
 
@@ -113,6 +121,12 @@ def changes_since(before: ServiceSnapshot, now: ServiceSnapshot) -> list[str]:
     if (now.main_pid == before.main_pid and now.started_epoch is not None and before.started_epoch is not None
             and abs(now.started_epoch - before.started_epoch) > START_TOLERANCE_S):
         changed.append(f"PID {now.main_pid} now belongs to a process started {now.started_at}")
+    if now.container_id != before.container_id:
+        changed.append(f"container {(before.container_id or 'none')[:12]} → {(now.container_id or 'none')[:12]} "
+                       "(recreated)")
+    if now.container_started != before.container_started:
+        again = utc_at(now.container_started) if now.container_started is not None else "an unknown time"
+        changed.append(f"the container started again at {again}")
     return changed
 
 
@@ -124,6 +138,9 @@ class _Run:
         self.service = plan.service
         self.poll_interval_s, self.settle_s = poll_interval_s, settle_s
         self.watch = Watch(self.service, plan.before)
+        if is_container(self.service):
+            self.watch.runs = ContainerRuns(self.service.min_uptime_s, plan.before.container_started,
+                                            plan.before.container_id)
         self.manager = checks_for(self.service)
         self.main_pid = self.manager.main_pid(self.service)
         self.progress = ProgressSink(on_progress)
@@ -132,6 +149,7 @@ class _Run:
         self.sent_at: float | None = None
         self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
         self.checked: ServiceSnapshot | None = None
+        self.last_state: CommandResult | None = None  # the last poll's state step (a container's address)
 
 
     def elapsed(self) -> float:
@@ -163,6 +181,8 @@ class _Run:
         if changed := changes_since(self.plan.before, now):
             raise PlanVoid(f"plan void, nothing restarted: {self.plan.host.name} changed since the plan: "
                                   + "; ".join(changed), hint="request a new plan")
+        if self.watch.runs is not None:  # a new run must have started after this moment, by the host's clock
+            self.watch.runs.requested_at = now.host_clock
         await self.log.step("before", state=asdict(now))
 
     async def _act_and_watch(self, conn: HostConnection) -> None:
@@ -223,13 +243,19 @@ class _Run:
                 return  # the manager said no (or nothing): one look at the state after it is the evidence
             if watch.wrong_flags_final():
                 return
-            if watch.crash_loop and self.elapsed() >= watch.new_pids[1][1] + self.settle_s:
-                return
+            if (since := watch.crash_loop_since()) is not None and self.elapsed() >= since + self.settle_s:
+                return  # the exit codes of a few more runs, then the loop is named
+            if (gone := watch.gone_since()) is not None and self.elapsed() >= gone + self.settle_s:
+                return  # a container ended and its engine does not restart it: it will not come back
             if time.monotonic() >= deadline:
                 if watch.command_state == CommandState.RUNNING:
                     watch.command_done(None, self.elapsed(), "still running at the deadline", state=CommandState.HUNG)
                 return
             soon = poll_started + self.poll_interval_s
+            if (due := watch.uptime_due()) is not None:
+                # the poll that proves min_uptime_s must read the host's clock after it: its read (about half a
+                # poll after it starts, as the last one's was) is timed to land just after, not up to a poll late
+                soon = max(soon, time.monotonic() + due - (time.monotonic() - poll_started) + UPTIME_MARGIN_S)
             if watch.cmdline_wanted() is not None and not repolled:
                 repolled = True
                 continue  # a new PID just appeared: read its cmdline at once
@@ -252,7 +278,7 @@ class _Run:
         # the PID is the one a poll already saw: its cmdline is read by that number, not the script's
         reads = [self.main_pid] + ([Reads(CMDLINE, (cmdline_argv(pid),))] if pid is not None else [])
         remaining = max(0.5, deadline - time.monotonic())
-        health = asyncio.create_task(fetch_via_host(conn, self.service.health_url,
+        health = asyncio.create_task(fetch_via_host(conn, self._health_url(),
                                                     timeout_s=min(POLL_HEALTH_TIMEOUT_S, remaining)))
         try:
             read = await read_facts(conn, reads)
@@ -263,8 +289,18 @@ class _Run:
         outcome = await health
         self.stats["polls"] += 1
         (state_result,) = read[self.main_pid.name]
+        self.last_state = state_result
         self.watch.observe(Poll(self.elapsed(), state_result, self.main_pid.state(state_result), outcome, pid,
-                                read[CMDLINE][0] if pid is not None else None))
+                                read[CMDLINE][0] if pid is not None else None, look_of(self.service, state_result)))
+
+    def _health_url(self) -> str:
+        """``health_url``, or (a container on a bridge network) the same URL at the container's address as the
+        last inspect showed it (``DockerHealthCheck``)."""
+        check = self.manager.health(self.service.health_url)
+        if self.last_state is None or not check.needs:
+            return self.service.health_url
+        request = check.request_from(Read((), {name: (self.last_state,) for name in check.needs}))
+        return request.url if isinstance(request, HttpRequest) else self.service.health_url
 
     async def _probe_and_settle(self, conn: HostConnection) -> None:
         """Send the real request once everything is green; keep watching the PID meanwhile and for settle_s."""
@@ -275,7 +311,8 @@ class _Run:
         if task is not None:
             watch.probe_state = Signal.PENDING
             await self.log.step("probe-sent", url=probe.url if probe else None)
-        settle_until = watch.ready_s + self.settle_s
+        # a container's min_uptime_s, already held before it was green, is its settle: no second window
+        settle_until = watch.ready_s + (0.0 if watch.runs is not None else self.settle_s)
         try:
             while True:
                 if task is not None and task.done() and self.probe is None:
@@ -285,7 +322,8 @@ class _Run:
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)
                 if self.elapsed() >= settle_until and (task is None or task.done()):
-                    if not watch.crash_loop or self.elapsed() >= watch.new_pids[1][1] + self.settle_s:
+                    since = watch.crash_loop_since()
+                    if since is None or self.elapsed() >= since + self.settle_s:
                         return
                 started = time.monotonic()
                 await self._poll(conn, time.monotonic() + POLL_HEALTH_TIMEOUT_S)

@@ -14,7 +14,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from commands.checks.cmdline import cmdline_argv, parse_cmdline
-from commands.checks.service import ServiceState, parse_service_state, service_state_argv, supervisorctl
+from commands.checks.service import (
+    ServiceState,
+    main_pid_check,
+    parse_service_state,
+    service_state_argv,
+    supervisorctl,
+)
 from commands.checks.stale import parse_process_start, process_start_argvs
 from commands.clock import utc_at, utc_now
 from commands.command_result import CommandResult
@@ -24,7 +30,9 @@ from commands.inventory import Host, Service
 from commands.operation import new_operation_id
 from commands.plans import Plan, hash_of
 from commands.redact import redact, redact_data
+from commands.restart.container import ACTS, ContainerLook, is_container, look_of
 from commands.ssh import HostConnection, connect
+from commands.verify.runner import read_facts
 from commands.vocabulary import Operation
 
 
@@ -41,23 +49,36 @@ class ServiceSnapshot:
     started_at: str | None = None  # the main process's start, UTC, from /proc/PID/stat
     started_epoch: float | None = None
     cmdline: str | None = None  # redacted, arguments joined by spaces
+    # Containers (commands/restart/container.py): the run's State.StartedAt (epoch), the container's id
+    # (compose: the one its labels found) and the host's clock when this was read (a restart sent after it
+    # proves a run by a StartedAt later than it).
+    container_started: float | None = None
+    container_id: str | None = None
+    host_clock: float | None = None
 
     @classmethod
-    def of(cls, state: ServiceState, start_epoch: float | None = None, cmdline: str | None = None
-           ) -> ServiceSnapshot:
+    def of(cls, state: ServiceState, start_epoch: float | None = None, cmdline: str | None = None,
+           look: ContainerLook | None = None) -> ServiceSnapshot:
         props = state.properties
         return cls(state.main_pid, state.active, state.state,
                    props.get("InvocationID") or None, _int(props.get("NRestarts")),
                    _int(props.get("ExecMainStartTimestampMonotonic")),
                    utc_at(start_epoch) if start_epoch is not None else None,
-                   round(start_epoch, 2) if start_epoch is not None else None, cmdline)
+                   round(start_epoch, 2) if start_epoch is not None else None, cmdline,
+                   look.started_at if look else None, look.container_id if look else None,
+                   look.host_now if look else None)
+
+
+CONTAINER_FIELDS = ("container_started", "container_id", "host_clock")
 
 
 def restart_argv(service: Service) -> list[str]:
     """The one command the action step runs."""
     if service.manager == "systemd":
         return ["systemctl", "restart", service.unit]
-    if service.manager != "supervisord":  # containers: verify only, for now (issue 22)
+    if service.manager in ACTS:
+        return ACTS[service.manager](service)
+    if service.manager != "supervisord":
         raise UsageError(f"restart of a {service.manager} service is not built yet: proofbot can verify "
                          f"{service.unit}, not restart it", hint="restart it by hand, then proofbot verify")
     return [*supervisorctl(service), "restart", service.unit]
@@ -96,7 +117,9 @@ class RestartPlan(Plan):
             "probe": None if probe is None else {
                 "url": probe.url, "json": probe.json_body, "timeout_s": probe.timeout_s, "expect": probe.expect,
                 "header_names": sorted(probe.headers)},
-            "before": asdict(self.before),
+            # a container's fields only when read: a systemd or supervisord plan hashes as it did before them
+            "before": {key: value for key, value in asdict(self.before).items()
+                       if value is not None or key not in CONTAINER_FIELDS},
         }
 
     @property
@@ -131,20 +154,24 @@ async def plan_restart(host: Host, *, operation_id: str | None = None) -> Restar
 
 async def read_snapshot(conn: HostConnection, service: Service) -> tuple[ServiceSnapshot, list[CommandResult]]:
     """The manager's state, then (one more round trip) the main process's start time and cmdline."""
-    first = await conn.run_batch([service_state_argv(service)])
+    if is_container(service):  # the check's own step: the init's child, the host's clock, compose's labels
+        first = list((await read_facts(conn, [main_pid_check(service)]))["main-pid"])
+    else:
+        first = await conn.run_batch([service_state_argv(service)])
     state = parse_service_state(service, first[0])
     if state is None:
         raise MissingOutput(f"{conn.host.name}: could not read the state of {service.unit}: "
                             f"{redact(first[0].text.strip())[:300] or 'no output'}",
                             hint=f"check that {service.manager} knows {service.unit}")
+    look = look_of(service, first[0])
     if state.main_pid is None:
-        return ServiceSnapshot.of(state), first
+        return ServiceSnapshot.of(state, look=look), first
     pid = state.main_pid
     second = await conn.run_batch([cmdline_argv(pid), *process_start_argvs(pid)])
     start = parse_process_start(pid, *second[1:4])
     args = parse_cmdline(second[0])
     cmdline = redact(" ".join(args)) if second[0].exit_status == 0 and args else None
-    return ServiceSnapshot.of(state, start.started_at if start else None, cmdline), first + second
+    return ServiceSnapshot.of(state, start.started_at if start else None, cmdline, look), first + second
 
 
 def _shown(result: CommandResult) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from commands.checks.cmdline import cmdline_finding
 from commands.checks.service import main_pid_check, service_state_argv
 from commands.findings import Evidence, Finding
+from commands.restart.container_verdict import container_pid_finding, look_words
 from commands.restart.plan import RestartPlan
 from commands.restart.watch import Poll, Watch
 from commands.vocabulary import CheckStatus, CommandState, Signal
@@ -81,15 +82,20 @@ def command_finding(watch: Watch) -> Finding:
                    f"exited 0 after {result.duration_s:.2f} s{hint}", evidence, {"exit_status": 0})
 
 
-def _pid_evidence(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Evidence | None:
+def _pid_evidence(plan: RestartPlan, watch: Watch, poll_interval_s: float,
+                  describe: Callable[[Poll], str] | None = None) -> Evidence | None:
+    """Every change of the manager's state the polls saw (``describe``: one poll's words), then its last output."""
     last = watch.last
     if last is None:
         return None
     lines, previous = [], ""
     main_pid = main_pid_check(plan.service)
     for poll in watch.polls:
-        state = f"{poll.state.state} pid {poll.state.main_pid or '-'}" if poll.state else "unreadable"
-        if poll.state and (restarts := main_pid.restart_count(poll.state)) is not None:
+        if describe is not None:
+            state = describe(poll)
+        else:
+            state = f"{poll.state.state} pid {poll.state.main_pid or '-'}" if poll.state else "unreadable"
+        if describe is None and poll.state and (restarts := main_pid.restart_count(poll.state)) is not None:
             state += f" InvocationID {(main_pid.invocation(poll.state) or '')[:12] or '-'} NRestarts {restarts}"
         if state != previous:
             lines.append(f"+{poll.at_s:7.3f} s  {state}")
@@ -101,6 +107,8 @@ def _pid_evidence(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Ev
 
 
 def pid_finding(plan: RestartPlan, watch: Watch, poll_interval_s: float) -> Finding:
+    if watch.runs is not None:
+        return container_pid_finding(plan, watch, _pid_evidence(plan, watch, poll_interval_s, look_words))
     old, last = plan.before.main_pid, watch.last
     evidence = _pid_evidence(plan, watch, poll_interval_s)
     details = {"old_pid": old, "new_pids": [pid for pid, _ in watch.new_pids]}
@@ -249,8 +257,12 @@ def ready_finding(plan: RestartPlan, watch: Watch, probe: Finding | None, poll_i
     last = watch.last
     if watch.command_state == CommandState.FAIL and watch.command_result is not None:
         never = f"`{watch.command}` exited {watch.command_result.exit_status}"
+    elif watch.runs is not None and watch.runs.crash_loop:
+        never = watch.runs.loop_words()
     elif watch.crash_loop:
         never = f"crash loop ({len(watch.new_pids)} new PIDs)"
+    elif watch.gone_since() is not None:
+        never = "the container ended and its engine does not restart it"
     elif watch.wrong_flags_final():
         never = "the new process runs with the wrong flags"
     else:
@@ -276,4 +288,6 @@ def _pending(plan: RestartPlan, watch: Watch, poll: Poll) -> list[str]:
     read = watch.cmdlines.get(pid) if pid is not None else None
     if read is None or read.state != Signal.OK:
         pending.append("the right cmdline" if read is None else f"the right cmdline ({read.state})")
+    if watch.runs is not None and not watch.runs.stable(poll.look):
+        pending.append(f"the new run up {watch.runs.min_uptime_s:g} s (min_uptime_s), not restarting")
     return pending

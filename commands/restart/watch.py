@@ -16,7 +16,9 @@ from commands.checks.health import HttpOutcome
 from commands.checks.service import ServiceState, main_pid_check
 from commands.command_result import CommandResult
 from commands.inventory import Service
+from commands.restart.container import ContainerLook
 from commands.restart.plan import ServiceSnapshot
+from commands.restart.runs import ContainerRuns
 from commands.vocabulary import CommandState, Signal
 
 Phase = Literal["before", "restarting", "waiting", "probing", "settling", "done"]
@@ -67,6 +69,7 @@ class Poll:
     health: HttpOutcome
     cmdline_pid: int | None = None
     cmdline_result: CommandResult | None = None
+    look: ContainerLook | None = None  # a container's run, engine-neutral (commands.restart.container)
 
 
 @dataclass
@@ -104,6 +107,7 @@ class Watch:
     lost: str = ""
     lost_s: float | None = None
     probe_state: Signal = Signal.NOT_APPLICABLE
+    runs: ContainerRuns | None = None  # a container: its runs since the request (commands.restart.runs)
 
     # -- inputs --------------------------------------------------------------------
     def command_done(self, result: CommandResult | None, at_s: float, problem: str = "",
@@ -125,6 +129,8 @@ class Watch:
 
     def observe(self, poll: Poll) -> None:
         self.polls.append(poll)
+        if self.runs is not None:
+            self.runs.observe(poll.at_s, poll.look)
         pid = self.pid_of(poll)
         if self.is_new(poll) and pid is not None and pid not in {seen for seen, _ in self.new_pids}:
             self.new_pids.append((pid, poll.at_s))
@@ -140,16 +146,20 @@ class Watch:
         return poll.state.main_pid if poll.state else None
 
     def is_new(self, poll: Poll) -> bool:
-        """A new process: a new main PID, and on systemd a new InvocationID (PIDs get reused)."""
+        """A new process: a new main PID, and on systemd a new InvocationID (PIDs get reused); a container's:
+        a StartedAt later than the request, with a PID > 0."""
         if poll.state is None:
             return False
+        if self.runs is not None:
+            return self.runs.is_new_process(poll.look)
         return main_pid_check(self.service).is_new(poll.state, self.before.main_pid, self.before.invocation_id)
 
     def green(self, poll: Poll) -> bool:
         pid = self.pid_of(poll)
         read = self.cmdlines.get(pid) if pid is not None else None
         return (self.command_state == CommandState.OK and self.is_new(poll) and poll.state is not None
-                and poll.state.active and poll.health.status == 200 and read is not None and read.state == Signal.OK)
+                and poll.state.active and poll.health.status == 200 and read is not None and read.state == Signal.OK
+                and (self.runs is None or self.runs.stable(poll.look)))
 
     # -- derived -------------------------------------------------------------------
     @property
@@ -163,7 +173,38 @@ class Watch:
 
     @property
     def crash_loop(self) -> bool:
+        if self.runs is not None:  # a container's runs say it (a compose recreate's new PID is not a loop)
+            return self.runs.crash_loop
         return len(self.new_pids) >= 2
+
+    def crash_loop_since(self) -> float | None:
+        """When the crash loop became evident (seconds after the restart command), None: no crash loop."""
+        if self.runs is not None:
+            return self.runs.loop_seen_s
+        return self.new_pids[1][1] if len(self.new_pids) >= 2 else None
+
+    def uptime_due(self) -> float | None:
+        """A container's new run, up but not yet ``min_uptime_s``: the seconds it still lacked when the last poll
+        read the host's clock (None: no such run)."""
+        last = self.last
+        if self.runs is None or last is None or last.look is None or not self.runs.is_new_process(last.look):
+            return None
+        look, run = last.look, self.runs.runs[-1] if self.runs.runs else None
+        if not look.up or look.uptime_s is None or run is None or run.down or run.started_at != look.started_at:
+            return None
+        due = self.runs.min_uptime_s - look.uptime_s
+        return due if due > 0 else None
+
+    def gone_since(self) -> float | None:
+        """A container's new run seen ended, and not being restarted by its engine: it will not come back by
+        itself; when that was first seen (None: not so)."""
+        last = self.last
+        if self.runs is None or last is None or last.look is None or not self.runs.runs:
+            return None
+        run = self.runs.runs[-1]
+        ended = (not last.look.running and not last.look.restarting and not last.look.will_restart
+                 and last.look.started_at == run.started_at)
+        return run.down_seen_s if ended and run.down else None
 
     def cmdline_wanted(self) -> int | None:
         """The PID whose command line the next poll should read: the current new process, until

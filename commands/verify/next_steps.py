@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from commands.findings import Finding, NextStep
+from commands.restart.container import is_container
 from commands.verify.causes import CAUSE, KEY_REFUSAL, REFUSED_KEY_KINDS, Cause
 from commands.verify.plan import VerifyPlan
 from commands.vocabulary import CheckStatus, Operation
@@ -22,14 +23,16 @@ def with_next_step(finding: Finding, plan: VerifyPlan) -> Finding:
 def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     step = _next_step(finding, plan)
     service = plan.host.service
-    if step is None or step.operation != Operation.RESTART or service is None or service.container is None:
+    if step is None or step.operation != Operation.RESTART or service is None or not is_container(service):
         return step
-    # proofbot cannot restart a container yet: never a hint that it would refuse
     if finding.name == "main-pid" and finding.status == CheckStatus.WARN:
         return NextStep(f"{service.unit} has not been up for min_uptime_s yet: wait, then", Operation.VERIFY,
                         (plan.host.name,))
-    return NextStep(f"restart the container on the host ({service.manager} restart {service.unit}; proofbot "
-                    "cannot restart containers yet), then", Operation.VERIFY, (plan.host.name,))
+    if service.manager == "compose" and service.compose_file is None:  # never a hint proofbot would refuse
+        return NextStep(f"restart it on the host (docker-compose -p {service.project} restart {service.service}; "
+                        "proofbot needs the service's compose_file: to do it), then", Operation.VERIFY,
+                        (plan.host.name,))
+    return step
 
 
 def _next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
