@@ -96,3 +96,13 @@ def test_main_pid_of_a_refused_engine_could_not_check_saying_why(place: Path) ->
                                       "refused, nothing run:"), finding.summary
     assert step.shown.startswith(f"{cli} inspect --type container")
     assert not (place / "ran").exists()
+
+
+def test_a_sticky_dir_others_can_write_is_no_way_in(place: Path) -> None:
+    """As /var/tmp holding a lab's root-only wrapper: nobody else can rename or remove root's entries there."""
+    marker = place / "ran"
+    sticky = place / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    run = _run([str(_cli(sticky / "docker", 0o755, marker)), "ps"])
+    assert run.returncode == 0 and marker.exists(), run.stdout

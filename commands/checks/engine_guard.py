@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import shlex
 
-from commands.checks.package_guard import FUNCTIONS
+from commands.checks.package_guard import functions
 
 REFUSED = "proofbot: engine CLI"  # how the refusal starts: the engine's words (engine_words) carry it
-ENGINE_GUARD = "set -f\n" + FUNCTIONS + r"""cli=$1; shift
+# A sticky dir others can write (/var/tmp) is no way in: nobody but its owner renames or removes root's entry
+# in it, and that entry is checked in turn (as a restore's dirs are judged, commands/restore/where.py).
+ENGINE_GUARD = "set -f\n" + functions(r"-perm /022 ! \( -type d -perm -1000 \)") + r"""cli=$1; shift
 case $cli in */*) c=$cli ;; *) c=$(command -v -- "$cli") || c= ;; esac
 [ -n "$c" ] || { echo "proofbot: engine CLI $cli is not on the PATH: nothing run"; exit 127; }
 if out=$(pb_follow "$c" && printf 'ok'); [ "$out" = ok ]; then
