@@ -19,6 +19,7 @@ import pytest_asyncio
 import yaml
 
 from bot.demo.host import DemoHost, demo_host
+from tests.store_backends import pg_cluster, pg_database, pg_url, store_target  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
 CLI_TIMEOUT_S = 120

@@ -1,4 +1,5 @@
-"""Plans awaiting approval: the first decision wins, read once and logged in the same transaction."""
+"""Plans awaiting approval, on SQLite and PostgreSQL: the first decision wins, read once and logged in the same
+transaction."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ async def new_plan(store: AuditStore, plan_id: str = "op-1", approvals_: Approva
 
 
 async def rows(store: AuditStore, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return await store.read(lambda conn: conn.execute(sql, params).fetchall())
+    return await store.snapshot(lambda db: [tuple(row.values()) for row in db.query(sql, params)])
 
 
 async def test_decide_reads_the_plan_once_and_returns_it_decided(tmp_path: Path) -> None:
@@ -48,8 +49,8 @@ async def test_decide_reads_the_plan_once_and_returns_it_decided(tmp_path: Path)
     store.close()
 
 
-async def test_two_approvers_at_once_one_wins(tmp_path: Path) -> None:
-    stores = [AuditStore.open(tmp_path / "a.db") for _ in range(2)]  # two connections, like two processes
+async def test_two_approvers_at_once_one_wins(store_target: Path | str) -> None:
+    stores = [AuditStore.open(store_target) for _ in range(2)]  # two connections, like two processes
     await new_plan(stores[0])
     results = await asyncio.gather(
         *(approvals.decide(store, "op-1", f"slack:{user}", "approved", APPROVALS, user_id=user)
@@ -63,8 +64,8 @@ async def test_two_approvers_at_once_one_wins(tmp_path: Path) -> None:
         store.close()
 
 
-async def test_refusals_leave_the_plan_pending(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "a.db")
+async def test_refusals_leave_the_plan_pending(store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
     await new_plan(store)
     with pytest.raises(Refused, match="not an approver"):
         await approvals.decide(store, "op-1", "slack:U9", "approved", APPROVALS, user_id="U9")
@@ -78,8 +79,8 @@ async def test_refusals_leave_the_plan_pending(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_a_click_after_expiry_expires_the_plan(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "a.db")
+async def test_a_click_after_expiry_expires_the_plan(store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
     await new_plan(store, approvals_=Approvals(approvers=["U2"], expire_after_s=0.01))
     await asyncio.sleep(0.05)
     with pytest.raises(Refused, match="this plan expired at"):
@@ -93,8 +94,8 @@ async def test_a_click_after_expiry_expires_the_plan(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_expire_if_due_expires_once_and_only_when_due(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "a.db")
+async def test_expire_if_due_expires_once_and_only_when_due(store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
     await new_plan(store, "op-later")
     await new_plan(store, "op-soon", Approvals(expire_after_s=0.01))
     await asyncio.sleep(0.05)
@@ -109,8 +110,8 @@ async def test_expire_if_due_expires_once_and_only_when_due(tmp_path: Path) -> N
     store.close()
 
 
-async def test_close_unapplied_finishes_and_frees_only_its_own_lock(tmp_path: Path) -> None:
-    store = AuditStore.open(tmp_path / "a.db")
+async def test_close_unapplied_finishes_and_frees_only_its_own_lock(store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
     await new_plan(store, "op-1")
     await new_plan(store, "op-2")
     await locks.acquire(store, "ct129", "op-1", "restore", "slack:U1")
@@ -131,10 +132,11 @@ def test_set_message_is_gone() -> None:
     assert sqlite3.sqlite_version_info >= (3, 35)  # UPDATE ... RETURNING, which decides and reads in one
 
 
-async def test_a_rejection_or_an_expiry_ends_the_plan_with_its_decision_and_frees_its_host(tmp_path: Path) -> None:
+async def test_a_rejection_or_an_expiry_ends_the_plan_with_its_decision_and_frees_its_host(
+        store_target: Path | str) -> None:
     """The decision that ends a plan ends it in its own transaction: finished, the host freed; no front-end
     has to close it (nor can a late click leave the host locked)."""
-    store = AuditStore.open(tmp_path / "a.db")
+    store = AuditStore.open(store_target)
     await new_plan(store, "op-1")
     await locks.acquire(store, "ct129", "op-1", "restore", "slack:U1")
     await approvals.decide(store, "op-1", "slack:U2", "rejected", APPROVALS, user_id="U2", reason="not now")
@@ -145,8 +147,9 @@ async def test_a_rejection_or_an_expiry_ends_the_plan_with_its_decision_and_free
     with pytest.raises(Refused, match="this plan expired at"):
         await approvals.decide(store, "op-2", "slack:U2", "approved", APPROVALS, user_id="U2")
     assert await locks.holder_of(store, "ct129") is None
-    finished = await rows(store, "SELECT operation_id, actor, json_extract(details, '$.verdict'), "
-                                 "json_extract(details, '$.summary') FROM events WHERE kind = 'finished' ORDER BY id")
+    finished = await rows(store, "SELECT operation_id, actor, json_extract(details, '$.verdict') AS verdict, "
+                                 "json_extract(details, '$.summary') AS summary FROM events WHERE kind = 'finished' "
+                                 "ORDER BY id")
     assert finished == [("op-1", "slack:U2", "rejected", "rejected: not now"),
                         ("op-2", "proofbot", "expired", "no decision before the plan expired")]
     store.close()

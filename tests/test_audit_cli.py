@@ -11,6 +11,7 @@ import pytest
 from commands.store.db import AuditStore
 from tests.audit_events import cli_origin, record_operation, slack_origin
 from tests.conftest import run_cli, write_inventory
+from tests.store_sql import rows
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def inventory(tmp_path: Path) -> Path:
                            {"hosts": {"ct129": {"address": "10.0.0.1"}, "ct130": {"address": "10.0.0.2"}}})
 
 
-async def make_log(db: Path) -> None:
+async def make_log(db: Path | str) -> None:
     """Oldest first: a CLI verify, an approved restore, a rejected restart, a verify on ct130, a running one."""
     store = AuditStore.open(db)
     await record_operation(store, "op-1", origin=cli_origin(), verdict="fail")
@@ -32,8 +33,8 @@ async def make_log(db: Path) -> None:
     store.close()
 
 
-async def test_audit_lists_operations_newest_first_with_approver(tmp_path: Path) -> None:
-    db = tmp_path / "audit.db"
+async def test_audit_lists_operations_newest_first_with_approver(tmp_path: Path, store_target: Path | str) -> None:
+    db = store_target  # a SQLite file, then a PostgreSQL URL
     await make_log(db)
     run = await run_cli("audit", "--db", str(db), "--json", env={"PROOFBOT_INVENTORY": str(tmp_path / "none.yml")})
     assert run.code == 0, run.stderr
@@ -52,8 +53,8 @@ async def test_audit_lists_operations_newest_first_with_approver(tmp_path: Path)
     assert (operations[4]["verdict"], operations[4]["channel"], operations[4]["thread_ts"]) == ("fail", None, None)
 
 
-async def test_audit_host_and_limit_and_the_view_is_recorded(tmp_path: Path, inventory: Path) -> None:
-    db = tmp_path / "audit.db"
+async def test_audit_host_and_limit_and_the_view_is_recorded(inventory: Path, store_target: Path | str) -> None:
+    db = store_target
     await make_log(db)
     run = await run_cli("audit", "ct129", "--limit", "2", "--db", str(db), "--inventory", str(inventory))
     assert run.code == 0, run.stderr
@@ -63,8 +64,7 @@ async def test_audit_host_and_limit_and_the_view_is_recorded(tmp_path: Path, inv
     assert "thread: Slack channel C0OPS, thread_ts 500.000100" in run.stdout
     full = await run_cli("audit", "ct129", "--db", str(db), "--inventory", str(inventory))
     assert "approved by slack:U0BOB" in full.stdout and "(from the CLI, no thread)" in full.stdout
-    kind, host, details = sqlite3.connect(db).execute(
-        "SELECT kind, host, details FROM events ORDER BY id DESC LIMIT 1").fetchone()
+    [(kind, host, details)] = rows(db, "SELECT kind, host, details FROM events ORDER BY id DESC LIMIT 1")
     assert (kind, host) == ("viewed", "ct129")
     assert json.loads(details)["listed"] == ["op-5", "op-3", "op-2", "op-1"]
 

@@ -2,7 +2,8 @@
 to a namespace host where a private dockerd runs (tests/lab/docker.py). Each container is the lab's stand-in
 server behind `--init`, started by `sh -c` that exits 3 while its flag file exists (a broken launch, set by the
 test before the restart). One host, one engine, one container per case; a rolling restart over three inventory
-hosts (three containers on that one lab host) halts at the crash-looping one."""
+hosts (three containers on that one lab host, the first on a bridge network: health at its address) halts at the
+crash-looping one."""
 
 from __future__ import annotations
 
@@ -36,13 +37,14 @@ PROJECT, SERVICE = "pblab", "web"
 CONTAINERS = {"svc": (30011, "no"), "gone": (30012, "no"), "loop": (30013, "always"),
               "r1": (30021, "no"), "r2": (30022, "always"), "r3": (30023, "no")}
 WEB_PORT = 30031
+BRIDGE, BRIDGED = "pbnet", ("r1",)  # on a user-defined bridge: nothing listens on the host's 127.0.0.1:30021
 MIN_UPTIME_S = 2
 
 
-def launch(port: int) -> list[str]:
+def launch(port: int, listen: str = "127.0.0.1") -> list[str]:
     """The container's command: exit 3 while /flags/broken-PORT exists; the stand-in server, which answers
     health 503 for 600 s after it starts while /flags/slow-PORT exists."""
-    server = f"exec python3 {SCRIPT} --host 127.0.0.1 --port {port} {FLAG}"
+    server = f"exec python3 {SCRIPT} --host {listen} --port {port} {FLAG}"
     return ["sh", "-c", f"test ! -e /flags/broken-{port} || exit 3; "
             f"if test -e /flags/slow-{port}; then {server} --startup-delay 600; fi; {server}"]
 
@@ -119,9 +121,14 @@ def ctlab() -> Iterator[ContainerLab]:
             flags.mkdir()
             project.mkdir()
             _compose_file(project / "docker-compose.yml", flags)
+            # The lab's own /24 (claimed for this run), its top /27: a bridge in the lab host's namespace only
+            engine.docker("network", "create", "--driver", "bridge", "--subnet", f"10.231.{lab.octet}.192/27",
+                          BRIDGE)
             for name, (port, policy) in CONTAINERS.items():
-                engine.docker("run", "-d", "--name", name, "--init", "--network", "host", f"--restart={policy}",
-                              "-v", f"{FAKE_LLM}:{SCRIPT}:ro", "-v", f"{flags}:/flags:ro", IMAGE, *launch(port))
+                network, listen = (BRIDGE, "0.0.0.0") if name in BRIDGED else ("host", "127.0.0.1")
+                engine.docker("run", "-d", "--name", name, "--init", "--network", network, f"--restart={policy}",
+                              "-v", f"{FAKE_LLM}:{SCRIPT}:ro", "-v", f"{flags}:/flags:ro", IMAGE,
+                              *launch(port, listen))
             made = ContainerLab(lab, host, engine, flags, project / "docker-compose.yml")
             asyncio.run(made.compose("up", "-d"))
             yield made
@@ -270,6 +277,11 @@ async def test_rolling_restart_over_three_container_hosts_halts_at_the_crash_loo
     assert "halted after batch 2 of 3: r2 failed its proof" in result["halted"]
     by_host = {host["host"]: host for host in result["hosts"]}
     assert by_host["r1"]["new_pid"] == ctlab.service_pid("r1") != before["r1"]
+    # r1 is on a bridge: health was asked at the container's address from the polls' inspect
+    address = ctlab.inspect("r1", f'{{{{(index .NetworkSettings.Networks "{BRIDGE}").IPAddress}}}}')
+    health = checks(by_host["r1"])["health"]
+    assert health["status"] == "pass" and f"http://{address}:{CONTAINERS['r1'][0]}/health" in \
+        health["evidence"]["command"], health
     looping = checks(by_host["r2"])["main-pid"]
     assert looping["status"] == "fail" and looping["summary"].startswith("r2 is in a crash loop: ")
     assert ctlab.service_pid("r3") == before["r3"]  # never restarted

@@ -91,11 +91,12 @@ async def test_cli_without_yes_and_without_a_terminal_changes_nothing_exit_4(lab
     assert kinds == ["requested", "plan-shown", "refused"]
 
 
-async def test_cli_yes_json_adds_old_and_new_pid_and_ready_time(lab: DemoHost, tmp_path: Path) -> None:
+async def test_cli_yes_json_adds_old_and_new_pid_and_ready_time(lab: DemoHost, tmp_path: Path,
+                                                               store_target: Path | str) -> None:
     old = await supervised_pid(lab)
     inventory = write_inventory(tmp_path / "inv.yml", lab.inventory())
     run = await run_cli("restart", lab.name, "--yes", "--json", "--inventory", str(inventory),
-                        "--db", str(tmp_path / "a.db"))
+                        "--db", str(store_target))  # a SQLite file, then a PostgreSQL URL
     assert run.code == 0, run.stdout + run.stderr
     report = json.loads(run.stdout)
     assert report["operation"] == "restart" and report["verdict"] == "pass"

@@ -20,6 +20,7 @@ from commands.restart.rollout import RolloutPlan, apply_rollout
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
+from tests.store_sql import rows
 
 NAMES = ["ct129", "ct130", "ct131"]
 
@@ -46,11 +47,12 @@ async def _approved(audit: AuditStore, plan: RolloutPlan, inventory: Inventory) 
     return await approvals.decide(audit, plan.operation_id, "bob@cli", "approved", inventory.approvals)
 
 
-async def test_one_busy_host_refuses_the_whole_rollout_and_frees_the_others(tmp_path: Path) -> None:
+async def test_one_busy_host_refuses_the_whole_rollout_and_frees_the_others(tmp_path: Path,
+                                                                           store_target: Path | str) -> None:
     document = _document(tmp_path)
     inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
     plan = _plan(inventory)
-    audit = AuditStore.open(tmp_path / "a.db")
+    audit = AuditStore.open(store_target)
     try:
         decided = await _approved(audit, plan, inventory)
         await locks.acquire(audit, "ct130", "op-restore", "restore", "carol@cli")
@@ -59,13 +61,12 @@ async def test_one_busy_host_refuses_the_whole_rollout_and_frees_the_others(tmp_
     finally:
         audit.close()
     assert busy.value.message.startswith("ct130 is busy: restore op-restore by carol@cli since ")
-    db = sqlite3.connect(tmp_path / "a.db")
-    assert db.execute("SELECT host, operation_id FROM locks").fetchall() == [("ct130", "op-restore")]
-    assert db.execute("SELECT state FROM plans").fetchall() == [("void",)]
-    refused = json.loads(db.execute("SELECT details FROM events WHERE kind = 'refused'").fetchone()[0])
-    assert refused["holder"]["operation_id"] == "op-restore"
-    finished = json.loads(db.execute("SELECT details FROM events WHERE kind = 'finished'").fetchone()[0])
-    assert finished["verdict"] == "refused"
+    assert rows(store_target, "SELECT host, operation_id FROM locks") == [("ct130", "op-restore")]
+    assert rows(store_target, "SELECT state FROM plans") == [("void",)]
+    [(refused,)] = rows(store_target, "SELECT details FROM events WHERE kind = 'refused'")
+    assert json.loads(refused)["holder"]["operation_id"] == "op-restore"
+    [(finished,)] = rows(store_target, "SELECT details FROM events WHERE kind = 'finished'")
+    assert json.loads(finished)["verdict"] == "refused"
 
 
 async def test_an_approved_plan_void_against_today_s_inventory_is_ended_by_the_core(tmp_path: Path) -> None:

@@ -45,8 +45,8 @@ async def dead_pid() -> int:
     return child.pid
 
 
-async def test_recovery_leaves_an_operation_whose_process_is_alive(tmp_path: Path) -> None:
-    audit = AuditStore.open(tmp_path / "a.db")
+async def test_recovery_leaves_an_operation_whose_process_is_alive(store_target: Path | str) -> None:
+    audit = AuditStore.open(store_target)
     alive = Origin.local_user().to_json()
     dead = {**alive, "process": {**Holder.current().to_json(), "pid": await dead_pid()}}
     for operation_id, origin in (("op-alive", alive), ("op-dead", dead)):

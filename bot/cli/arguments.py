@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from commands.store import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -49,13 +50,22 @@ def restart_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def audit_arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("host", nargs="?", metavar="HOST|verify",
-                         help="a host from the inventory (default: across hosts), or `verify`")
+    command.add_argument("host", nargs="?", metavar="HOST|verify|export",
+                         help="a host from the inventory (default: across hosts), `verify` or `export`")
     command.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                          help=f"how many operations (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})")
     command.add_argument("--json", action="store_true", help="print one JSON object")
     command.add_argument("--anchor", metavar="ID:HASH",
                          help="with verify: a head printed earlier that the chain must still hold")
+    stream = command.add_argument_group("audit stream (to a SIEM; docs/observability.md)")
+    stream.add_argument("--to", metavar="URL", help="stream: POST the events as JSON batches to this webhook")
+    stream.add_argument("--syslog", metavar="HOST:PORT", help="stream: RFC 5424 syslog over TCP (octet counting)")
+    stream.add_argument("--state", metavar="PATH",
+                        help="stream: the cursor file (default: the database's path + .stream.json)")
+    stream.add_argument("--once", action="store_true", help="stream: exit when caught up (cron); else follow")
+    command.add_argument("--sqlite", metavar="FILE", type=Path,
+                         help="with export: the SQLite file to write (for Datasette and `audit verify --db FILE`)")
+    command.add_argument("--force", action="store_true", help="with export: replace FILE if it exists")
 
 
 def _limit(text: str) -> int:
@@ -103,6 +113,7 @@ OPERATION_ARGUMENTS: dict[str, Arguments] = {
     "verify": Arguments(verify_arguments),
     "restore": Arguments(restore_arguments),
     "restart": Arguments(restart_arguments, RESTART_EPILOG),
-    "audit": Arguments(audit_arguments, "`proofbot audit verify` checks the log's hash chain."),
+    "audit": Arguments(audit_arguments, "`proofbot audit verify` checks the log's hash chain; `proofbot audit stream "
+                                       "--to URL` sends it to a SIEM."),
     "policy": Arguments(policy_arguments, "A user group's members need Slack: `/policy` in Slack shows them."),
 }

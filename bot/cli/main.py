@@ -45,6 +45,7 @@ SERVE_HELP = """environment:
   SLACK_SIGNING_SECRET   HTTP mode (--http): every request's signature is checked with it
   PROOFBOT_INVENTORY     the inventory file, unless --inventory is given (default ./inventory.yml)
   PROOFBOT_DB            the audit database, unless --db is given (default ./proofbot.db)
+  PROOFBOT_LOG_FORMAT    text (the default) or json: one JSON object per log line
 One serve per audit database; SIGTERM or Ctrl-C stops it at any moment."""
 DEMO_HELP = """No root, no Slack account, no network: an in-process SSH server on 127.0.0.1, a real
 supervisord and a stand-in inference server laid out as the seed's ct129. Its audit log goes
@@ -63,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     shared.add_argument("--inventory", default=argparse.SUPPRESS,
                         help="inventory file (default: $PROOFBOT_INVENTORY or ./inventory.yml)")
     shared.add_argument("--db", default=argparse.SUPPRESS,
-                        help="audit database (default: $PROOFBOT_DB or ./proofbot.db)")
+                        help="audit database: a SQLite file or a postgresql:// URL (default: $PROOFBOT_DB or "
+                             "./proofbot.db)")
     parser = _Parser(prog="proofbot", parents=[shared],
                      description="Restore, restart and prove each change took effect.")
     parser.add_argument("--version", action=_VersionAction)
@@ -77,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--http", type=int, metavar="PORT", help="HTTP mode: receive events at /slack/events")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode bind address")
+    serve.add_argument("--metrics-port", type=_port, metavar="PORT",
+                       help="serve Prometheus metrics at http://ADDRESS:PORT/metrics (off by default)")
+    serve.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                       help="the address /metrics listens on (default 127.0.0.1: this machine only)")
     serve.add_argument("--check", action="store_true",
                        help="exit 0 if a serve is running on this audit database, else 1 (a health check)")
     ping = sub.add_parser(Operation.PING, parents=[shared],
@@ -99,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="leave the lab host running (until Ctrl-C) and write its inventory beside the database,"
                            " so the commands printed at the end work as printed")
     return parser
+
+
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError("PORT must be a whole number from 1 to 65535")
+    return int(text)
 
 
 def _absolute(text: str) -> Path:
@@ -173,14 +185,14 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
-        from bot.slack.serve import is_served, serve  # Slack's libraries are only loaded for serve
+        from bot.slack.serve import MetricsAt, is_served, serve  # Slack's libraries are only loaded for serve
         from commands.store.db import db_path
 
         if args.check:
             return 0 if is_served(db_path(getattr(args, "db", None))) else 1
-
+        metrics_at = MetricsAt(args.metrics_port, args.metrics_address) if args.metrics_port else None
         return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
-                           bind=args.host)
+                           bind=args.host, metrics_at=metrics_at)
     if args.command == Operation.WATCH:
         from bot.cli.watch import run_watch
 

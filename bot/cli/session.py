@@ -50,9 +50,9 @@ async def session(args: argparse.Namespace, inventory: Inventory | None = None) 
     thread: a handshake started ahead (``commands.ssh.connect_ahead``) goes on meanwhile."""
     inventory = inventory if inventory is not None else inventory_of(args)
     from commands.operation import Origin
-    from commands.store.db import AuditStore, db_path
+    from commands.store.db import AuditStore, db_target
 
-    audit = await asyncio.to_thread(AuditStore.open, db_path(getattr(args, "db", None)))
+    audit = await asyncio.to_thread(AuditStore.open, db_target(getattr(args, "db", None)))
     try:
         yield Session(inventory, audit, Origin.local_user())
     finally:

@@ -41,7 +41,7 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
     return "\n".join(lines)
 
 
-def render_chain(report: ChainReport, db: Path) -> str:
+def render_chain(report: ChainReport, db: Path | str) -> str:
     lines: list[str] = []
     if report.broken is None and not report.schema_differences:
         lines.append(f"{report.events} events, chain intact ({db})")

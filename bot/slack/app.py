@@ -16,12 +16,10 @@ from typing import Any
 from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.metrics import RateLimitCounting
 from bot.slack import audit, policy_command, restart, restore, verify
 from bot.slack.blocks import error_message, escape, slack_date
 from bot.slack.home import HomeState, on_home_opened, on_member_joined
@@ -49,7 +47,8 @@ if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the l
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
               api_url: str | None = None) -> AsyncApp:
     # Threads post one reply per check: on a 429 wait as Slack says (Retry-After) and go on.
-    retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=3), AsyncConnectionErrorRetryHandler()]
+    retry = [RateLimitCounting(max_retry_count=3),  # counts each 429 for serve's metrics
+             AsyncConnectionErrorRetryHandler()]
     client = (RedactingWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
               else RedactingWebClient(token=bot_token, retry_handlers=retry))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",

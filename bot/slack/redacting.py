@@ -11,9 +11,12 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot.metrics import slack_failed
 from commands.redact import OFF_LOOP_CHARS, redact_data, redact_off_loop
 
 # Every argument of every Web API call is masked (text, blocks, a modal's or the App Home's view,
@@ -34,7 +37,14 @@ class RedactingWebClient(AsyncWebClient):
                 content = {key: value for key, value in payload.items() if key not in PLUMBING}
                 masked = await asyncio.to_thread(_masked, content) if _large(content) else _masked(content)
                 kwargs[name] = {**payload, **masked}
-        return await super().api_call(api_method, **kwargs)
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            slack_failed(api_method, str(exc.response.get("error") or f"http-{exc.response.status_code}"))
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:  # Slack not reached (after the connection retries)
+            slack_failed(api_method, "timeout" if isinstance(exc, TimeoutError) else "unreachable")
+            raise
 
     @classmethod
     def like(cls, client: AsyncWebClient) -> RedactingWebClient:

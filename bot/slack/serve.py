@@ -11,6 +11,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,6 +20,8 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
+from bot.logs import configure_logging
+from bot.metrics import DEFAULT_ADDRESS, Metrics, start_metrics_server
 from bot.slack.app import build_app
 from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack
@@ -78,16 +81,25 @@ def _require(name: str, why: str) -> str:
     return value
 
 
-async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: str = "0.0.0.0") -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+@dataclass(frozen=True)
+class MetricsAt:
+    """``--metrics-port`` and ``--metrics-address``: where /metrics is served (off when not given)."""
+
+    port: int
+    address: str = DEFAULT_ADDRESS
+
+
+async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: str = "0.0.0.0",
+                metrics_at: MetricsAt | None = None) -> int:
+    configure_logging()
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
     api_url = os.environ.get(API_URL_ENV) or None
     with only_serve_of(db):
-        return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind)
+        return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind, metrics_at=metrics_at)
 
 
 async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
-                 bind: str) -> int:
+                 bind: str, metrics_at: MetricsAt | None) -> int:
     # Signals first: SIGTERM and Ctrl-C stop the bot at any moment, also while Slack cannot be reached.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -97,22 +109,30 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
     app_token = None if http_port else _require("SLACK_APP_TOKEN", "Socket Mode needs the app-level token (xapp-…)")
     audit = AuditStore.open(db)
     context = BotContext(inventory, audit, groups=GroupCache(ttl_s=inventory.approvals.group_ttl_s))
+    metrics = Metrics(in_flight=lambda: len(context.inflight.running()))
+    stop_metrics = None
     try:
+        if metrics_at is not None:  # before Slack: a scrape shows a bot that cannot connect, too
+            stop_metrics, port = await start_metrics_server(metrics, audit, metrics_at.address, metrics_at.port)
+            logging.info("proofbot metrics at http://%s:%d/metrics", metrics_at.address, port)
         app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
-        close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))
-        if close is None:
-            logging.info("proofbot stopped before it was connected to Slack")
-            return 0
-        # Recorded only now: the tokens were accepted and the bot is reachable.
-        await bot_log(audit).bot_started("http" if http_port else "socket", sorted(inventory.hosts))
-        watching = start_watch(context, app.client)  # the inventory's watch entries, until shutdown
-        try:
-            await stop.wait()
-        finally:
-            await stop_watch(watching)
-            await close()
-            await bot_log(audit).bot_stopped()
+        with metrics.installed():
+            close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))
+            if close is None:
+                logging.info("proofbot stopped before it was connected to Slack")
+                return 0
+            # Recorded only now: the tokens were accepted and the bot is reachable.
+            await bot_log(audit).bot_started("http" if http_port else "socket", sorted(inventory.hosts))
+            watching = start_watch(context, app.client)  # the inventory's watch entries, until shutdown
+            try:
+                await stop.wait()
+            finally:
+                await stop_watch(watching)
+                await close()
+                await bot_log(audit).bot_stopped()
     finally:
+        if stop_metrics is not None:
+            await stop_metrics()
         for timer in list(context.timers):
             timer.cancel()
         audit.close()

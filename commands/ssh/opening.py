@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
+from commands import observe
 from commands.errors import ProofbotError
 from commands.inventory import Hop, Host, SshSettings
 from commands.ssh.failures import SSH_FAILURES, At, Step, as_error, through_bastion
@@ -58,13 +59,20 @@ async def _open(registry: Registry, host: Host | Hop,
         async with startup_slot(registry, sshd, settings), client_options(host, time.time(), trust) as options:
             options |= {"connect_timeout": settings.connect_timeout_s,
                         "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
-            return await asyncio.wait_for(
+            conn = await asyncio.wait_for(
                 asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options),
                 timeout=settings.connect_timeout_s + 1,
             )
     except SSH_FAILURES as exc:
-        raise as_error(exc, At(host, Step.CONNECT, via=via[-1] if via else None,
-                               timeout_s=settings.connect_timeout_s)) from exc
+        error = as_error(exc, At(host, Step.CONNECT, via=via[-1] if via else None,
+                                 timeout_s=settings.connect_timeout_s))
+        observe.ssh_connected(type(error).__name__)
+        raise error from exc
+    except ProofbotError as exc:  # refused before a handshake (no trusted key for the host, say)
+        observe.ssh_connected(type(exc).__name__)
+        raise
+    observe.ssh_connected(None)
+    return conn
 
 
 async def open_hop(registry: Registry, hops: tuple[Hop, ...],

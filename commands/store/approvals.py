@@ -29,6 +29,7 @@ from commands.store import locks
 from commands.store.db import AuditStore
 from commands.store.events import first_row, from_row
 from commands.store.kinds import Finished, Vote
+from commands.store.leases import lease_until, process_holder
 from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import EventKind, PlanState, Verdict
 
@@ -103,7 +104,9 @@ async def create(store: AuditStore, *, plan_id: str, operation: str, host: str, 
     row = {"id": plan_id, "operation": operation, "host": host, "requested_by": requested_by,
            "created_at": utc_now(), "expires_at": time.time() + approvals.expire_after_s, "plan_hash": plan_hash,
            "details": json.dumps(details, sort_keys=True, default=str), "state": PlanState.PENDING, "decided_by": None,
-           "decided_at": None, "channel": channel, "message_ts": message_ts}
+           "decided_at": None, "channel": channel, "message_ts": message_ts,
+           "lease_holder": process_holder(), "lease_expires": lease_until()}
+    store.keep_leases()
     await store.write(lambda db: db.table("plans").insert(row))
     return plan_of(row)
 
@@ -172,9 +175,12 @@ def _counted(db: sqlite_utils.Database, plan: PendingPlan, rule: Rule) -> tuple[
     """The approvals that count now: each person once, and only while the rule still names them (a member
     removed from a group, a policy changed since the click: no longer counted)."""
     users: dict[str, None] = {}
-    for row in db.query(f"SELECT json_extract(details, '$.user') AS user FROM events WHERE operation_id = ? "
-                        f"AND kind = '{EventKind.VOTE}' AND json_extract(details, '$.counted') = 1 ORDER BY id",
+    # `counted` is read here, not compared in SQL: SQLite's json_extract gives JSON true as 1, PostgreSQL's text.
+    for row in db.query(f"SELECT json_extract(details, '$.user') AS user, json_extract(details, '$.counted') "
+                        f"AS counted FROM events WHERE operation_id = ? AND kind = '{EventKind.VOTE}' ORDER BY id",
                         [plan.id]):
+        if row["counted"] not in (1, "true"):
+            continue
         user = str(row["user"])
         if user in rule.approvers and (f"slack:{user}" != plan.requested_by or rule.applied.allow_self_approval):
             users[user] = None

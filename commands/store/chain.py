@@ -23,12 +23,13 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from commands.errors import UsageError
 from commands.store.db import AuditStore
 from commands.store.events import GENESIS_HASH, event_hash, first_row, stored_details
 from commands.store.migrations import MIGRATIONS, statements
+from commands.store.pg_schema import pg_expected, pg_guard_sql, pg_has_table, pg_present
 from commands.store.schema import (
     MASTER,
     SchemaDifference,
@@ -122,7 +123,8 @@ async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> Chain
 
 def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> ChainReport:
     count, previous, broken = 0, None, None
-    for prev, row, following in _windows(db.query("SELECT * FROM events ORDER BY id")):
+    every = "SELECT * FROM events ORDER BY id"  # streamed: a log of millions of events is never held at once
+    for prev, row, following in _windows(cast(Any, db).iterate(every) if _on_postgres(db) else db.query(every)):
         count += 1
         previous = row
         if broken is None and not (row.prev_hash == (prev.hash if prev else GENESIS_HASH) and row.content_ok()):
@@ -131,12 +133,20 @@ def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> Chain
         broken = _check_head(db, previous, count)
     if broken is None and anchor is not None:
         broken = _check_anchor(db, anchor)
-    schema = schema_from(db.query(MASTER))
-    expected = guard_trigger_sql()
+    if _on_postgres(db):  # the same walk; only the catalog differs (commands/store/pg_schema.py)
+        schema, expected = pg_present(db), pg_guard_sql()
+        differences = schema_differences(schema, pg_expected())
+    else:
+        schema, expected = schema_from(db.query(MASTER)), guard_trigger_sql()
+        differences = schema_differences(schema)
     missing = tuple(name for name in GUARD_TRIGGERS
                     if name not in schema or schema[name].type != "trigger" or schema[name].sql != expected[name])
     return ChainReport(count, previous.id if previous else None, previous.hash if previous else None, broken,
-                       missing, schema_differences(schema))
+                       missing, differences)
+
+
+def _on_postgres(db: Any) -> bool:
+    return getattr(db, "dialect", "sqlite") == "postgresql"
 
 
 def guard_trigger_sql() -> dict[str, str]:
@@ -210,7 +220,8 @@ def _name(row: Row | None) -> str:
 
 def _check_head(db: sqlite_utils.Database, last: Row | None, count: int) -> Break | None:
     try:
-        head = first_row(db, "SELECT event_id, hash, events FROM chain_head WHERE id = 1")
+        head = None if _on_postgres(db) and not pg_has_table(db, "chain_head") else \
+            first_row(db, "SELECT event_id, hash, events FROM chain_head WHERE id = 1")
     except sqlite3.OperationalError:
         head = None
     last_id = last.id if last else 0

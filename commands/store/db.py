@@ -1,8 +1,10 @@
-"""The audit DB's connection: one worker thread owns it and runs every transaction, so the event loop
-never blocks on SQLite; opening it applies the pending migrations (commands/store/migrations.py).
+"""The audit DB's connection, SQLite (a path) or PostgreSQL (a ``postgresql://`` URL, commands/store/pg.py):
+one worker thread owns it and runs every transaction, so the event loop never blocks on the database;
+opening it applies the pending migrations (commands/store/migrations.py, pg_migrations.py).
 
-Each append reads the chain head and inserts in one IMMEDIATE transaction, so two processes cannot
-fork the chain. Rows are read as dicts (sqlite-utils) and become dataclasses by column name.
+Each append reads the chain head and inserts in one write transaction (SQLite's IMMEDIATE, PostgreSQL's
+advisory lock), so two processes cannot fork the chain. Rows are read as dicts and become dataclasses by
+column name.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from commands.errors import UsageError
 from commands.store.events import Event, event_of
+from commands.store.leases import Renewer, process_holder, renew
 from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
+from commands.store.pg import PgBackend, is_pg_url, redacted_url
+from commands.store.pg_schema import pg_has_table
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -28,17 +33,49 @@ DEFAULT_DB = "proofbot.db"
 T = TypeVar("T")
 
 
+def db_target(explicit: str | None) -> Path | str:
+    """``--db`` or PROOFBOT_DB: a ``postgresql://`` (or ``postgres://``) URL as it is, else a SQLite path."""
+    text = explicit or os.environ.get(DB_ENV) or DEFAULT_DB
+    return text if is_pg_url(text) else Path(text)
+
+
 def db_path(explicit: str | None) -> Path:
-    return Path(explicit or os.environ.get(DB_ENV) or DEFAULT_DB)
+    """The SQLite file of what runs on SQLite only (``serve``: one per file, its lease is the file's lock)."""
+    target = db_target(explicit)
+    if isinstance(target, str):
+        raise UsageError("`serve` runs on a SQLite file only for now: two replicas on PostgreSQL are not built yet",
+                         hint="pass --db PATH to serve; the CLI's other commands accept the PostgreSQL URL")
+    return target
 
 
 class AuditStore:
-    def __init__(self, db: sqlite_utils.Database) -> None:
-        self._db = db
+    def __init__(self, db: sqlite_utils.Database | None, pg: PgBackend | None = None) -> None:
+        self._sqlite = db
+        self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
+        self._renewer: Renewer | None = None
+
+    @property
+    def dialect(self) -> str:
+        return "postgresql" if self._pg is not None else "sqlite"
+
+    @property
+    def _db(self) -> sqlite_utils.Database:
+        assert self._sqlite is not None, "a SQLite-only path ran on PostgreSQL"
+        return self._sqlite
 
     @classmethod
-    def open(cls, path: Path) -> AuditStore:
+    def open(cls, path: Path | str, *, existing: bool = False) -> AuditStore:
+        """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated. ``existing``: a
+        PostgreSQL database without an audit log is refused, not given one (a reader checks a file's existence)."""
+        if isinstance(path, str) and is_pg_url(path):
+            backend = PgBackend(path)
+            if existing and not backend.atomic(False, lambda db: pg_has_table(db, "events")):
+                backend.close()
+                raise UsageError(f"no audit log in the PostgreSQL database {redacted_url(path)}",
+                                 hint="check --db (or PROOFBOT_DB): it names the database proofbot writes to")
+            return cls._opened(cls(None, backend))
+        path = Path(path)
         try:
             if path.parent and not path.parent.exists():
                 raise UsageError(f"audit database folder {path.parent} does not exist", hint="pass --db PATH")
@@ -49,7 +86,10 @@ class AuditStore:
             raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
         import sqlite_utils  # ~70 ms of imports: a verify loads it here, while its SSH handshake runs
 
-        store = cls(sqlite_utils.Database(conn))
+        return cls._opened(cls(sqlite_utils.Database(conn)))
+
+    @classmethod
+    def _opened(cls, store: AuditStore) -> AuditStore:
         try:
             store._worker.submit(store._migrate).result()
         except BaseException:
@@ -57,11 +97,37 @@ class AuditStore:
             raise
         return store
 
+    def keep_leases(self) -> None:
+        """This process holds a lease now (commands/store/leases.py): renew it while the store is open."""
+        if self._renewer is None:
+            self._renewer = Renewer(lambda: self._worker.submit(self._write_now, self._renew).result())
+
+    def _renew(self, db: sqlite_utils.Database) -> int:
+        return renew(db, process_holder())
+
+    def _write_now(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """``write`` from the worker thread itself."""
+        if self._pg is not None:
+            return self._pg.atomic(True, work)  # type: ignore[arg-type]  # same API
+        return self._atomic("BEGIN IMMEDIATE", work)
+
     def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.stop()
         self._worker.shutdown(wait=True, cancel_futures=True)
-        self._db.conn.close()
+        if self._pg is not None:
+            self._pg.close()
+        else:
+            self._db.conn.close()
 
     def _migrate(self) -> None:
+        if self._pg is not None:
+            from commands.store.pg_migrations import PG_MIGRATIONS, apply_pending_pg
+
+            self._pg.atomic(True, lambda db: db.execute(SCHEMA_MIGRATIONS))
+            for version in range(1, len(PG_MIGRATIONS) + 1):
+                self._pg.atomic(True, functools.partial(apply_pending_pg, version=version))
+            return
         self._db.execute(SCHEMA_MIGRATIONS)
         applied = {row["version"] for row in self._db.query("SELECT version FROM schema_migrations")}
         for version, (description, sql) in enumerate(MIGRATIONS, start=1):
@@ -92,14 +158,17 @@ class AuditStore:
         """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
 
         ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
-        return await self._run(lambda: self._atomic("BEGIN IMMEDIATE", work))
+        return await self._run(lambda: self._write_now(work))
 
     async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
         """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
+        pg = self._pg
+        if pg is not None:
+            return await self._run(lambda: pg.atomic(False, query))  # type: ignore[arg-type]  # same API
         return await self._run(lambda: self._atomic("BEGIN DEFERRED", query))
 
     async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """``write`` with the raw connection (tests and the bench use it)."""
+        """``write`` with the raw connection (tests and the bench use it; on PostgreSQL a psycopg one)."""
         return await self.write(lambda db: work(db.conn))
 
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from commands import observe
 from commands.clock import utc_now
 from commands.redact import redact_data
 
@@ -63,13 +64,18 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
     which keeps the head still; a change to another table can so be logged atomically with it.
     The store's private primitive: callers write through commands/store/log.py."""
     payload = redact_data(plain(details))  # the last gate: nothing reaches the log unmasked
-    head = first_row(db, "SELECT hash FROM events ORDER BY id DESC LIMIT 1")
+    head = first_row(db, "SELECT id, hash FROM events ORDER BY id DESC LIMIT 1")
     fields: dict[str, Any] = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
                               "kind": kind, "actor": actor, "details": payload,
                               "prev_hash": head["hash"] if head else GENESIS_HASH}
     digest = event_hash(fields)
-    table = db.table("events").insert({**fields, "details": stored_details(payload), "hash": digest})
-    return Event(id=int(table.last_rowid or 0), hash=digest, **fields)
+    # The id SQLite would pick (the last + 1), given on both backends: a PostgreSQL sequence would leave a
+    # gap at each rolled-back append, which the chain check would read as a deleted event.
+    event_id = int(head["id"]) + 1 if head else 1
+    db.table("events").insert({"id": event_id, **fields, "details": stored_details(payload), "hash": digest})
+    event = Event(id=event_id, hash=digest, **fields)
+    observe.appended(event)  # serve's metrics (commands/observe.py)
+    return event
 
 
 def stored_details(details: Any) -> str:

@@ -1,14 +1,15 @@
-"""One mutating operation per host: a lock row in SQLite that survives a crash.
+"""One mutating operation per host: a lock row in the audit DB that survives a crash.
 
-A lock whose holder process is gone (same machine, PID not alive) is stale: it is
-released with an audit event naming the old holder, and the new operation proceeds.
+A lock whose holder process is gone (same machine, PID not alive), or whose lease ended unrenewed
+(any machine: commands/store/leases.py), is stale: it is released with an audit event naming the
+old holder, and the new operation proceeds.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from commands.clock import utc_now
@@ -16,6 +17,7 @@ from commands.errors import Locked
 from commands.holder import pid_alive
 from commands.store.db import AuditStore
 from commands.store.events import first_row, from_row
+from commands.store.leases import lease_expired, lease_until, process_holder
 from commands.store.log import PROOFBOT, audit_log
 
 if TYPE_CHECKING:
@@ -33,17 +35,25 @@ class LockHolder:
     acquired_at: str
     channel: str | None = None
     thread_ts: str | None = None
+    lease_holder: str | None = None
+    lease_expires: float | None = None
 
     def is_stale(self) -> bool:
-        """True only when we can tell for sure: same machine and the PID is gone."""
-        return self.machine == socket.gethostname() and not pid_alive(self.pid)
+        """True only when we can tell for sure: its lease ended unrenewed, or same machine and the PID is gone."""
+        return lease_expired(self.lease_expires) or (self.machine == socket.gethostname() and not pid_alive(self.pid))
+
+    def why_stale(self) -> str:
+        if lease_expired(self.lease_expires):
+            return f"the lease of {self.lease_holder} ended unrenewed (its process is gone)"
+        return f"holder process {self.pid} on {self.machine} is gone"
 
 
 async def acquire(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
                   channel: str | None = None, thread_ts: str | None = None) -> LockHolder:
     """Take the host's lock or raise Locked naming who holds it."""
     mine = LockHolder(host, operation_id, operation, holder, os.getpid(), socket.gethostname(), utc_now(),
-                      channel, thread_ts)
+                      channel, thread_ts, process_holder(), lease_until())
+    store.keep_leases()
 
     def take(db: sqlite_utils.Database) -> LockHolder | None:
         current = holder_in(db, host)
@@ -59,7 +69,7 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
     current = await store.write(take)
     for old in stale:
         await audit_log(store, old.operation, old.operation_id, host, PROOFBOT).lock_released_stale(
-            f"holder process {old.pid} on {old.machine} is gone", asdict(old), released_for=operation_id)
+            old.why_stale(), asdict(old), released_for=operation_id)
     if current is not None:
         raise Locked(
             f"{host} is busy: {current.operation} {current.operation_id} by {current.holder} "
@@ -90,9 +100,11 @@ def holder_in(db: sqlite_utils.Database, host: str) -> LockHolder | None:
 
 async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
     """A restarted bot takes over the lock of a plan still awaiting approval."""
+    store.keep_leases()
     await store.write(lambda db: db.execute(
-        "UPDATE locks SET pid = ?, machine = ? WHERE host = ? AND operation_id = ?",
-        [os.getpid(), socket.gethostname(), host, operation_id]))
+        "UPDATE locks SET pid = ?, machine = ?, lease_holder = ?, lease_expires = ? WHERE host = ? "
+        "AND operation_id = ?", [os.getpid(), socket.gethostname(), process_holder(), lease_until(), host,
+                                  operation_id]))
 
 
 async def hold_for(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
@@ -134,5 +146,4 @@ async def hand_over(store: AuditStore, lock: LockHolder, operation_id: str, oper
     await store.write(lambda db: db.execute(
         "UPDATE locks SET operation_id = ?, operation = ? WHERE host = ? AND operation_id = ?",
         [operation_id, operation, lock.host, lock.operation_id]))
-    return LockHolder(lock.host, operation_id, operation, lock.holder, lock.pid, lock.machine, lock.acquired_at,
-                      lock.channel, lock.thread_ts)
+    return replace(lock, operation_id=operation_id, operation=operation)

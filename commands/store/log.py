@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from commands import observe
 from commands.store.events import Event, append_event, plain
 from commands.store.kinds import (
     Approved,
@@ -108,6 +109,7 @@ class AuditLog(Subject):
 
     async def _write(self, body: EventBody) -> Event:
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
+        observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
         return await store.write(lambda db: self.append(db, body, details))
 

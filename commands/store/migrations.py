@@ -330,3 +330,14 @@ def statements(sql: str) -> list[str]:
     if current.strip():
         statements.append(current.strip())
     return statements
+
+
+# Migration 9 (commands/store/leases.py): a lock or a plan is held by one process (``lease_holder``) until
+# ``lease_expires`` (epoch seconds), renewed while that process lives; an expired lease is a dead holder's,
+# wherever it ran. Rows written before it have no lease: the PID rule alone applies to them.
+LEASE_COLUMNS = [(table, column) for table in ("locks", "plans")
+                 for column in ("lease_holder TEXT", "lease_expires REAL")]
+MIGRATIONS.append((
+    "leases: each lock and plan names the process that holds it and when its lease ends (renewed while it lives)",
+    "\n".join(f"ALTER TABLE {table} ADD COLUMN {column};" for table, column in LEASE_COLUMNS),
+))

@@ -22,6 +22,7 @@ from commands.store import approvals, locks
 from commands.store.db import AuditStore
 from commands.store.events import sql_list
 from commands.store.kinds import Finished
+from commands.store.leases import lease_expired
 from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import ENDING_KINDS, EventKind, PlanState, Verdict
 
@@ -85,10 +86,12 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
     return interrupted, ours
 
 
-async def _holder_gone(store: AuditStore, operation_id: str, host: str, holder: Holder | None) -> bool:
+async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, holder: Holder | None) -> bool:
+    lock = await locks.holder_of(store, host) if host is not None else None
+    if lock is not None and lock.operation_id == operation_id and lease_expired(lock.lease_expires):
+        return True  # its process stopped renewing the host's lease: gone, on whatever machine it ran
     if holder is not None:
         return holder.is_gone()
-    lock = await locks.holder_of(store, host)
     return lock is None or lock.operation_id != operation_id or lock.is_stale()
 
 

@@ -76,9 +76,11 @@ class SchemaDifference:
         return {"type": self.type, "name": self.name, "change": self.change, "sql": self.sql}
 
 
-def schema_differences(present: Mapping[str, SchemaObject]) -> tuple[SchemaDifference, ...]:
-    """What differs from the migrations' schema, each naming the object: added, missing or changed."""
-    expected = expected_schema()
+def schema_differences(present: Mapping[str, SchemaObject],
+                       expected: Mapping[str, SchemaObject] | None = None) -> tuple[SchemaDifference, ...]:
+    """What differs from the migrations' schema (``expected``, SQLite's by default), each naming the object:
+    added, missing or changed."""
+    expected = expected_schema() if expected is None else expected
     differences = []
     for name in sorted(expected.keys() | present.keys()):
         want, have = expected.get(name), present.get(name)

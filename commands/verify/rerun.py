@@ -9,13 +9,16 @@ click carries besides the fleet operation id is used.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commands.errors import Refused
 from commands.store.db import AuditStore
 from commands.store.events import sql_list
 from commands.vocabulary import EventKind, Operation, Verdict
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 READ_KINDS = (EventKind.REQUESTED, EventKind.FINISHED)
 
@@ -44,8 +47,8 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
     if isinstance(finished.details.get("hosts"), dict):
         per_host: dict[str, str] = {str(h): str(op) for h, op in finished.details["hosts"].items()}
     else:  # interrupted (proofbot stopped mid-run): each host's own verify names the fleet it was part of
-        per_host = await audit.read(lambda db: _parts_of(db, fleet_operation_id))
-    outcomes = await audit.read(lambda db: _outcomes(db, list(per_host.values())))
+        per_host = await audit.snapshot(lambda db: _parts_of(db, fleet_operation_id))
+    outcomes = await audit.snapshot(lambda db: _outcomes(db, list(per_host.values())))
     order = asked or list(per_host)  # a host never started has no verify of its own: it did not pass either
     hosts = [host for host in order
              if host not in per_host or outcomes.get(per_host[host], (None, None))[0] != Verdict.PASS]
@@ -58,19 +61,21 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
                       len(order))
 
 
-def _parts_of(db: sqlite3.Connection, fleet_operation_id: str) -> dict[str, str]:
+def _parts_of(db: sqlite_utils.Database, fleet_operation_id: str) -> dict[str, str]:
     """host -> its own verify's operation id, for the hosts of a fleet verify that started."""
-    rows = db.execute(
+    rows = db.query(
         f"SELECT host, operation_id FROM events WHERE kind = '{EventKind.REQUESTED}' AND host IS NOT NULL "
-        "AND json_extract(details, '$.fleet_operation_id') = ? ORDER BY id", (fleet_operation_id,)).fetchall()
-    return {str(host): str(operation_id) for host, operation_id in rows}
+        "AND json_extract(details, '$.fleet_operation_id') = ? ORDER BY id", [fleet_operation_id])
+    return {str(row["host"]): str(row["operation_id"]) for row in rows}
 
 
-def _outcomes(db: sqlite3.Connection, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+def _outcomes(db: sqlite_utils.Database, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
     """operation id -> (verdict, backup compared), one query for the whole fleet."""
-    rows = db.execute(
+    if not operation_ids:
+        return {}
+    rows = [(row["operation_id"], row["kind"], row["details"]) for row in db.query(
         f"SELECT operation_id, kind, details FROM events WHERE kind IN {sql_list(READ_KINDS)} "
-        "AND operation_id IN (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(operation_ids),)).fetchall()
+        f"AND operation_id IN ({', '.join('?' for _ in operation_ids)}) ORDER BY id", operation_ids)]
     verdicts: dict[str, str | None] = {}
     backups: dict[str, str | None] = {}
     for operation_id, kind, details in rows:

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from commands.inventory import Inventory
 from commands.store.db import AuditStore
 from commands.store.locks import holder_of
 from commands.vocabulary import EventKind, Operation
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # What proofbot does to a host that moves its state: a verify or a ping changes nothing.
 MUTATING = (Operation.RESTORE, Operation.RESTART, Operation.ROLLOUT)
@@ -39,15 +41,17 @@ class LockHolds:
         for host in hosts:
             if await holder_of(self.audit, host) is not None:
                 self.hold(host, now + self._ready(host))
-        for host, ended in (await self.audit.read(lambda db: _last_mutation(db, list(hosts)))).items():
+        for host, ended in (await self.audit.snapshot(lambda db: _last_mutation(db, list(hosts)))).items():
             self.hold(host, datetime.fromisoformat(ended.replace("Z", "+00:00")) + self._ready(host))
         return {host: self.until[host] for host in hosts if host in self.until and now < self.until[host]}
 
 
-def _last_mutation(db: sqlite3.Connection, hosts: list[str]) -> dict[str, str]:
+def _last_mutation(db: sqlite_utils.Database, hosts: list[str]) -> dict[str, str]:
     """host -> when its last restore or restart (a rollout's part too) finished, for the hosts that had one."""
+    if not hosts:
+        return {}
     operations = ", ".join(f"'{operation}'" for operation in MUTATING)
-    rows = db.execute(
-        f"SELECT host, max(at) FROM events WHERE kind = '{EventKind.FINISHED}' AND operation IN ({operations}) "
-        "AND host IN (SELECT value FROM json_each(?)) GROUP BY host", (json.dumps(hosts),)).fetchall()
-    return {str(host): str(at) for host, at in rows}
+    rows = db.query(
+        f"SELECT host, max(at) AS ended FROM events WHERE kind = '{EventKind.FINISHED}' "
+        f"AND operation IN ({operations}) AND host IN ({', '.join('?' for _ in hosts)}) GROUP BY host", hosts)
+    return {str(row["host"]): str(row["ended"]) for row in rows}
