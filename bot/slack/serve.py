@@ -133,8 +133,10 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
     finally:
         if stop_metrics is not None:
             await stop_metrics()
-        for timer in list(context.timers):
+        timers = list(context.timers)
+        for timer in timers:
             timer.cancel()
+        await asyncio.gather(*timers, return_exceptions=True)  # ended before the store closes (gh-106905)
         audit.close()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
