@@ -59,6 +59,10 @@ def test_no_mounts_and_unreadable_output() -> None:
     ("/run/cache/x", True,
      "/run/cache/x is on a tmpfs mount of container sglang: nothing on the host to restore it into"),
     ("/opt/conf/conf.py", False, None),
+    ("/srv/app/fake_llm.py", False,  # a rename on the host would go unseen by the container: never "restored"
+     "spec.py: /srv/app/fake_llm.py is a file bind-mounted by itself into container sglang (from "
+     "/srv/app/fake_llm.py): a restore replaces the host file, which the container would not see (it keeps the "
+     "old file); restore it by hand and recreate the container, or mount its directory instead"),
 ])
 def test_what_is_refused_says_why(live: str, into: bool, words: str | None) -> None:
     assert refusal("spec.py", place(live, MOUNTS), "sglang", "pre", into) == words

@@ -77,6 +77,13 @@ def place(live: str, mounts: list[Mount]) -> Placed:
 
 def refusal(name: str, placed: Placed, container: str, backup_name: str, into_container: bool) -> str | None:
     """Why the file must not be restored (None: it may, on the host or, with into_container, inside)."""
+    mount = placed.mount
+    if mount is not None and mount.kind == "bind" and os.path.normpath(placed.live) == mount.destination:
+        # The container holds the mounted inode itself: the host file replaced by rename would go unseen by the
+        # service, while a re-read on the host passed. Never report a restore the service cannot see.
+        return (f"{name}: {placed.live} is a file bind-mounted by itself into container {container} (from "
+                f"{mount.source}): a restore replaces the host file, which the container would not see (it keeps "
+                "the old file); restore it by hand and recreate the container, or mount its directory instead")
     if placed.host_path is not None:
         return None
     if placed.mount is not None:
