@@ -137,12 +137,45 @@ async def naive_runs(path: Path, hosts: list[str], runs: int, passing: Operation
         store.close()
 
 
+async def live_run(names: int) -> tuple[float, float]:
+    """One real watch run (a fleet verify, judged, nothing to say) over ``names`` inventory names that all reach
+    one loopback lab host, as the tier-1 tests do: (wall seconds, CPU-seconds of this process, which also
+    serves the SSH side)."""
+    from commands.watch.fleet import fleet_verifier  # only this mode needs the fleet verify
+
+    async with demo_host("ct100", patched=False, extra_file=False,
+                         flags=["--speculative-algorithm", "NEXTN"]) as host:
+        document = host.inventory()
+        entry = document["hosts"]["ct100"]
+        document["hosts"] = {f"ct{n}": entry for n in range(1000, 1000 + names)}
+        document["groups"] = {"fleet": list(document["hosts"])}
+        document["watch"] = [{"target": "fleet", "every": "5m", "channel": "C0WATCH"}]
+        inventory = parse_inventory(yaml.safe_dump(document), "bench.yml")
+        said: list[Announcement] = []
+
+        async def post(_entry: WatchEntry, announcement: Announcement, _fleet: FleetResult) -> None:
+            said.append(announcement)
+
+        watch = Watch(inventory.watch, fleet_verifier(inventory, None, ORIGIN), post, clock=SimulatedClock(START))
+        wall, cpu = time.perf_counter(), time.process_time()
+        (run,) = await watch.run_once()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert len(run.results) == names and not said, (run.verdict, said)
+    return wall, cpu
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--naive-runs", type=int, default=12, help="naive runs written (then scaled to the week)")
+    parser.add_argument("--live", type=int, default=0, metavar="N",
+                        help="also time one real run over N inventory names on one loopback lab host")
     args = parser.parse_args()
+    if args.live:
+        wall, cpu = await live_run(args.live)
+        print(f"one real watch run over {args.live} loopback inventory hosts: {wall:.1f} s, {cpu:.1f} CPU-s "
+              f"(SSH server side in the same process), {wall / args.live * 1000:.0f} ms a host")
     hosts = [f"ct{n}" for n in range(100, 100 + args.hosts)]
     passing, failing = await real_results()
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,6 +11,9 @@ from commands.watch.state import Announcement, HostChange
 
 CHANGE_WORDS: dict[str, str] = {Change.FAILED: "now failing", Change.NEW_CAUSE: "failing for a new reason",
                                 Change.RECOVERED: "recovered", Change.UNCHECKABLE: "could not be checked"}
+# A digest's host whose changes in the quiet hours are told as one line: "failed at X, recovered at Y".
+CHANGE_DONE: dict[str, str] = {Change.FAILED: "failed", Change.NEW_CAUSE: "failed for a new reason",
+                               Change.RECOVERED: "recovered", Change.UNCHECKABLE: "could not be checked"}
 HOSTS_SHOWN = 50  # one message for a whole group stays readable: the rest are counted
 
 
@@ -23,8 +26,13 @@ def headline(announcement: Announcement) -> str:
 
 
 def host_line(change: HostChange) -> str:
-    """``ct129 now failing since 2026-12-01 12:10 UTC: file:spec_info.py``."""
+    """``ct129 now failing since 2026-12-01 12:10 UTC: file:spec_info.py``; a digest's host that changed more
+    than once in the quiet hours: ``ct129 failed at … (file:spec_info.py), recovered at …``."""
     causes = ", ".join(sorted(change.now.causes))
+    if change.earlier:
+        return f"{change.host} " + ", ".join(f"{CHANGE_DONE[step.change]} at {step.since:%Y-%m-%d %H:%M UTC}" + (
+            f" ({', '.join(sorted(step.now.causes))})" if step.now.causes else "")
+            for step in (*change.earlier, change))
     since = change.since.strftime("%Y-%m-%d %H:%M UTC")
     return f"{change.host} {CHANGE_WORDS[change.change]} since {since}" + (f": {causes}" if causes else "")
 

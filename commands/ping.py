@@ -24,7 +24,7 @@ async def ping(host: Host) -> Finding:
     started = time.monotonic()
     try:
         async with asyncio.timeout(ssh.connect_timeout_s + ssh.command_timeout_s):
-            async with connect(host) as conn:
+            async with connect(host, idempotent=True) as conn:
                 result = await conn.run(["true"])
                 fingerprint = conn.host_key_fingerprint()
     except CouldNotCheck as exc:

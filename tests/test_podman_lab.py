@@ -23,7 +23,7 @@ from commands.verify import VerifyPlan
 from commands.verify import verify as verify_core
 from tests.conftest import run_cli, write_inventory
 from tests.lab import UNAVAILABLE_ENV, skip_or_fail
-from tests.lab.common import FAKE_LLM, LIVE_FILES, LabHost, Scenario
+from tests.lab.common import FAKE_LLM, LabHost, Scenario
 from tests.lab.fixtures import running_lab
 from tests.lab.netns import NetnsHost, NetnsLab
 from tests.lab.podman import IMAGE, Podman, require_podman, start_podman, stop_podman
@@ -274,12 +274,17 @@ async def test_bridge_network_health_is_asked_at_the_containers_address(lab: tup
 
 async def test_stale_process_is_judged_against_podmans_started_at(lab: tuple[NetnsLab, PodmanLab],
                                                                   tmp_path: Path) -> None:
-    """With the host's backup: a watched file written after the container's StartedAt is a stale process; set back
-    to its old time, the same container passes."""
+    """A backup's live file is a path inside the container (read through /proc/PID/root): written after the
+    container's StartedAt it is a stale process; set back to its old time, the same container passes."""
+    live = "/opt/pb/spec_info.py"  # in the container's own layer, made there by the test
+
+    def inside(script: str) -> None:
+        lab[1].podman.podman("exec", "svc", "sh", "-c", script)
+
     document = lab[1].document(lab[0])
-    document["hosts"]["svc"]["backups"] = lab[1].host.backups_block()
-    live = lab[1].host.local_path(LIVE_FILES["spec_info.py"])
-    old = live.stat()
+    backup_dir = lab[1].host.backups_block()["pre-ddtree"]["dir"]
+    document["hosts"]["svc"]["backups"] = {"pre-ddtree": {"dir": backup_dir, "files": {"spec_info.py": live}}}
+    await asyncio.to_thread(inside, f"mkdir -p /opt/pb && echo x > {live} && touch -d @1700000000 {live}")
 
     async def stale() -> dict[str, Any]:
         _, checks = await verify_here(lab, "svc", tmp_path, "pre-ddtree", document)
@@ -288,12 +293,12 @@ async def test_stale_process_is_judged_against_podmans_started_at(lab: tuple[Net
 
     await passing(lab, "svc", tmp_path)
     assert (await stale())["status"] == "pass"
-    os.utime(live)  # now: after the container started
+    await asyncio.to_thread(inside, f"touch {live}")  # now: after the container started
     try:
         finding = await stale()
     finally:
-        os.utime(live, ns=(old.st_atime_ns, old.st_mtime_ns))
+        await asyncio.to_thread(inside, f"touch -d @1700000000 {live}")
     assert finding["status"] == "warn", finding
     _, _, child = await asyncio.to_thread(lab[1].init_child, "svc")
     assert finding["summary"].startswith(f"PID {child} started "), finding
-    assert LIVE_FILES["spec_info.py"] in json.dumps(finding)
+    assert live in json.dumps(finding)

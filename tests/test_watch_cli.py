@@ -33,3 +33,20 @@ async def test_an_inventory_without_watch_entries_is_a_usage_error(clean_host: D
     run = await run_cli("watch", "--once", "--inventory", inventory.path, "--db", str(tmp_path / "a.db"))
     assert run.code == 2 and f"{inventory.path} has no watch entries" in run.stderr
     assert "watch: [{target: all, every: 5m, channel: C0123ABCD}]" in run.stderr
+
+
+async def test_once_from_cron_alerts_on_the_second_failing_run_and_then_says_nothing_new(
+        seeded_host: DemoHost, tmp_path: Path) -> None:
+    inventory = watch_inventory(tmp_path, {"broken": [("ct129", seeded_host)]}, [
+        {"target": "broken", "every": "5m", "channel": "C0WATCH", "after": 2}])
+    where = ["--inventory", inventory.path, "--db", str(tmp_path / "a.db")]
+    said = []
+    for _ in range(3):  # three cron runs, each a new process: the state is read back from the audit log
+        run = await run_cli("watch", "--once", *where)
+        assert run.code == 1, run.stderr
+        said.append([line for line in run.stdout.splitlines() if not re.match(r"^\S+ \S+ watch broken: ", line)])
+    assert said[0] == [] and said[2] == []
+    assert said[1][0] == "watch broken: 1 host now failing"
+    assert re.fullmatch(r"ct129 now failing since \S+ \S+ UTC: \S+.*", said[1][1]), said[1]
+    trail = await run_cli("audit", "ct129", "--json", "--limit", "10", *where)
+    assert trail.code == 0 and trail.stdout.count('"operation": "verify"') == 3  # each run's verify, once

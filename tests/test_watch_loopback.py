@@ -4,37 +4,24 @@ the restore, a flap says nothing, proofbot's own lock says nothing, quiet hours 
 
 from __future__ import annotations
 
-import inspect
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import ORIGINAL_FILES, PATCHED_SPEC_INFO, DemoHost, demo_host
-from bot.slack.fleet import Paced
-from bot.slack.watch import slack_poster
 from commands.inventory import Inventory
-from commands.inventory.watch import WatchEntry
-from commands.operation import Origin
 from commands.store.chain import verify_chain
 from commands.store.db import AuditStore
 from commands.store.locks import acquire, holder_of, release
-from commands.verify.fleet import FleetResult
 from commands.verify.rerun import not_passing
 from commands.vocabulary import Change, EventKind, Operation, Verdict
-from commands.watch.audit import WatchAudit
-from commands.watch.fleet import fleet_verifier
-from commands.watch.holds import LockHolds
-from commands.watch.schedule import Post, TargetRun, Watch
-from commands.watch.state import Announcement
-from tests.slack_fake.server import FakeSlack
-from tests.watch_rig import Posted, SimulatedClock, watch_inventory
+from tests.watch_rig import watch_into_slack, watch_inventory
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # 13:00 in Berlin
 BROKEN = [f"ct{n}" for n in range(200, 220)]  # 20 names of the one host the tests patch
@@ -52,52 +39,11 @@ def inventory(tmp_path: Path, drifting_host: DemoHost, clean_host: DemoHost) -> 
     steady = [(f"ct{n}", clean_host) for n in range(300, 304)]
     return watch_inventory(tmp_path, {"gpu": [(name, drifting_host) for name in BROKEN] + steady}, [
         {"target": "gpu", "every": "5m", "channel": "C0WATCH", "jitter": "30s",
-         "quiet": "22:00-22:30 Europe/Berlin"}])
+         "quiet": "22:00-22:15 Europe/Berlin"}])
 
 
 def _patch(host: DemoHost, patched: bool) -> None:
     (host.live_dir / "spec_info.py").write_text(PATCHED_SPEC_INFO if patched else ORIGINAL_FILES["spec_info.py"])
-
-
-async def _watch(inventory: Inventory, tmp_path: Path, start: datetime, runs: int,
-                 between: Callable[[int], object]) -> tuple[Posted, list[TargetRun]]:
-    """``runs`` runs of the inventory's watch from ``start``, posting to a fake Slack; ``between(n)`` after the
-    n-th (0-based). What was posted is returned as the fake Slack holds it: each parent and its replies."""
-    audit = AuditStore.open(tmp_path / "audit.db")
-    posted, done = Posted(), list[TargetRun]()
-    async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
-        to_slack = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url), Paced(0))
-
-        async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
-            await posted(entry, announcement, fleet)
-            await to_slack(entry, announcement, fleet)
-
-        await _run(inventory, audit, start, runs, between, post, done)
-        posted.slack = [(message.text, [reply.text for reply in slack.thread("C0WATCH", message.ts)])
-                        for message in slack.messages_in("C0WATCH") if not message.is_reply]
-    return posted, done
-
-
-async def _run(inventory: Inventory, audit: AuditStore, start: datetime, runs: int, between: Callable[[int], object],
-               post: Post, done: list[TargetRun]) -> None:
-
-    origin = Origin("proofbot:watch", "slack")
-    recorded = WatchAudit(audit, inventory, origin)
-
-    async def on_run(run: TargetRun) -> None:
-        await recorded.record(run)
-        done.append(run)
-        outcome = between(len(done) - 1)
-        if inspect.isawaitable(outcome):
-            await outcome
-
-    watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), post,
-                  clock=SimulatedClock(start), held_until=LockHolds(inventory, audit), on_run=on_run)
-    try:
-        await watch.run_forever(until=start + runs * inventory.watch[0].interval)
-    finally:
-        audit.close()
-    assert len(done) == runs
 
 
 def _kinds(db: Path) -> Counter[str]:
@@ -107,7 +53,7 @@ def _kinds(db: Path) -> Counter[str]:
 
 async def test_a_steady_fleet_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
-    posted, runs = await _watch(inventory, tmp_path, START, 6, lambda _: None)
+    posted, runs = await watch_into_slack(inventory, tmp_path, START, 6, lambda _: None)
     assert posted.slack == [] and all(len(run.results) == 24 for run in runs)
     assert _kinds(tmp_path / "audit.db") == {EventKind.WATCH_RUN: 6}  # the log grows with changes, not time
 
@@ -116,7 +62,7 @@ async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
         inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
     plan = {1: True, 4: False}  # patched after run 1, restored after run 4
-    posted, runs = await _watch(inventory, tmp_path, START, 7,
+    posted, runs = await watch_into_slack(inventory, tmp_path, START, 7,
                                 lambda n: _patch(drifting_host, plan[n]) if n in plan else None)
     assert posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN),
                               sorted((name, Change.RECOVERED) for name in BROKEN)]
@@ -144,7 +90,7 @@ async def test_a_patched_file_is_one_alert_after_two_runs_then_one_recovery(
 
 async def test_a_flap_says_nothing(inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
-    posted, _ = await _watch(inventory, tmp_path, START, 6, lambda n: _patch(drifting_host, n % 2 == 0))
+    posted, _ = await watch_into_slack(inventory, tmp_path, START, 6, lambda n: _patch(drifting_host, n % 2 == 0))
     assert posted.slack == []
 
 
@@ -164,7 +110,7 @@ async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path
                 await release(audit, lock)
 
     try:
-        posted, runs = await _watch(inventory, tmp_path, START, 6, restart_between)
+        posted, runs = await watch_into_slack(inventory, tmp_path, START, 6, restart_between)
         assert await holder_of(audit, BROKEN[0]) is None
     finally:
         audit.close()
@@ -175,13 +121,14 @@ async def test_a_host_proofbot_holds_says_nothing(inventory: Inventory, tmp_path
 async def test_quiet_hours_hold_the_alert_for_one_digest_at_their_end(
         inventory: Inventory, tmp_path: Path, drifting_host: DemoHost) -> None:
     _patch(drifting_host, False)
-    evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:30
-    posted, runs = await _watch(inventory, tmp_path, evening, 10, lambda n: _patch(drifting_host, n == 2) if n == 2
-                                else None)
+    evening = datetime(2026, 12, 1, 20, 50, tzinfo=UTC)  # 21:50 in Berlin; quiet 22:00-22:15
+    posted, runs = await watch_into_slack(inventory, tmp_path, evening, 6,
+                                          lambda n: _patch(drifting_host, True) if n == 2 else None)
     assert posted.slack == [("watch gpu (held through quiet hours): 20 hosts now failing",
                              ["Group 1 of 1: FAIL on 20 hosts"])]
     digest = posted.messages[0][1]
     assert digest.digest and posted.hosts() == [sorted((name, Change.FAILED) for name in BROKEN)]
     said_at = next(run.at for run in runs if run.said)
-    assert said_at >= evening + timedelta(minutes=40)  # 22:30 Berlin: the first run after the quiet hours
+    # failing from 22:05, confirmed at 22:10 (quiet); said at 22:15 Berlin, the first run after the quiet hours
+    assert [run.said != [] for run in runs] == [False] * 5 + [True] and said_at >= evening + timedelta(minutes=25)
     _patch(drifting_host, False)

@@ -1,15 +1,20 @@
 """Tier 1: ``serve`` runs the inventory's watch: a broken loopback host is said in the entry's channel (with its
-evidence in the thread), and SIGTERM stops the watch with the bot, cleanly (no unretrieved task exception)."""
+evidence in the thread), SIGTERM stops the watch with the bot, cleanly (no unretrieved task exception), and a
+restarted serve takes up each host's state from the audit log: the known failure is not said again."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from bot.demo.host import DemoHost
+from commands.vocabulary import EventKind
 from tests.conftest import REPO
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
@@ -17,29 +22,54 @@ from tests.test_serve_live_holders import free_port
 from tests.watch_rig import watch_inventory
 
 
-async def test_serve_posts_a_watched_hosts_failure_and_stops_cleanly(seeded_host: DemoHost, clean_host: DemoHost,
-                                                                     tmp_path: Path) -> None:
-    inventory = watch_inventory(tmp_path, {"gpu": [("ct129", seeded_host), ("ct130", clean_host)]}, [
-        {"target": "gpu", "every": "1h", "channel": "C0WATCH", "after": 1, "jitter": "0s"}])
-    async with FakeSlack(channels={"C0WATCH": "watch", "C0OPS": "ops"}) as slack:
-        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": "s",
-               "PROOFBOT_SLACK_API_URL": slack.api_url}
-        bot = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "serve", "--http", str(await free_port()), "--host", "127.0.0.1",
-            "--inventory", inventory.path, "--db", str(tmp_path / "audit.db"), cwd=REPO, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+def _watch_runs(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT count(*) FROM events WHERE kind = ?", (EventKind.WATCH_RUN,)).fetchone()[0])
+
+
+async def _serve_until(slack: FakeSlack, inventory: str, db: Path, done: Callable[[], bool], what: str) -> str:
+    """Start ``proofbot serve`` as users do, wait for ``done``, stop it with SIGTERM; its stderr."""
+    env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": "s",
+           "PROOFBOT_SLACK_API_URL": slack.api_url}
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "serve", "--http", str(await free_port()), "--host", "127.0.0.1",
+        "--inventory", inventory, "--db", str(db), cwd=REPO, env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
         try:
-            await until("the watch's first message", lambda: any(
-                not message.is_reply for message in slack.messages_in("C0WATCH")), 60)
-            parent = next(message for message in slack.messages_in("C0WATCH") if not message.is_reply)
-            await until("its evidence in the thread", lambda: bool(slack.thread("C0WATCH", parent.ts)), 30)
+            await until(what, done, 60)
+        except AssertionError:
             bot.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(bot.communicate(), 60)
-        finally:
-            if bot.returncode is None:
-                bot.kill()
-                await bot.wait()
+            raise AssertionError(f"{what}: serve said\n{err.decode()[-3000:]}") from None
+        bot.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(bot.communicate(), 60)
+    finally:
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
     assert bot.returncode == 0, err.decode()
-    assert parent.text == "watch gpu: 1 host now failing"
-    assert [reply.text for reply in slack.thread("C0WATCH", parent.ts)] == ["Group 1 of 1: FAIL on 1 host"]
     assert "never retrieved" not in err.decode() and "Traceback" not in err.decode(), err.decode()
+    return err.decode()
+
+
+async def test_serve_posts_a_watched_hosts_failure_stops_cleanly_and_after_a_restart_says_nothing_known(
+        seeded_host: DemoHost, clean_host: DemoHost, tmp_path: Path) -> None:
+    inventory = watch_inventory(tmp_path, {"gpu": [("ct129", seeded_host), ("ct130", clean_host)]}, [
+        {"target": "gpu", "every": "1h", "channel": "C0WATCH", "after": 1, "jitter": "0s"}])
+    db = tmp_path / "audit.db"
+    async with FakeSlack(channels={"C0WATCH": "watch", "C0OPS": "ops"}) as slack:
+        def parents() -> list[str]:
+            return [message.ts for message in slack.messages_in("C0WATCH") if not message.is_reply]
+
+        await _serve_until(slack, inventory.path, db, lambda: bool(parents()) and bool(
+            slack.thread("C0WATCH", parents()[0])) and _watch_runs(db) == 1,
+            "the watch's first message, its evidence in the thread, its run in the log")
+        (parent,) = [message for message in slack.messages_in("C0WATCH") if not message.is_reply]
+        assert parent.text == "watch gpu: 1 host now failing"
+        assert [reply.text for reply in slack.thread("C0WATCH", parent.ts)] == ["Group 1 of 1: FAIL on 1 host"]
+        # a new serve on the same audit log: its first run sees ct129 failing as before, and says nothing
+        await _serve_until(slack, inventory.path, db, lambda: _watch_runs(db) >= 2, "the restarted watch's run")
+        assert parents() == [parent.ts]

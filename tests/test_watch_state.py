@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.slack.watch_blocks import watch_message
+from bot.watch_text import host_line
 from commands.inventory.watch import QuietHours
-from commands.vocabulary import Change, Verdict
+from commands.verify.fleet import FleetResult
+from commands.vocabulary import Change, Operation, Verdict
 from commands.watch.state import Announcement, Result, TargetWatch
 
 PASS = Result(Verdict.PASS)
@@ -118,3 +121,35 @@ def test_nothing_is_said_for_a_host_while_proofbot_holds_it(results: list[Result
     held = {"h": START + held_runs * EVERY}
     for index, _message in _run(TargetWatch("h"), [{"h": result} for result in results], held_until=held):
         assert index >= held_runs + 1  # and then only after `after` (2) fresh results
+
+
+def test_a_host_that_failed_and_recovered_in_quiet_hours_is_one_line_of_the_digest() -> None:
+    quiet = QuietHours.parse("22:00-07:00 Europe/Berlin")
+    evening = datetime(2026, 12, 1, 20, 30, tzinfo=UTC)  # 21:30 in Berlin
+    # a fails at 22:00 Berlin (confirmed 22:05) and recovers at 23:00 (confirmed 23:05); b fails and stays failing
+    runs = ([{"a": PASS, "b": PASS}] * 6 + [{"a": FAIL, "b": FAIL}] * 12 + [{"a": PASS, "b": FAIL}] * 12
+            + [{"a": PASS, "b": FAIL}] * (12 * 8))
+    said = _run(TargetWatch("gpu", quiet=quiet), runs, start=evening)
+    ((_, digest),) = said
+    assert [(change.host, change.change) for change in digest.changes] == [("a", Change.RECOVERED),
+                                                                             ("b", Change.FAILED)]
+    a = digest.changes[0]
+    assert [(step.change, step.since) for step in (*a.earlier, a)] == [
+        (Change.FAILED, evening + 6 * EVERY), (Change.RECOVERED, evening + 18 * EVERY)]
+    assert a.before == PASS and digest.changes[1].earlier == ()
+    assert host_line(a) == ("a failed at 2026-12-01 21:00 UTC (file:spec_info.py), "
+                            "recovered at 2026-12-01 22:00 UTC")
+    assert host_line(digest.changes[1]) == "b now failing since 2026-12-01 21:00 UTC: file:spec_info.py"
+    text, blocks = watch_message(digest, FleetResult("op-f", Operation.VERIFY, "gpu", "", 0.0, []))
+    lines = str(blocks)
+    assert lines.count("*a*") == 1 and "failed at <!date^" in lines and "recovered at <!date^" in lines
+    assert text == "watch gpu (held through quiet hours): 1 host now failing, 1 host recovered"
+
+
+def test_what_a_restart_must_not_forget_is_pending() -> None:
+    watch = TargetWatch("gpu")
+    watch.observe(START, {"new": PASS, "failing": FAIL, "steady": PASS})
+    # a first pass is not news; a first fail, not yet confirmed, is pending
+    assert set(watch.pending()) == {"failing"}
+    watch.observe(START + EVERY, {"new": PASS, "failing": FAIL, "steady": PASS})
+    assert watch.pending() == {} and watch.watching_since == START

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.home_blocks import HOME_BLOCK_LIMIT, NOT_YOURS, home_outside_view, home_view, join_help_message
+from bot.slack.home_watch import watch_home_blocks
 from bot.slack.listening import Body, BotContext
 from bot.slack.policies import policy_blocks
 from commands.clock import utc_now
@@ -129,13 +130,16 @@ async def _view_for(context: BotContext, home: HomeState, client: AsyncWebClient
     hidden = frozenset(last) - frozenset(visible)
     scope = "shown: the last operation of each host run in a channel you are in, or from the CLI" + (
         f"; {len(hidden)} hosts' last operation ran {NOT_YOURS}" if hidden else "")
-    view = home_view(sorted(context.inventory.hosts), context.inventory.groups, visible, home.workspace_url,
-                     utc_now(), hidden, scope)
-    room = HOME_BLOCK_LIMIT - len(view["blocks"])  # the policies after the hosts, as far as Slack's limit allows
 
     async def can_see(channel: str) -> bool:
         return channel in mine or user in await home.members.of(client, channel)
 
+    # the watch's entries this viewer may see (their channel's members) after the hosts, room kept for them
+    watched = await watch_home_blocks(context.inventory, context.audit, can_see)
+    view = home_view(sorted(context.inventory.hosts), context.inventory.groups, visible, home.workspace_url,
+                     utc_now(), hidden, scope, limit=HOME_BLOCK_LIMIT - len(watched))
+    view["blocks"] += watched
+    room = HOME_BLOCK_LIMIT - len(view["blocks"])  # the policies after the hosts, as far as Slack's limit allows
     view["blocks"] += (await policy_blocks(context, client, can_see))[:room] if room > 2 else []
     return view
 

@@ -82,10 +82,10 @@ def _hosts(count: int) -> str:
 
 def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: dict[str, OperationRecord],
               workspace_url: str | None, updated_at: str, hidden: frozenset[str] = frozenset(),
-              scope: str = "") -> dict[str, Any]:
+              scope: str = "", limit: int = HOME_BLOCK_LIMIT) -> dict[str, Any]:
     """The App Home: every host's last verdict by group, when, who asked, its thread; ``hidden``: hosts whose
     last operation the viewer may not see, said as such. Past Slack's 100 blocks, each group is a count
-    per verdict and only the hosts that did not pass are listed."""
+    per verdict and only the hosts that did not pass are listed (``limit``: the blocks this part may take)."""
     sections = _home_groups(groups, hosts)
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": "Last verdict per host"}},
@@ -96,7 +96,7 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
         full.append(section_block(f"*{escape(name)}* ({_hosts(len(members))})").to_dict())
         full.extend(section_block(_home_line(host, last.get(host), workspace_url, hidden)).to_dict()
                     for host in members)
-    if len(head) + len(full) <= HOME_BLOCK_LIMIT:
+    if len(head) + len(full) <= limit:
         return {"type": "home", "blocks": head + full}
     summary: list[dict[str, Any]] = []
     for name, members in sections:
@@ -117,7 +117,7 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
             chunk.append(line)
         if chunk:
             summary.append(section_block("\n".join(chunk)).to_dict())
-    room = HOME_BLOCK_LIMIT - len(head) - 1
+    room = limit - len(head) - 1
     if len(summary) > room:
         summary = [*summary[:room], context_block(f"… {len(summary) - room} more blocks not shown: "
                                                   "`proofbot audit` lists every operation").to_dict()]

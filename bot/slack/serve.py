@@ -29,6 +29,7 @@ from bot.slack.watch import start_watch, stop_watch
 from commands.approvers import GroupCache
 from commands.errors import Refused, UsageError
 from commands.inventory import Inventory
+from commands.ssh import warm_connections
 from commands.store.db import AuditStore
 from commands.store.log import bot_log
 
@@ -95,7 +96,10 @@ async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: 
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
     api_url = os.environ.get(API_URL_ENV) or None
     with only_serve_of(db):
-        return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind, metrics_at=metrics_at)
+        # The watch, /verify, restarts and restores share warm SSH connections (ssh.idle_close_s), closed at exit.
+        async with warm_connections():
+            return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind,
+                                metrics_at=metrics_at)
 
 
 async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
@@ -133,8 +137,10 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
     finally:
         if stop_metrics is not None:
             await stop_metrics()
-        for timer in list(context.timers):
+        timers = list(context.timers)
+        for timer in timers:
             timer.cancel()
+        await asyncio.gather(*timers, return_exceptions=True)  # ended before the store closes (gh-106905)
         audit.close()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

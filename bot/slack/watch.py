@@ -24,6 +24,7 @@ from commands.vocabulary import Outcome
 from commands.watch.audit import WatchAudit
 from commands.watch.fleet import fleet_verifier
 from commands.watch.holds import LockHolds
+from commands.watch.memory import restore_watch
 from commands.watch.schedule import Clock, Post, SystemClock, Watch
 from commands.watch.state import Announcement
 
@@ -68,9 +69,15 @@ def start_watch(context: BotContext, client: AsyncWebClient, clock: Clock | None
     watch = Watch(inventory.watch, fleet_verifier(inventory, None, origin), slack_poster(client),
                   clock=clock or SystemClock(), held_until=LockHolds(inventory, context.audit),
                   on_run=WatchAudit(context.audit, inventory, origin).record)
-    task = asyncio.create_task(watch.run_forever(), name="proofbot-watch")
+    task = asyncio.create_task(_restored_and_run(watch, context), name="proofbot-watch")
     task.add_done_callback(_logged)
     return task
+
+
+async def _restored_and_run(watch: Watch, context: BotContext) -> None:
+    """Each host's state as the log left it (a restart re-alerts nothing known, forgets nothing pending), then on."""
+    await restore_watch(watch, context.audit)
+    await watch.run_forever()
 
 
 def _logged(task: asyncio.Task[None]) -> None:

@@ -3,11 +3,13 @@ when, and the Re-verify button of the run that saw it; the evidence follows in i
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement
 
 from bot.slack.blocks import SECTION_LIMIT, Message, as_dicts, context_block, escape, section_block
 from bot.slack.thread_blocks import FLEET_REVERIFY
-from bot.watch_text import CHANGE_WORDS, HOSTS_SHOWN, announcement_text, headline
+from bot.watch_text import CHANGE_DONE, CHANGE_WORDS, HOSTS_SHOWN, announcement_text, headline
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import Change, Verdict
 from commands.watch.state import Announcement, HostChange
@@ -16,12 +18,22 @@ CHANGE_EMOJI: dict[str, str] = {Change.FAILED: ":red_circle:", Change.NEW_CAUSE:
                                 Change.RECOVERED: ":large_green_circle:", Change.UNCHECKABLE: ":large_yellow_circle:"}
 
 
+def _when(moment: datetime) -> str:
+    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{moment:%Y-%m-%d %H:%M} UTC>"
+
+
+def _causes(change: HostChange) -> str:
+    return ", ".join(f"`{escape(cause)}`" for cause in sorted(change.now.causes))
+
+
 def _host_line(change: HostChange) -> str:
-    causes = ", ".join(f"`{escape(cause)}`" for cause in sorted(change.now.causes))
-    since = int(change.since.timestamp())
-    when = f"<!date^{since}^{{date_short_pretty}} {{time}}|{change.since:%Y-%m-%d %H:%M} UTC>"
-    return (f"{CHANGE_EMOJI[change.change]} *{escape(change.host)}* {CHANGE_WORDS[change.change]} since {when}"
-            + (f": {causes}" if causes else ""))
+    if change.earlier:  # a digest's host that changed more than once in the quiet hours: one line
+        steps = ", ".join(f"{CHANGE_DONE[step.change]} at {_when(step.since)}"
+                          + (f" ({_causes(step)})" if step.now.causes else "") for step in (*change.earlier, change))
+        return f"{CHANGE_EMOJI[change.change]} *{escape(change.host)}* {steps}"
+    causes = _causes(change)
+    return (f"{CHANGE_EMOJI[change.change]} *{escape(change.host)}* {CHANGE_WORDS[change.change]} since "
+            f"{_when(change.since)}" + (f": {causes}" if causes else ""))
 
 
 def watch_message(announcement: Announcement, fleet: FleetResult) -> Message:

@@ -12,6 +12,7 @@ from typing import ClassVar
 from commands.checks.check import Read, Script, Step
 from commands.checks.docker import DockerMainPid, docker_main_pid_finding
 from commands.checks.docker_state import inspect_argv, state_step
+from commands.checks.engine_guard import guarded
 from commands.checks.service import ServiceState
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding, could_not_check
@@ -38,9 +39,9 @@ def compose_state_step(service: Service) -> Script:
     """``docker ps`` by the labels; with exactly one container found, docker's state step on its id (the id is
     taken only as 64 hex digits); else the engine's words, the ids and the host's clock, exit 1."""
     inspect = inspect_argv(service)
-    docker = state_step(service, shlex.join(inspect[:-1]) + ' "$pb_cid"')
+    docker = state_step(service, shlex.join(guarded(inspect[:-1])) + ' "$pb_cid"')
     script = "\n".join([
-        f"pb_out=$({shlex.join(ps_argv(service))} </dev/null 2>&1); pb_found=$?",
+        f"pb_out=$({shlex.join(guarded(ps_argv(service)))} </dev/null 2>&1); pb_found=$?",
         "pb_ids=$(printf '%s\\n' \"$pb_out\" | grep -E '^[0-9a-f]{64}$' | head -n 20 | tr '\\n' ' ')",
         "[ \"$pb_found\" -eq 0 ] || printf '%s\\n' \"$pb_out\" | head -c 1000",
         "printf 'compose ps exit %s, containers: %s\\n' \"$pb_found\" \"$pb_ids\"",

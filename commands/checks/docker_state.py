@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.checks.check import Script
+from commands.checks.engine_guard import guarded, shown
 from commands.checks.pid_read import state_script
 from commands.command_result import CommandResult
 from commands.inventory import Service
@@ -50,8 +51,9 @@ def pid_filter() -> str:
 def state_step(service: Service, inspect: str | None = None) -> Script:
     """``docker inspect``, the init's children when the PID is an init, and the host's clock, in one step
     whose exit status is the engine's. ``inspect``: shell text run instead of inspect_argv (compose's, of the
-    container its labels found)."""
-    base = state_script(inspect_argv(service), _PID_FILTER, inspect)
+    container its labels found; it runs the engine through ``engine_guard`` too)."""
+    # The engine runs as the SSH user, root on most hosts: only a CLI root alone can change (engine_guard).
+    base = state_script(guarded(inspect_argv(service)), _PID_FILTER, inspect)
     inits = "|".join(INITS)
     init = "\n".join([
         'if [ -n "$pb_pid" ]; then',
@@ -68,7 +70,7 @@ def state_step(service: Service, inspect: str | None = None) -> Script:
         "printf 'now %s\\n' \"$(date +%s.%N)\"",
         "(exit $pb_status)",
     ])
-    return Script(base.text + "\n" + init, base.shown)
+    return Script(base.text + "\n" + init, shown(inspect_argv(service)))
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,17 @@ from commands.vocabulary import CheckStatus
 _HERE = Path(__file__).parent
 # The probe is one text on the host: package_probe's import of package_probe_fs is replaced by that
 # module's own text (its __future__ line dropped: only the first statement may be one).
-_FS_IMPORT = re.compile(r"^from commands\.checks\.package_probe_fs import \([^)]*\)\n", re.M)
+_FS_IMPORT = re.compile(r"^from commands\.checks\.package_probe_fs import (?:\([^)]*\)|[^\n]*)\n", re.M)
 _FS_SOURCE = (_HERE / "package_probe_fs.py").read_text(encoding="utf-8").replace(
     "from __future__ import annotations\n", "")
-PROBE_SOURCE = _FS_IMPORT.sub(lambda _: _FS_SOURCE, (_HERE / "package_probe.py").read_text(encoding="utf-8"), 1)
+
+
+def pasted(probe: str) -> str:
+    """A host-side probe (a module of this dir) as the one text the host runs, package_probe_fs pasted in."""
+    return _FS_IMPORT.sub(lambda _: _FS_SOURCE, (_HERE / probe).read_text(encoding="utf-8"), 1)
+
+
+PROBE_SOURCE = pasted("package_probe.py")
 PROBE_ID = hashlib.sha256(PROBE_SOURCE.encode()).hexdigest()[:12]
 # The wheel spec forbids md5 and sha1 in RECORD; only these are proof.
 TRUSTED_ALGORITHMS = {"sha256": 32, "sha384": 48, "sha512": 64, "sha3_256": 32, "sha3_384": 48,
@@ -87,7 +94,7 @@ class _Tally:
 def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
     """The verdict on one distribution from the probe's output."""
     check = f"package:{dist}"
-    records, stray = _records(result.output)
+    records, stray = probe_records(result.output)
     env = next((r for r in records if r.get("t") == "env"), None)
     error = next((r for r in records if r.get("t") == UNREADABLE), None)
     dist_line = next((r for r in records if r.get("t") == "dist"), None)
@@ -129,7 +136,7 @@ def parse_package(python: str, dist: str, result: CommandResult) -> Finding:
                     cut=any(r.get("t") == "cut" for r in records))
 
 
-def _records(output: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+def probe_records(output: bytes) -> tuple[list[dict[str, Any]], list[str]]:
     """The probe's JSON lines, and any other line (a traceback, a shell's 'not found')."""
     records: list[dict[str, Any]] = []
     stray: list[str] = []
@@ -281,6 +288,7 @@ _ERRORS = {
     "no-interpreter": "interpreter {python} is missing ({detail}): no environment there to check",
     "path-link": "the environment of {python} is reached through the symlink {at} -> {target!r}: not followed, "
                  "nothing read; name its real path in the inventory",
+    "no-access": "could not check: no access to the container's root ({detail})",
 }
 
 

@@ -20,15 +20,17 @@ CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
 REFUSED = 5
 PREFIX = "proofbot-guard: "
 
-# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist.
-SCRIPT = r"""set -f
-pb_chain() {
+# pb_chain PATH: every dir from PATH up to / and PATH itself are root-owned, not group- or other-writable, no
+# symlink; pb_follow PATH: PATH's symlinks followed (at most 8), each link's dir and the final target checked so,
+# the target left in $p. ``engine_guard`` runs a container engine's CLI through the same two. WRITABLE: find's
+# test of a path others could change (``functions``).
+_FUNCTIONS = r"""pb_chain() {
   q=$1; set --
   case $q in /*) ;; *) echo "$q: not an absolute path"; return 1 ;; esac
   while [ -n "$q" ]; do set -- "$@" "$q"; q=${q%/*}; done
   why=$(find -P / "$@" -maxdepth 0 \( -type l -printf '%p is a symlink\n' -quit \) -o \
     \( ! -user 0 -printf '%p is owned by %u (uid %U)\n' -quit \) -o \
-    \( -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' -quit \) 2>&1)
+    \( WRITABLE -printf '%p is writable by group %g or others (mode %m)\n' -quit \) 2>&1)
   [ -z "$why" ] || { printf '%s\n' "$why"; return 1; }
 }
 pb_follow() {
@@ -41,7 +43,17 @@ pb_follow() {
   done
   pb_chain "$p"
 }
-pb_try() {
+"""
+
+
+def functions(writable: str = "-perm /022") -> str:
+    """pb_chain and pb_follow, with ``writable`` as find's test of a path others can change."""
+    return _FUNCTIONS.replace("WRITABLE", writable)
+
+
+# $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist, $4 (optional):
+# a container's /proc/PID/root, inside which $2 is read.
+SCRIPT = "set -f\n" + functions() + r"""pb_try() {
   pb_follow "$1" || return 1
   [ -f "$p" ] && [ -x "$p" ] || { echo "$p: not an executable file"; return 1; }
   exe=$p; v=${p##*/python}
@@ -73,7 +85,7 @@ pb_try() {
 }
 for c in CANDIDATES; do
   if why=$(pb_try "$c"); then
-    exec "$why" -I -S -c "$1" "$2" "$3"
+    exec "$why" -I -S -c "$1" "$2" "$3" ${4+"$4"}
   fi
   printf 'PREFIX%s refused: %s\n' "$c" "$(printf '%s' "$why" | tr '\n' ';')"
 done

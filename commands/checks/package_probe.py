@@ -202,12 +202,15 @@ def find_dist(tree: Tree, sites: list[tuple[str, str]], dist: str) -> list[tuple
     return matches
 
 
-def environment(python: str) -> tuple[Tree, list[tuple[Tree, list[tuple[str, str]]]]] | None:
-    """The prefix of python and every (prefix, site dirs) to search, in ``site`` order; None once said why not."""
+def environment(python: str, root: str = "/") -> tuple[Tree, list[tuple[Tree, list[tuple[str, str]]]]] | None:
+    """The prefix of python and every (prefix, site dirs) to search, in ``site`` order; None once said why not.
+    ``root``: a container's /proc/PID/root, every path resolved inside it (``commands.checks.container_files``)."""
     prefix = os.path.dirname(os.path.dirname(python))
     bin_dir = os.path.basename(os.path.dirname(python))  # "bin" but for an odd layout
+    if root != "/" and not inside_a_container(root):
+        return None
     try:
-        tree = Tree(prefix)
+        tree = Tree(prefix, root)
         os.lstat(os.path.basename(python), dir_fd=tree.dir((bin_dir,)))
     except Link as link:
         emit(UNREADABLE, reason="path-link", at=link.at, target=link.target, prefix=prefix)
@@ -224,7 +227,7 @@ def environment(python: str) -> tuple[Tree, list[tuple[Tree, list[tuple[str, str
     if cfg_at and values.get("include-system-site-packages", "true").lower() == "true" and values.get("home"):
         base = os.path.dirname(os.path.normpath(values["home"]))
         try:
-            base_tree = Tree(base)
+            base_tree = Tree(base, root)
             searched.append((base_tree, site_dirs(base_tree, version, links)))
         except Link as link:
             links.append({"at": link.at, "target": link.target})
@@ -236,8 +239,24 @@ def environment(python: str) -> tuple[Tree, list[tuple[Tree, list[tuple[str, str
     return tree, searched
 
 
-def main(python: str, dist: str) -> int:
-    found_env = environment(python)
+def inside_a_container(root: str) -> bool:
+    """Whether root is a container's /proc/PID/root that can be entered and is not the host's own; else said."""
+    if not re.match(r"^/proc/[1-9][0-9]{0,9}/root$", root):
+        emit(UNREADABLE, reason="no-access", detail="not a container's root: " + root[:100])
+        return False
+    try:
+        info, host = os.stat(root), os.stat("/")
+    except OSError as exc:
+        emit(UNREADABLE, reason="no-access", detail=exc.strerror or str(exc))
+        return False
+    if (info.st_dev, info.st_ino) == (host.st_dev, host.st_ino):
+        emit(UNREADABLE, reason="no-access", detail="the PID's root is the host's own root, not a container's")
+        return False
+    return True
+
+
+def main(python: str, dist: str, root: str = "/") -> int:
+    found_env = environment(python, root)
     if found_env is None:
         return 3
     prefix_tree, searched = found_env
@@ -298,4 +317,4 @@ def header(metadata: str, name: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], normalise(sys.argv[2])))
+    sys.exit(main(sys.argv[1], normalise(sys.argv[2]), *sys.argv[3:4]))

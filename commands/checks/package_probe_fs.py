@@ -58,10 +58,12 @@ def open_at(parent: int, name: str, flags: int, at: str) -> int:
 class Tree:
     """A directory reached from ``/`` without following links, and the paths below it, opened the same way."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, root: str = "/") -> None:
         self.path = os.path.normpath(path)
+        self.root = root  # "/", or a container's /proc/PID/root: path is resolved inside it, never above it
         self.chain: list[tuple[str, os.stat_result]] = []  # every dir from / to path, for who can write it
-        fd = os.open("/", DIR)
+        # A container's root is /proc/PID/root, a kernel link to its root dir: followed once, on purpose.
+        fd = os.open(root, DIR if root == "/" else DIR & ~os.O_NOFOLLOW)
         walked = "/"
         for part in [p for p in self.path.split("/") if p]:
             self.chain.append((walked, os.fstat(fd)))
@@ -88,12 +90,14 @@ class Tree:
 
     def open(self, rel: str) -> int:
         parts = tuple(p for p in rel.split("/") if p and p != ".")
+        if ".." in parts:  # never above the walk's base (a container's root would lead onto the host)
+            raise PermissionError(errno.EACCES, "a path with '..' is not followed", rel)
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "the environment's own directory", rel)
         return open_at(self.dir(parts[:-1]), parts[-1], FILE, rel)
 
     def sub(self, rel: str) -> Tree:
-        return Tree(os.path.join(self.path, rel))
+        return Tree(os.path.join(self.path, rel), self.root)
 
     def forget(self) -> None:
         for fd in self._dirs.values():

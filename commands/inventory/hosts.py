@@ -133,6 +133,9 @@ class Backup(Strict):
     # A restore into a dir (or a parent) that a user other than root and the SSH user can
     # write is refused at plan time; true accepts that risk for this backup only.
     allow_untrusted_dirs: bool = Field(default=False, strict=True)
+    # A container service's file in the container's own layer (not bind-mounted) is restored only when this says
+    # so: a recreate of the container loses it (commands/restore/into_container.py).
+    into_container: bool = Field(default=False, strict=True)
 
     @field_validator("dir")
     @classmethod
@@ -219,6 +222,14 @@ class Host(Strict):
     @classmethod
     def _address(cls, value: str) -> str:
         return matching(defaults.ADDRESS, value, "not a host name or IP address")
+
+    @model_validator(mode="after")
+    def _into_container(self) -> Host:
+        named = [name for name, backup in self.backups.items() if backup.into_container]
+        if named and (self.service is None or self.service.manager not in CONTAINER_MANAGERS):
+            raise ValueError(f"backups {', '.join(named)}: `into_container` is only for a container service "
+                             f"({', '.join(CONTAINER_MANAGERS)})")
+        return self
 
     def backup(self, name: str | None) -> tuple[str, Backup]:
         """The named backup, or the only one; ambiguity and unknown names are usage errors."""

@@ -58,6 +58,11 @@ class SshSettings(Strict):
     # OpenSSH's defaults: MaxStartups 10 (unauthenticated connections per sshd) and MaxSessions 10.
     max_startups: int = Field(default=10, ge=1, le=1024)
     max_sessions: int = Field(default=10, ge=1, le=1024)
+    # `serve` only (the CLI closes at exit): a connection unused this long is closed; 0 closes at once.
+    # 600 s outlives a 5-minute watch with its jitter, so a watched host never logs in twice.
+    idle_close_s: float = Field(default=600, ge=0, le=86400)
+    # SSH keepalive (asyncssh keepalive_interval; 3 unanswered = the link is dead, ~4x this to notice).
+    keepalive_s: float = Field(default=2, gt=0, le=3600)
 
     @field_validator("user")
     @classmethod

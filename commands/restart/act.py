@@ -28,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from commands.checks.check import HttpRequest, Read, Reads
 from commands.checks.cmdline import cmdline_argv
+from commands.checks.engine_guard import guarded
 from commands.checks.managers import checks_for
 from commands.clock import utc_at, utc_now
 from commands.command_result import CommandResult
@@ -40,7 +41,7 @@ from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
 from commands.findings import Finding
 from commands.host_http import fetch_via_host
 from commands.operation import OnFinding, OperationResult, Origin
-from commands.restart.container import is_container, look_of
+from commands.restart.container import ACTS, is_container, look_of
 from commands.restart.plan import RestartPlan, ServiceSnapshot, read_snapshot, restart_argv
 from commands.restart.progress import OnProgress, ProgressSink
 from commands.restart.runs import ContainerRuns
@@ -190,7 +191,8 @@ class _Run:
         watch = self.watch
         watch.command, watch.command_state = shlex.join(argv), CommandState.RUNNING
         self.sent_at = time.monotonic()
-        command = asyncio.create_task(conn.run(argv, timeout_s=self.service.ready_timeout_s + COMMAND_GRACE_S))
+        command = asyncio.create_task(_run_act(conn, argv, self.service.manager in ACTS,
+                                               self.service.ready_timeout_s + COMMAND_GRACE_S))
         self.report("restarting", force=True)
         try:
             await self.log.step("restart-sent", command=watch.command)
@@ -336,3 +338,12 @@ class _Run:
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+
+
+async def _run_act(conn: HostConnection, argv: list[str], engine: bool, timeout_s: float) -> CommandResult:
+    """The restart command; a container engine's CLI only if root alone can change it (engine_guard), its
+    result naming the engine's own command."""
+    if not engine:
+        return await conn.run(argv, timeout_s=timeout_s)
+    result = await conn.run(guarded(argv), timeout_s=timeout_s)
+    return replace(result, command=shlex.join(argv))

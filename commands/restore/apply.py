@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from commands.checks.check import Fact
+from commands.checks.container_files import ContainerFileTimes
 from commands.checks.file_times import FILE_TIMES, FileTimes
 from commands.checks.files import FileCheck, hashes_by_path
 from commands.checks.managers import checks_for
@@ -21,9 +23,10 @@ from commands.command_result import CommandResult
 from commands.errors import PlanVoid
 from commands.findings import Evidence, Finding
 from commands.operation import OnFinding
+from commands.restore.into_container import inside_check, inside_facts, inside_step
 from commands.restore.plan import FileState, RestorePlan
 from commands.restore.source import MANIFEST
-from commands.ssh import HostConnection
+from commands.ssh import BatchStep, HostConnection
 from commands.verify.runner import findings_of, parse, read_facts
 from commands.vocabulary import CheckStatus
 
@@ -58,13 +61,18 @@ class Applier:
         return finding
 
     def file_checks(self, files: list[FileState], backup_name: str) -> dict[str, FileCheck]:
-        """``file:<name>`` of each file, by the file's name."""
-        return {f.name: FileCheck(f.name, backup_name, f.source_path, f.live_path) for f in files}
+        """``file:<name>`` of each file, by the file's name (inside the container for a file of its own layer)."""
+        return {f.name: inside_check(self.plan.host, f, backup_name) if f.inside
+                else FileCheck(f.name, backup_name, f.source_path, f.live_path) for f in files}
+
+    def inside_facts(self, files: list[FileState]) -> list[Fact]:
+        """What the checks of files inside the container read first: its main PID, then every file's hash."""
+        return inside_facts(self.plan.host, [f.live_path for f in files if f.inside])
 
     async def recheck(self) -> None:
         """Approval binds to the plan shown: re-read the hashes; any change voids the plan."""
         checks = self.file_checks(self.plan.files, "")
-        read = await read_facts(self.conn, list(checks.values()))
+        read = await read_facts(self.conn, [*self.inside_facts(self.plan.files), *checks.values()])
         results = [result for check in checks.values() for result in read[check.name]]
         changed = []
         for before in self.plan.files:
@@ -98,7 +106,11 @@ class Applier:
                                           stdin=json.dumps(manifest, indent=2).encode())
             results.append(written)
         if all(r.exit_status == 0 for r in results):
-            copies = [["cp", "-p", "--", f.live_path, f"{snap}/{f.name}"] for f in present]
+            copies: list[BatchStep] = [["cp", "-p", "--", f.live_path, f"{snap}/{f.name}"] for f in present
+                                       if not f.inside]
+            copies += [inside_step(self.plan.host, "copy_out", [{"live": f.live_path, "dst": f"{snap}/{f.name}"}
+                                                                for f in present if f.inside])] \
+                if any(f.inside for f in present) else []
             copies.append(["sync", "--", snap, *[f"{snap}/{f.name}" for f in present]])
             copies.append(["sha256sum", "--", *[f"{snap}/{f.name}" for f in present]] if present else ["true"])
             results += await self.conn.run_batch(copies, stop_on_failure=True)
@@ -123,10 +135,12 @@ class Applier:
         """Per file, in order: a private dir beside the target, the new copy made there, owner and
         mode of the file it replaces, fsync, rename over the target (a symlink's target, so the
         link is kept), fsync the dir."""
-        commands: list[list[str]] = []
+        commands: list[BatchStep] = []
         for f in self.plan.changes:
             reference = f.write_path if f.state == "differs" else f.source_path
-            commands.append(["sh", "-c", REPLACE_SCRIPT, "proofbot-replace", f.source_path, f.write_path, reference])
+            commands.append(inside_step(self.plan.host, "write", [{"src": f.source_path, "live": f.live_path}])
+                            if f.inside else
+                            ["sh", "-c", REPLACE_SCRIPT, "proofbot-replace", f.source_path, f.write_path, reference])
         results = await self.conn.run_batch(commands, stop_on_failure=True)
         done = [f for f, r in zip(self.plan.changes, results, strict=False) if r.exit_status == 0]
         failed = results[-1] if results and results[-1].exit_status != 0 else None
@@ -144,7 +158,7 @@ class Applier:
         return done
 
     async def set_bytecode_aside(self, restored: list[FileState]) -> None:
-        python = [f for f in restored if f.name.endswith(".py")]
+        python = [f for f in restored if f.name.endswith(".py") and not f.inside]  # not inside a container (yet)
         if not python:
             return
         target = f"{self.outcome.snapshot_dir}/bytecode"
@@ -170,7 +184,7 @@ class Applier:
     async def reread(self) -> None:
         """The proof: every file's live hash read again and compared with the source."""
         checks = self.file_checks(self.plan.changes, self.plan.source.label.split(" ", 1)[1])
-        found = await findings_of(self.conn, list(checks.values()))
+        found = await findings_of(self.conn, list(checks.values()), self.inside_facts(self.plan.changes))
         for f in self.plan.changes:
             finding = await self.step(found[checks[f.name].name])
             if finding.status == CheckStatus.PASS:
@@ -201,7 +215,10 @@ class Applier:
         # One round trip, the checks verify runs: the manager's main PID, the restored files' times, the start.
         manager = checks_for(service)
         main_pid, stale = manager.main_pid(service), manager.stale(service, restored)
-        read = await read_facts(self.conn, [main_pid, MainPidRead(), FileTimes(restored), stale])
+        inside = tuple(f.live_path for f in self.plan.changes if f.name in self.outcome.restored and f.inside)
+        times = ContainerFileTimes(tuple(p for p in restored if p not in inside), inside) if inside \
+            else FileTimes(restored)
+        read = await read_facts(self.conn, [main_pid, MainPidRead(), times, stale])
         if parse(main_pid, read).details.get("main_pid") is None:
             await self.step(Finding("stale-process", CheckStatus.WARN, f"{service.unit} has no running main PID: "
                                     "start it to load the restored files",

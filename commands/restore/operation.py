@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from commands.checks.files import file_hash_argv, parse_file_hash
+from commands.checks.files import FileCheck
 from commands.clock import utc_now
 from commands.errors import CouldNotCheck, PlanVoid
 from commands.findings import Finding, could_not_check
@@ -19,6 +19,7 @@ from commands.inventory import Host, Inventory
 from commands.operation import OnFinding, OperationResult, Origin
 from commands.plans import PlanRequest, finish, lock_for_apply, request_plan
 from commands.restore.apply import ApplyOutcome, apply_plan, snapshot_dir_for
+from commands.restore.into_container import inside_check, inside_facts
 from commands.restore.plan import RestorePlan, read_plan
 from commands.restore.source import backup_source, snapshot_source
 from commands.ssh import connect
@@ -26,6 +27,7 @@ from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
 from commands.store.log import audit_log
+from commands.verify.runner import findings_of
 from commands.vocabulary import CheckStatus, PlanState, Verdict
 
 
@@ -96,16 +98,19 @@ async def apply_restore(plan: RestorePlan, decided: PendingPlan, *, actor: str, 
 
 
 async def _reread_after_loss(plan: RestorePlan, outcome: ApplyOutcome, record: OnFinding) -> None:
+    checks = [inside_check(plan.host, f, plan.source.name) if f.inside
+              else FileCheck(f.name, plan.source.name, f.source_path, f.live_path) for f in plan.changes]
     try:
-        async with connect(plan.host) as conn:
-            results = await conn.run_batch([file_hash_argv(f.source_path, f.live_path) for f in plan.changes])
+        async with connect(plan.host) as conn:  # a file inside the container is re-read inside it
+            found = await findings_of(conn, checks, inside_facts(plan.host, [f.live_path for f in plan.changes
+                                                                              if f.inside]))
     except CouldNotCheck as exc:
         await record(could_not_check("reread", f"could not reconnect to re-read the files: {exc}; "
                                      "run proofbot verify as soon as the host answers"))
         return
     outcome.restored.clear()  # the re-read, not what was seen before the link dropped, says what is restored
-    for f, result in zip(plan.changes, results, strict=True):
-        finding = parse_file_hash(f.name, plan.source.name, f.source_path, f.live_path, result)
+    for check in checks:
+        finding = found[check.name]
         if finding.status == CheckStatus.PASS:
-            outcome.restored.append(f.name)
+            outcome.restored.append(check.file)
         await record(finding)

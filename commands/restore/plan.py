@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from commands.checks.check import Reads
+from commands.checks.container_files import in_container
 from commands.checks.extra_files import extra_files_finding
 from commands.checks.file_times import FILE_TIMES, FileTimes, parse_listing
 from commands.checks.files import file_hash_argv, hashes_by_path
@@ -34,6 +35,7 @@ from commands.inventory import Host
 from commands.plans import Plan
 from commands.redact import redact, redact_data
 from commands.restore.diff import diff_argv, diff_text
+from commands.restore.into_container import InsideRead, container_source, read_inside
 from commands.restore.source import RestoreSource, backup_source, check_snapshot_path, snapshot_backup
 from commands.restore.where import Where, parse_where, refusals, ssh_ids, where_argv
 from commands.ssh import HostConnection
@@ -62,6 +64,7 @@ class FileState:
     diff_bytes: int | None = None  # the whole diff's size as counted on the host
     live_type: str | None = None  # file | symlink | missing
     live_target: str | None = None  # a symlink's resolved target: what a restore writes
+    inside: bool = False  # a file of the container's own layer (into_container): read and written by the probe
     # The `sha256sum` of this file's source and live path that gave `state`: its own, never
     # another file's. Shown, not stored with the plan (a rebuilt plan has none).
     evidence: Evidence | None = field(default=None, compare=False)
@@ -114,7 +117,8 @@ class RestorePlan(Plan):
         """What approval binds to: the host, the source and every hash the plan was built on."""
         content = {"host": self.host.name, "source": self.source.backup.dir, "kind": self.source.kind,
                    "files": [[f.name, f.live_path, f.live_sha, f.source_sha]
-                             + ([f.live_target] if f.live_target else []) for f in self.files],
+                             + ([f.live_target] if f.live_target else []) + (["inside"] if f.inside else [])
+                             for f in self.files],
                    "extras": self.extras}
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
@@ -174,8 +178,14 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     Building the plan (decoding, redacting diffs of up to ``DIFF_LIMIT`` bytes) is CPU work:
     it runs in a worker thread so the event loop keeps answering Slack meanwhile.
     """
+    service, inside = conn.host.service, frozenset[str]()
+    if service is not None and in_container(service):  # live paths mapped to their mounts' host paths, or refused
+        source, inside = await container_source(conn, source, service)
     backup = source.backup
-    where = [Reads(f"where:{name}", (where_argv(live, backup.backup_path(name), backup.dir),))
+    # A file inside the container is not a host path: only its backup copy's side is judged here (the probe
+    # reads the live side without following a link).
+    where = [Reads(f"where:{name}", (where_argv(backup.backup_path(name) if name in inside else live,
+                                                backup.backup_path(name), backup.dir),))
              for name, live in backup.files.items()]
     located = await read_facts(conn, [Reads("id", (["id"],)), *where])
     ids = ssh_ids(located["id"][0])
@@ -186,10 +196,32 @@ async def read_plan(conn: HostConnection, operation_id: str, source: RestoreSour
     if reasons:
         raise Refused(f"restore of {conn.host.name} from {source.label} refused, nothing read or written: "
                       + "; ".join(reasons), hint="fix the host or the inventory, then plan again")
-    reads = [_FileReads(name, live, backup.backup_path(name), wheres[name]) for name, live in backup.files.items()]
+    reads = [_FileReads(name, live, backup.backup_path(name), wheres[name]) for name, live in backup.files.items()
+             if name not in inside]
     listing = [FileTimes.of_backup(backup)] if backup.watch else []
     results = await read_facts(conn, [*(r.fact for r in reads), *listing])
-    return await asyncio.to_thread(_build_plan, conn.host, operation_id, source, reads, results)
+    plan = await asyncio.to_thread(_build_plan, conn.host, operation_id, source, reads, results)
+    if inside and service is not None:
+        read = await read_inside(conn, service, {name: (backup.backup_path(name), backup.files[name])
+                                                 for name in backup.files if name in inside})
+        plan = replace(plan, files=[*plan.files, *(_inside_state(name, backup.files[name], backup.backup_path(name),
+                                                                 got) for name, got in read.items())])
+    return plan
+
+
+def _inside_state(name: str, live: str, src: str, read: InsideRead) -> FileState:
+    """A file of the container's own layer, as the probe read it (``inside``: every later step goes through it)."""
+    record = read.live
+    diff = redact(str(record.get("diff", ""))) if read.state == "differs" else ""
+    size = record.get("size")
+    mtime = record.get("mtime")
+    return FileState(name, live, src, read.state, read.live_sha, read.source_sha,  # type: ignore[arg-type]
+                     live_size=size if isinstance(size, int) else None,
+                     live_mtime=float(mtime) if isinstance(mtime, (int, float)) else None,
+                     live_mode=str(record.get("mode")) if record.get("mode") else None,
+                     live_owner=str(record.get("owner")) if record.get("owner") else None,
+                     source_size=read.source_size, diff=diff, diff_bytes=len(diff.encode()) if diff else None,
+                     live_type="missing" if read.state == "missing" else "file", evidence=read.evidence, inside=True)
 
 
 def _build_plan(host: Host, operation_id: str, source: RestoreSource, reads: list[_FileReads],

@@ -77,4 +77,5 @@ async def snapshot_source(conn: HostConnection, snapshot_dir: str) -> RestoreSou
 def snapshot_backup(host: Host, path: str, files: dict[str, str]) -> Backup:
     """A snapshot restores into the dirs of the backup it belongs to, under that backup's trust rule."""
     owner = host.backups[snapshot_roots(host)[os.path.dirname(path)]]
-    return Backup(dir=path, files=files, allow_untrusted_dirs=owner.allow_untrusted_dirs)
+    return Backup(dir=path, files=files, allow_untrusted_dirs=owner.allow_untrusted_dirs,
+                  into_container=owner.into_container)

@@ -15,7 +15,7 @@ from commands.ssh.pool import Registry, connected, host_key, registries
 
 
 @asynccontextmanager
-async def connect(host: Host) -> AsyncIterator[HostConnection]:
+async def connect(host: Host, *, idempotent: bool = False) -> AsyncIterator[HostConnection]:
     """A host-key-verified SSH connection to host, shared with every operation on it that overlaps.
 
     Operations on one host at the same time share one connection (one login); it is closed
@@ -24,6 +24,11 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
     ``ssh.jump`` is reached through one connection to the bastion shared by every host behind
     it, opened on first use and closed when the last of them is done. A connection opened
     ahead (``connect_ahead``) is taken over, or its failure raised, without a second attempt.
+
+    Under ``warm_connections`` (``serve``) the connection stays open after the last operation, idle, for the
+    next one. ``idempotent``: the caller only reads (verify, ping): if the pooled connection it was given
+    turns out dead, its command is sent again, once, over a new connection; anything else (a restore, a
+    restart) fails with the dropped link as it would on a fresh connection, and is never run twice.
     """
     registry = registries.setdefault(asyncio.get_running_loop(), Registry())
     ahead = registry.ahead.pop(host_key(host), None)
@@ -32,7 +37,7 @@ async def connect(host: Host) -> AsyncIterator[HostConnection]:
             await ahead.settled.wait()
             if ahead.error is not None:
                 raise type(ahead.error)(ahead.error.message, hint=ahead.error.hint)
-        async with connected(registry, host) as conn:
+        async with connected(registry, host, idempotent=idempotent) as conn:
             if ahead is not None:
                 ahead.taken.set()  # this operation holds the connection now; the one ahead lets go
             yield conn

@@ -7,7 +7,7 @@ import asyncio
 import secrets
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import asyncssh
@@ -51,6 +51,12 @@ class Shared:
         self.usable = True
         self.sessions = asyncio.Semaphore(max_sessions)
         self.refused_sessions = 0  # sessions sshd refused and that were tried again
+        # The pool's (commands/ssh/pool.py): the bastion connections this one goes through, held while it
+        # is open; how long it may stay idle; its idle timer; whether it has waited idle for an operation.
+        self.hops: list[tuple[str, Shared]] = []
+        self.idle_close_s = 0.0
+        self.idle_task: asyncio.Task[None] | None = None
+        self.pooled = False
 
     def reusable(self) -> bool:
         return self.usable and not self.conn.is_closed()
@@ -59,11 +65,18 @@ class Shared:
 class HostConnection:
     """One operation's use of an open, host-key-verified SSH connection to one inventory host."""
 
-    def __init__(self, host: Host, shared: Shared) -> None:
+    def __init__(self, host: Host, shared: Shared,
+                 reopen: Callable[[], Awaitable[Shared]] | None = None) -> None:
         self.host = host
         self._shared = shared
         self._conn = shared.conn
         self.exec_round_trips = 0  # this operation's own, even on a shared connection
+        self.taken = [shared]  # every connection this operation holds (the pool lets each go at its end)
+        # An idempotent read on a connection that waited idle in the pool: if that one turns out dead,
+        # the command is sent again, once, over a connection opened anew (``reopen``).
+        self._pooled_conn = shared.conn if reopen is not None else None
+        self._reopen = reopen
+        self._reopened: asyncio.Future[Shared] | None = None
 
     @property
     def refused_sessions(self) -> int:
@@ -122,10 +135,19 @@ class HostConnection:
         Nothing listens on the bot's machine: the stream exists only inside this SSH
         connection, so no local user can ride it to the host's loopback.
         """
+        used = self._conn
         try:
-            reader, writer = await self._conn.open_connection(dest_host, dest_port, encoding=None)
+            return await self._open_tcp_once(dest_host, dest_port)
+        except ConnectionLost as exc:
+            await self._again(used, exc)
+        return await self._open_tcp_once(dest_host, dest_port)
+
+    async def _open_tcp_once(self, dest_host: str, dest_port: int) -> TcpChannel:
+        shared = self._shared
+        try:
+            reader, writer = await shared.conn.open_connection(dest_host, dest_port, encoding=None)
         except SSH_FAILURES as exc:
-            raise self.failed(exc, Step.CHANNEL) from exc
+            raise self.failed(exc, Step.CHANNEL, shared) from exc
         return TcpChannel(self, reader, writer)
 
     async def _exec(self, command: str, stdin: bytes | None, timeout_s: float | None = None, *,
@@ -136,20 +158,42 @@ class HostConnection:
         without end cannot exhaust the bot's memory; past the cap the channel is closed and
         the command is an error saying so.
         """
-        self.exec_round_trips += 1
         shown = shown or command
         timeout = timeout_s if timeout_s is not None else self.host.ssh.command_timeout_s
-        async with self._shared.sessions:  # never more sessions than sshd's MaxSessions allows
-            return await self._exec_in_session(command, stdin, timeout, shown)
+        used = self._conn
+        try:
+            return await self._exec_once(command, stdin, timeout, shown)
+        except ConnectionLost as exc:
+            await self._again(used, exc)
+        return await self._exec_once(command, stdin, timeout, shown)
 
-    async def _exec_in_session(self, command: str, stdin: bytes | None, limit_s: float,
+    async def _exec_once(self, command: str, stdin: bytes | None, limit_s: float, shown: str) -> tuple[bytes, int]:
+        self.exec_round_trips += 1
+        shared = self._shared
+        async with shared.sessions:  # never more sessions than sshd's MaxSessions allows
+            return await self._exec_in_session(shared, command, stdin, limit_s, shown)
+
+    async def _again(self, used: asyncssh.SSHClientConnection, error: ConnectionLost) -> None:
+        """Return to send again over a new connection, or raise error: only an idempotent read whose pooled
+        connection (``used``) is closed now goes on, once; what it ran on the dead one is dropped."""
+        if used is not self._pooled_conn or not used.is_closed():
+            raise error
+        if self._reopened is None:
+            assert self._reopen is not None
+            self._reopened = asyncio.ensure_future(self._reopen())
+        shared = await asyncio.shield(self._reopened)  # the batch and the HTTP channels share one reopening
+        if shared not in self.taken:
+            self.taken.append(shared)
+            self._shared, self._conn = shared, shared.conn
+
+    async def _exec_in_session(self, shared: Shared, command: str, stdin: bytes | None, limit_s: float,
                                shown: str) -> tuple[bytes, int]:
         timeout = limit_s
         process: asyncssh.SSHClientProcess[bytes] | None = None
         refused: list[asyncssh.ChannelOpenError] = []
         try:
             async with asyncio.timeout(timeout):
-                process = await self._open_session(command, refused)
+                process = await self._open_session(shared, command, refused)
                 if stdin:
                     process.stdin.write(stdin)
                 process.stdin.write_eof()
@@ -162,37 +206,38 @@ class HostConnection:
             raise as_error(exc, At(self.host, Step.SESSION, shown=shown, timeout_s=timeout,
                                    refused=refused if process is None else ())) from None
         except SSH_FAILURES as exc:
-            raise self.failed(exc, Step.SESSION) from exc
+            raise self.failed(exc, Step.SESSION, shared) from exc
         finally:
             if process is not None and process.exit_status is None:
                 process.close()
         if completed.exit_status is None:
-            raise self._lost(no_exit_status(self.host, shown))
+            raise self._lost(no_exit_status(self.host, shown), shared)
         return output, int(completed.exit_status)
 
-    async def _open_session(self, command: str, refused: list[asyncssh.ChannelOpenError]
+    async def _open_session(self, shared: Shared, command: str, refused: list[asyncssh.ChannelOpenError]
                             ) -> asyncssh.SSHClientProcess[bytes]:
         """An exec session; one refused for want of a slot is tried again with backoff until the caller's deadline."""
         delay = RETRY_FIRST_S
         while True:
             try:
-                return await self._conn.create_process(command, encoding=None, stderr=asyncssh.STDOUT)
+                return await shared.conn.create_process(command, encoding=None, stderr=asyncssh.STDOUT)
             except asyncssh.ChannelOpenError as exc:
-                if exc.code not in SESSION_RETRY_CODES or self._conn.is_closed():
+                if exc.code not in SESSION_RETRY_CODES or shared.conn.is_closed():
                     raise
                 refused.append(exc)
-                self._shared.refused_sessions += 1
+                shared.refused_sessions += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 
-    def failed(self, exc: BaseException, step: Step) -> ProofbotError:
-        """The error for exc (``as_error``), raised by this connection's sessions and channels."""
-        return self._lost(as_error(exc, At(self.host, step, closed=self._conn.is_closed())))
+    def failed(self, exc: BaseException, step: Step, shared: Shared | None = None) -> ProofbotError:
+        """The error for exc (``as_error``), raised by a session or channel of shared (default: the current)."""
+        shared = shared or self._shared
+        return self._lost(as_error(exc, At(self.host, step, closed=shared.conn.is_closed())), shared)
 
-    def _lost(self, error: ProofbotError) -> ProofbotError:
+    def _lost(self, error: ProofbotError, shared: Shared) -> ProofbotError:
         """Pass error on; a connection that dropped is never handed to another operation."""
         if isinstance(error, ConnectionLost):
-            self._shared.usable = False
+            shared.usable = False
         return error
 
 

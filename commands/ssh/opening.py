@@ -18,22 +18,13 @@ from commands.ssh.options import client_options, host_trust
 if TYPE_CHECKING:
     from commands.ssh.pool import Registry
 
-KEEPALIVE_INTERVAL_S = 2
-KEEPALIVE_COUNT_MAX = 3
+KEEPALIVE_COUNT_MAX = 3  # keepalives unanswered before the link is taken for dead (each ssh.keepalive_s apart)
 
 
-async def open_counted(registry: Registry, host: Host,
-                        tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
-    async with registry.slots:
-        await registry.slots.wait_for(lambda: registry.open < host.ssh.max_connections)
-        registry.open += 1
-    try:
-        return await _open(registry, host, tunnel, host.ssh.jump)
-    except BaseException:
-        async with registry.slots:
-            registry.open -= 1
-            registry.slots.notify_all()
-        raise
+async def open_one(registry: Registry, host: Host,
+                   tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
+    """Open host's connection (through tunnel, the connection to its last hop), its key checked."""
+    return await _open(registry, host, tunnel, host.ssh.jump)
 
 
 # sshd counts a connection as a startup until its listener reads the child's "logged in" message, a
@@ -58,7 +49,7 @@ async def _open(registry: Registry, host: Host | Hop,
         trust = await asyncio.to_thread(host_trust, host)
         async with startup_slot(registry, sshd, settings), client_options(host, time.time(), trust) as options:
             options |= {"connect_timeout": settings.connect_timeout_s,
-                        "keepalive_interval": KEEPALIVE_INTERVAL_S, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
+                        "keepalive_interval": settings.keepalive_s, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
             conn = await asyncio.wait_for(
                 asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options),
                 timeout=settings.connect_timeout_s + 1,

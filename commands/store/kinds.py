@@ -224,6 +224,11 @@ class WatchRun(EventBody):
     counts: Mapping[str, int]
     changed: list[str]
     held: list[str] | None = None  # changes kept for the quiet hours' digest
+    # What a restart of the watch must not forget (commands/watch/memory.py), each only when there is some:
+    # hosts' runs of results not yet confirmed, the changes held for the digest, the entry's first run.
+    pending: Mapping[str, Any] | None = None
+    digest: list[Mapping[str, Any]] | None = None
+    watching_since: str | None = None
 
 
 @dataclass(frozen=True)

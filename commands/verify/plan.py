@@ -35,6 +35,7 @@ class VerifyPlan:
     def checks(self) -> list[AnyCheck]:
         """Every check of this verify, in the order the findings come."""
         # The check modules load here, on first use (see commands.verify): a plan alone needs none of them.
+        from commands.checks.container_files import ContainerFileCheck, ContainerPackageCheck, in_container
         from commands.checks.deb import DebCheck
         from commands.checks.extra_files import ExtraFilesCheck
         from commands.checks.files import FileCheck
@@ -44,11 +45,18 @@ class VerifyPlan:
         host, backup, packages = self.host, self.backup, self.host.packages
         checks: list[AnyCheck] = []
         if backup and self.backup_name:
-            checks += [FileCheck(name, self.backup_name, backup.backup_path(name), live)
-                       for name, live in backup.files.items()]
+            if host.service is not None and in_container(host.service):  # live files read inside the container
+                checks += [ContainerFileCheck(name, self.backup_name, backup.backup_path(name), live,
+                                              host.service.unit) for name, live in backup.files.items()]
+            else:
+                checks += [FileCheck(name, self.backup_name, backup.backup_path(name), live)
+                           for name, live in backup.files.items()]
             checks += [ExtraFilesCheck(self.backup_name, backup)] if backup.watch else []
         if packages:  # the inventory refuses dists without python
-            checks += [PackageCheck(packages.python, dist) for dist in packages.dists] if packages.python else []
+            if packages.python and host.service is not None and in_container(host.service):  # its image's env
+                checks += [ContainerPackageCheck(packages.python, dist, host.service.unit) for dist in packages.dists]
+            elif packages.python:
+                checks += [PackageCheck(packages.python, dist) for dist in packages.dists]
             checks += [DebCheck(name) for name in packages.deb]
         service = host.service
         if service:
@@ -62,10 +70,13 @@ class VerifyPlan:
 
     def facts(self) -> list[Fact]:
         """What the checks read besides their own steps: the file listing, the PID the script kept."""
+        from commands.checks.container_files import ContainerFiles, ContainerFileTimes, in_container
         from commands.checks.file_times import FileTimes
         from commands.checks.pid_read import MainPidRead
 
         facts: list[Fact] = [FileTimes.of_backup(self.backup)] if self.backup else []
+        if self.backup and in_container(self.host.service):  # the live side inside the container, from the host
+            facts = [ContainerFiles(tuple(self.backup.files.values())), ContainerFileTimes.of_backup(self.backup)]
         return facts + ([MainPidRead()] if self.host.service else [])
 
     def check_names(self) -> list[str]:

@@ -19,7 +19,9 @@ from commands.store.kinds import Finished, WatchChange, WatchRun
 from commands.store.log import audit_log
 from commands.verify.plan import plan_fleet
 from commands.vocabulary import Operation
+from commands.watch.memory import change_json, pending_json
 from commands.watch.schedule import TargetRun
+from commands.watch.state import HostChange
 
 
 @asynccontextmanager
@@ -39,6 +41,9 @@ class WatchAudit:
     store: AuditStore
     inventory: Inventory
     origin: Origin
+    # False when each run's verifies already wrote their whole trail to this log (``proofbot watch --once``):
+    # a change then names that verify, and nothing is written twice.
+    trails: bool = True
 
     async def record(self, run: TargetRun) -> None:
         """After each run (``Watch.on_run``): the compact event, and the trails of the hosts that changed."""
@@ -46,7 +51,11 @@ class WatchAudit:
         by_host = {result.host: result for result in fleet.results}
         changed = [change for change in run.changes if change.host in by_host]
         actor = self.origin.actor
-        if changed:
+        if changed and not self.trails:
+            for change in changed:
+                await audit_log(self.store, Operation.WATCH, fleet.operation_id, change.host, actor).watch_change(
+                    _change_event(change, by_host[change.host].operation_id))
+        elif changed:
             hosts = [change.host for change in changed]
             backups = {plan.host.name: plan.backup_name
                        for plan in plan_fleet([self.inventory.hosts[host] for host in hosts], None).plans}
@@ -62,8 +71,7 @@ class WatchAudit:
                     await host_log.check(finding)
                 await host_log.finished(Finished.of(result))
                 await audit_log(self.store, Operation.WATCH, fleet.operation_id, change.host, actor).watch_change(
-                    WatchChange(change.change, change.now.verdict, sorted(change.now.causes),
-                                utc_at(change.since.timestamp()), result.operation_id))
+                    _change_event(change, result.operation_id))
             parts = [by_host[host] for host in hosts]
             await fleet_log.finished(Finished(fleet.verdict, duration_s=round(fleet.duration_s, 3),
                                               counts=dict(sorted(Counter[str](map(outcome_of, parts)).items())),
@@ -71,4 +79,11 @@ class WatchAudit:
         counts = Counter[str](outcome_of(result) for result in fleet.results)
         await audit_log(self.store, Operation.WATCH, fleet.operation_id, None, actor).watch_run(
             WatchRun(run.target, dict(sorted(counts.items())), [change.host for change in changed],
-                     held=run.held or None))
+                     held=run.held or None, pending=pending_json(run.pending),
+                     digest=[change_json(change) for change in run.digest] or None,
+                     watching_since=utc_at(run.watching_since.timestamp()) if run.watching_since else None))
+
+
+def _change_event(change: HostChange, verify_operation_id: str) -> WatchChange:
+    return WatchChange(change.change, change.now.verdict, sorted(change.now.causes), utc_at(change.since.timestamp()),
+                       verify_operation_id)

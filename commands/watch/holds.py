@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from commands.inventory import Inventory
 from commands.store.db import AuditStore
-from commands.store.locks import holder_of
+from commands.store.locks import holder_in
 from commands.vocabulary import EventKind, Operation
 
 if TYPE_CHECKING:
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 # What proofbot does to a host that moves its state: a verify or a ping changes nothing.
 MUTATING = (Operation.RESTORE, Operation.RESTART, Operation.ROLLOUT)
+# A host whose lock is held is held at least this long past the run that saw it (a service without a
+# ready_timeout_s would otherwise be held "until now": not at all).
+_WHILE_LOCKED = timedelta(seconds=1)
 
 
 @dataclass
@@ -38,10 +41,12 @@ class LockHolds:
         return timedelta(seconds=service.ready_timeout_s if service is not None else 0)
 
     async def __call__(self, hosts: Sequence[str], now: datetime) -> Mapping[str, datetime]:
-        for host in hosts:
-            if await holder_of(self.audit, host) is not None:
-                self.hold(host, now + self._ready(host))
-        for host, ended in (await self.audit.snapshot(lambda db: _last_mutation(db, list(hosts)))).items():
+        # one read of the store for the whole target (a round trip per host was most of a 100-host run's time)
+        locked, ended_at = await self.audit.snapshot(lambda db: (
+            [host for host in hosts if holder_in(db, host) is not None], _last_mutation(db, list(hosts))))
+        for host in locked:  # held through this run whatever its ready time
+            self.hold(host, now + max(self._ready(host), _WHILE_LOCKED))
+        for host, ended in ended_at.items():
             self.hold(host, datetime.fromisoformat(ended.replace("Z", "+00:00")) + self._ready(host))
         return {host: self.until[host] for host in hosts if host in self.until and now < self.until[host]}
 

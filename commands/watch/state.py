@@ -29,6 +29,9 @@ class HostChange:
     before: Result | None  # None: the watch had not yet confirmed a state for it
     now: Result
     since: datetime  # the first of the ``after`` identical results
+    # Held through quiet hours: this host's earlier changes in the same quiet hours (a host that failed and
+    # recovered is one line of the digest: failed at X, recovered at Y), oldest first.
+    earlier: tuple[HostChange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,25 @@ class TargetWatch:
     after: int = DEFAULT_AFTER
     quiet: QuietHours | None = None
     hosts: dict[str, HostState] = field(default_factory=dict)
-    held: list[HostChange] = field(default_factory=list)
+    held: list[HostChange] = field(default_factory=list)  # one per host, its earlier held changes folded in
     confirmed: list[HostChange] = field(default_factory=list)  # the last run's changes, said now or held
+    watching_since: datetime | None = None  # the first run of this entry (kept across restarts)
+
+    def hold(self, change: HostChange) -> None:
+        """Keep a change for the digest; a host already held keeps one entry, its earlier changes in it."""
+        for index, old in enumerate(self.held):
+            if old.host == change.host:
+                self.held[index] = replace(change, before=old.before,
+                                           earlier=(*old.earlier, replace(old, earlier=())))
+                return
+        self.held.append(change)
+
+    def pending(self) -> dict[str, HostState]:
+        """The hosts with a run of results that may still replace what is confirmed (what a restart must not
+        forget); a host's first passes, with nothing confirmed yet, are not news and are left out."""
+        return {host: state for host, state in self.hosts.items()
+                if state.candidate is not None and state.candidate != state.confirmed
+                and not (state.confirmed is None and state.candidate.verdict == Verdict.PASS)}
 
     def observe(self, now: datetime, results: Mapping[str, Result],
                 held_until: Mapping[str, datetime] | None = None) -> list[Announcement]:
@@ -92,6 +112,8 @@ class TargetWatch:
         change message when quiet hours have just ended). A host that proofbot itself holds (a restore or
         restart, and its ready time after: ``held_until``) forgets its run of results and says nothing."""
         holds = held_until or {}
+        if self.watching_since is None:
+            self.watching_since = now
         changes: list[HostChange] = []
         for host, result in results.items():
             state = self.hosts.get(host, HostState())
@@ -104,7 +126,8 @@ class TargetWatch:
                 changes.append(HostChange(host, change, state.confirmed, result, self.hosts[host].since or now))
         self.confirmed = changes
         if self.quiet is not None and self.quiet.contains(now):
-            self.held.extend(changes)
+            for held in changes:
+                self.hold(held)
             return []
         out: list[Announcement] = []
         if self.held:

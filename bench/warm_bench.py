@@ -1,0 +1,146 @@
+"""Benchmark: a verify over a warm pooled connection (as ``serve`` runs it) against a cold one, and both against
+the floor, at +RTT; wall time and this process's CPU-seconds per verify.
+
+No root: the lab host (bot/demo, an in-process asyncssh server with supervisord) and its delay proxy
+(tests/lab/proxy.py, half the RTT each way) run in a child process, so the CPU measured here is the
+bot's side alone. Run: .venv/bin/python -m bench.warm_bench [--rtt-ms 50] [--repeats 10]
+
+* cold: ``verify()`` with no pool, as the CLI and a first ``/verify`` run it (handshake, known_hosts, login);
+* warm: ``verify()`` inside ``warm_connections()``, the core path ``serve`` runs for ``/verify`` and the watch;
+* floor cold: a bare ``asyncssh.connect`` and one ``sh -s`` exec of verify's own batch; floor warm: that exec
+  alone on an open connection (one exec round trip + the host-side script time). Health and the probe, which
+  proofbot sends over SSH channels while the batch runs, are work above the floor.
+Imports are done before anything is timed: a ``serve`` has them already.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import yaml
+
+from commands.inventory import Host, parse_inventory
+from commands.operation import Origin
+from commands.ssh import open_connections, warm_connections
+from commands.ssh.batch import batch_script  # the exact script proofbot's run_batch sends
+from commands.store.db import AuditStore
+from commands.verify import VerifyPlan, verify
+from commands.verify.operation import host_batch
+
+
+async def serve_host(rtt_ms: float) -> None:
+    """Child: the lab host behind a delay proxy; prints its inventory, runs until stdin closes."""
+    from bot.demo.host import demo_host
+    from tests.lab.proxy import DelayProxy
+
+    async with demo_host("ct130", patched=False, extra_file=False, flags=["--speculative-algorithm", "NEXTN"]) as lab, \
+            DelayProxy("127.0.0.1", lab.ssh_port, delay_s=rtt_ms / 2000) as proxy:
+        document = lab.inventory()
+        document["hosts"][lab.name]["port"] = proxy.port
+        known = lab.root / "known_hosts_proxy"
+        known.write_text(f"[127.0.0.1]:{proxy.port} " + lab.known_hosts.read_text().split(" ", 1)[1])
+        document["ssh"]["known_hosts"] = str(known)
+        print(json.dumps(document), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+async def timed(label: str, repeats: int, once: Callable[[], Awaitable[object]]) -> dict[str, float]:
+    walls, cpus = [], []
+    for _ in range(repeats):
+        cpu, started = time.process_time(), time.perf_counter()
+        await once()
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+    row = {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+    print(f"  {label}: wall {row['wall_s'] * 1000:.0f} ms, CPU {row['cpu_s'] * 1000:.1f} ms (median of {repeats})",
+          flush=True)
+    return row
+
+
+async def measure(host: Host, repeats: int, db: Path) -> dict[str, dict[str, float]]:
+    audit = AuditStore.open(db)
+    plan = VerifyPlan.for_host(host, None)
+
+    async def one_verify() -> None:
+        result = await verify(plan, origin=Origin.local_user(), audit=audit)
+        assert result.verdict == "pass", [f.to_json() for f in result.checks if f.status != "pass"]
+
+    script = batch_script(secrets.token_hex(8), host_batch(plan))  # health and the probe are proofbot's extra
+    options: dict[str, Any] = {"username": host.ssh.user, "known_hosts": str(host.ssh.known_hosts_path()),
+                               "client_keys": [str(host.ssh.client_key_paths()[0])], "config": None,
+                               "agent_path": None, "password": None, "kbdint_auth": False}
+
+    async def floor_exec(conn: asyncssh.SSHClientConnection) -> None:
+        result = await conn.run("sh -s", input=script.encode(), encoding=None, check=False)
+        assert result.exit_status == 0 and result.stdout
+
+    async def floor_cold() -> None:
+        async with asyncssh.connect(host.address, host.port, **options) as conn:
+            await floor_exec(conn)
+
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        await one_verify()  # imports (httpx over a channel), caches: what a running serve has done already
+        await floor_cold()
+        rows["cold"] = await timed("proofbot cold verify", repeats, one_verify)
+        rows["floor_cold"] = await timed("floor cold (connect + exec)", repeats, floor_cold)
+        async with warm_connections():
+            await one_verify()  # the login the pool keeps
+            rows["warm"] = await timed("proofbot warm verify", repeats, one_verify)
+            assert open_connections() == 1
+        async with asyncssh.connect(host.address, host.port, **options) as conn:
+            await floor_exec(conn)
+            rows["floor_warm"] = await timed("floor warm (exec only)", repeats, lambda: floor_exec(conn))
+    finally:
+        audit.close()
+    return rows
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rtt-ms", type=float, default=50)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_host:
+        await serve_host(args.rtt_ms)
+        return 0
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.warm_bench", "--serve-host", "--rtt-ms", str(args.rtt_ms),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        document = json.loads(await asyncio.wait_for(child.stdout.readline(), 120))
+        host = parse_inventory(yaml.safe_dump(document), "bench.yml").host("ct130")
+        work = Path(document["hosts"]["ct130"]["ssh"]["known_hosts"] if "ssh" in document["hosts"]["ct130"]
+                    else document["ssh"]["known_hosts"]).parent
+        print(f"warm vs cold verify at +{args.rtt_ms:g} ms RTT (userspace proxy), one loopback lab host", flush=True)
+        rows = await measure(host, args.repeats, work / "warm-bench.db")
+    finally:
+        child.stdin.close()
+        await asyncio.wait_for(child.wait(), 60)
+    cold, warm, floor_cold, floor_warm = rows["cold"], rows["warm"], rows["floor_cold"], rows["floor_warm"]
+    print("\n| | wall | over its floor | CPU per verify | over its floor's CPU |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| warm verify (serve) | {warm['wall_s'] * 1000:.0f} ms | {warm['wall_s'] / floor_warm['wall_s']:.2f}x "
+          f"(floor: one exec, {floor_warm['wall_s'] * 1000:.0f} ms) | {warm['cpu_s'] * 1000:.1f} ms | "
+          f"{warm['cpu_s'] / floor_warm['cpu_s']:.2f}x ({floor_warm['cpu_s'] * 1000:.1f} ms) |")
+    print(f"| cold verify | {cold['wall_s'] * 1000:.0f} ms | {cold['wall_s'] / floor_cold['wall_s']:.2f}x "
+          f"(floor: connect + exec, {floor_cold['wall_s'] * 1000:.0f} ms) | {cold['cpu_s'] * 1000:.1f} ms | "
+          f"{cold['cpu_s'] / floor_cold['cpu_s']:.2f}x ({floor_cold['cpu_s'] * 1000:.1f} ms) |")
+    print(f"\nwarm over cold: wall {warm['wall_s'] / cold['wall_s']:.2f}x, CPU {warm['cpu_s'] / cold['cpu_s']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
