@@ -3,7 +3,8 @@ supervisord, side by side in one run, over a delayed link (+50 ms RTT by default
 
 One namespace host: supervisord runs the lab's server on :30000; Podman (tests/lab/podman.py) runs the very same
 script with the same flags, `--network host --init`, on :30100. Two inventory entries share the host, its
-backups (3 files, a watch dir) and the delay proxy; only `service:` differs. The runs alternate.
+backups (3 files, a watch dir, bind-mounted into the container at the same paths: a container's files are read
+inside it) and the delay proxy; only `service:` differs. The runs alternate.
 Needs root. Run: .venv/bin/python -m bench.container_bench [--rtt-ms 50] [--repeats 7]
 """
 
@@ -21,6 +22,7 @@ from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.store.db import AuditStore
 from commands.verify import VerifyPlan, verify
+from tests.lab.common import SITE
 from tests.lab.netns import SERVICE_SCRIPT, NetnsHost, NetnsLab
 from tests.lab.podman import IMAGE, require_podman, start_podman, stop_podman
 from tests.lab.proxy import DelayProxy
@@ -88,7 +90,9 @@ async def main() -> int:
             argv = host.scenario.service_argv(SERVICE_SCRIPT)
             argv[argv.index("--port") + 1] = str(POD_PORT)
             podman.podman("run", "-d", "--pull=never", "--name", "sglang", "--init", "--network", "host",
-                          "-v", f"{SERVICE_SCRIPT}:{SERVICE_SCRIPT}:ro", IMAGE, "python3", *argv[1:])
+                          "-v", f"{SERVICE_SCRIPT}:{SERVICE_SCRIPT}:ro",
+                          # the backups' live files, at the same paths: a container's files are read inside it
+                          "-v", f"{SITE}:{SITE}:ro", IMAGE, "python3", *argv[1:])
             await asyncio.sleep(2)  # past min_uptime_s
             rows = await measure(lab, podman.cli, args.rtt_ms / 1000, args.repeats)
         finally:
