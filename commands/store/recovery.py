@@ -23,7 +23,7 @@ from commands.store import approvals, locks
 from commands.store.db import AuditStore
 from commands.store.events import first_row, sql_list
 from commands.store.kinds import Finished
-from commands.store.leases import adopt_orphaned_plans, lease_expired, process_holder
+from commands.store.leases import adopt_orphaned_plans, process_holder
 from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import ENDING_KINDS, EventKind, PlanState, Verdict
 
@@ -128,9 +128,9 @@ def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[
 async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, holder: Holder | None) -> bool:
     lock = await locks.holder_of(store, host) if host is not None else None
     if lock is not None and lock.operation_id == operation_id and lock.lease_expires is not None:
-        # The lease tells, on whatever machine it runs: the process that runs it now renews it (another replica
-        # than the one that took the request, when the plan was approved through that one).
-        return lease_expired(lock.lease_expires)
+        # The lock names the process that runs it now (another replica than the one that took the request, when
+        # the plan was approved through that one): gone when its lease ended, or its PID here is.
+        return lock.is_stale()
     if holder is not None:
         return holder.is_gone()
     return lock is None or lock.operation_id != operation_id or lock.is_stale()
