@@ -5,6 +5,7 @@ live replica's turn (``take_over``): a dead replica's operation interrupted once
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -13,7 +14,7 @@ from urllib.parse import parse_qs
 from bot.slack.once import delivery_id
 from commands.inventory import Approvals
 from commands.operation import Origin
-from commands.store import approvals
+from commands.store import approvals, locks
 from commands.store.db import AuditStore
 from commands.store.deliveries import KEEP_S, claim, claim_in
 from commands.store.leases import process_holder
@@ -80,5 +81,17 @@ async def test_a_dead_replicas_operation_is_interrupted_once_and_its_plan_adopte
         assert [(op, json.loads(details)["verdict"]) for op, details in finished] == [("op-dead", "interrupted")]
         assert [host for (host,) in rows(store_target, "SELECT host FROM locks ORDER BY host")] == ["ct130"]
         assert (await approvals.get(store, "op-plan")).state == PlanState.PENDING, "the adopted plan stays valid"
+    finally:
+        store.close()
+
+
+async def test_the_replica_that_runs_an_approved_plan_holds_its_host_under_its_own_lease(
+        store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
+    try:
+        await running_on_b(store, "op-shown-by-b", "ct129", time.time() + 60)  # B showed the plan; A got the click
+        lock = await locks.hold_for(store, "ct129", "op-shown-by-b", "restart", "slack:U3")
+        [(holder, pid)] = rows(store_target, "SELECT lease_holder, pid FROM locks WHERE host = 'ct129'")
+        assert lock.lease_holder == holder == process_holder() and pid == os.getpid()
     finally:
         store.close()
