@@ -48,7 +48,7 @@ def test_a_url_picks_postgresql_and_a_path_sqlite(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PROOFBOT_DB", "postgresql://bot@/proofbot")
     assert db_target(None) == "postgresql://bot@/proofbot"
     with pytest.raises(UsageError, match="SQLite file only"):
-        db_path(None)  # serve: one process per SQLite file; two replicas on PostgreSQL are a later slice
+        db_path(None)  # serve --check reads the SQLite file's lock; replicas on PostgreSQL hold leases
 
 
 async def test_two_processes_appending_at_once_keep_one_chain(pg_url: str) -> None:

@@ -186,12 +186,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
         from bot.slack.serve import MetricsAt, is_served, serve  # Slack's libraries are only loaded for serve
-        from commands.store.db import db_path
+        from commands.store.db import db_path, db_target
 
         if args.check:
             return 0 if is_served(db_path(getattr(args, "db", None))) else 1
         metrics_at = MetricsAt(args.metrics_port, args.metrics_address) if args.metrics_port else None
-        return await serve(inventory_of(args), db_path(getattr(args, "db", None)), http_port=args.http,
+        return await serve(inventory_of(args), db_target(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host, metrics_at=metrics_at)
     if args.command == Operation.WATCH:
         from bot.cli.watch import run_watch

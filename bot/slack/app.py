@@ -26,6 +26,7 @@ from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.home_blocks import help_message
 from bot.slack.listening import Body, BotContext, Listener, SlackCommand
 from bot.slack.modal_blocks import REASON_BLOCK, REJECT_REASON_VIEW
+from bot.slack.once import handled_once
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
 from commands.errors import ProofbotError
@@ -60,6 +61,7 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
         # Every listener's `client` is the per-request one bolt makes: make it the redacting kind.
         context["client"] = RedactingWebClient.like(context.client)
         await next()
+    app.middleware(handled_once(context))  # a retry, or a second replica's delivery, starts nothing
     for spec in OPERATIONS:
         command = COMMANDS[spec.name]
         app.command(f"/{spec.name}")(_command_listener(context, command))

@@ -1,4 +1,5 @@
-"""On bot start: tell each interrupted operation's thread what is known, re-arm pending plans.
+"""On bot start: tell each interrupted operation's thread what is known, re-arm pending plans; on PostgreSQL,
+every lease renewal period, the same for a dead replica's operations and plans (``take_over_leases``).
 
 Each interrupted thread gets the last step recorded and a "Verify now" button, because
 after a crash nothing is known about what happened on the host since.
@@ -6,6 +7,7 @@ after a crash nothing is known about what happened on the host since.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -15,14 +17,27 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.audit_blocks import interrupted_message
 from bot.slack.listening import BotContext
 from bot.slack.plans import arm_expiry, show_expired
+from commands import observe
 from commands.store import approvals
-from commands.store.recovery import Interrupted, recover
+from commands.store.leases import RENEW_EVERY_S
+from commands.store.recovery import Interrupted, recover, take_over
 
 log = logging.getLogger("proofbot.recovery")
 
 
 async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[Interrupted]:
     interrupted, pending = await recover(context.audit)
+    await _tell(client, interrupted)
+    for plan in pending:
+        if plan.expires_at <= time.time():
+            if await approvals.expire_if_due(context.audit, plan.id) is not None:
+                await show_expired(context, client, plan.id)
+            continue
+        arm_expiry(context, client, plan.id)
+    return interrupted
+
+
+async def _tell(client: AsyncWebClient, interrupted: list[Interrupted]) -> None:
     for op in interrupted:
         if not op.channel or not op.thread_ts or op.fleet_operation_id:  # a fleet's part: the fleet says it
             continue
@@ -31,10 +46,21 @@ async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[
             await client.chat_postMessage(channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks)
         except SlackApiError as exc:
             log.warning("could not post in the thread of %s: %s", op.operation_id, exc.response.get("error"))
-    for plan in pending:
-        if plan.expires_at <= time.time():
-            if await approvals.expire_if_due(context.audit, plan.id) is not None:
-                await show_expired(context, client, plan.id)
+
+
+async def take_over_leases(context: BotContext, client: AsyncWebClient, every_s: float = RENEW_EVERY_S) -> None:
+    """Until cancelled: each turn, a dead replica's operations (their lease ended) are marked interrupted and told
+    in their threads, and its pending plans adopted (their expiry re-armed here). A failed turn is logged and the
+    next one tries again (the database may be restarting)."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            interrupted, adopted = await take_over(context.audit)
+        except Exception as exc:  # any store failure: the next turn retries
+            log.warning("could not take over expired leases: %s", exc)
             continue
-        arm_expiry(context, client, plan.id)
-    return interrupted
+        for _ in [*interrupted, *adopted]:
+            observe.lease_taken_over()
+        await _tell(client, interrupted)
+        for plan in adopted:
+            arm_expiry(context, client, str(plan["id"]))

@@ -1,4 +1,5 @@
-"""``proofbot serve``: run the Slack app in Socket Mode, or in HTTP mode at /slack/events."""
+"""``proofbot serve``: run the Slack app in Socket Mode, or in HTTP mode at /slack/events; on a SQLite file one
+``serve`` per file, on PostgreSQL any number of replicas (their leases: commands/store/leases.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from bot.logs import configure_logging
 from bot.metrics import DEFAULT_ADDRESS, Metrics, start_metrics_server
 from bot.slack.app import build_app
 from bot.slack.listening import BotContext
-from bot.slack.recovery import recover_in_slack
+from bot.slack.recovery import recover_in_slack, take_over_leases
 from bot.slack.watch import start_watch, stop_watch
 from commands.approvers import GroupCache
 from commands.errors import Refused, UsageError
@@ -90,19 +91,20 @@ class MetricsAt:
     address: str = DEFAULT_ADDRESS
 
 
-async def serve(inventory: Inventory, db: Path, *, http_port: int | None, bind: str = "0.0.0.0",
+async def serve(inventory: Inventory, db: Path | str, *, http_port: int | None, bind: str = "0.0.0.0",
                 metrics_at: MetricsAt | None = None) -> int:
     configure_logging()
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
     api_url = os.environ.get(API_URL_ENV) or None
-    with only_serve_of(db):
+    # PostgreSQL: replicas share the database; each lock and plan names its holder and lease instead.
+    with only_serve_of(db) if isinstance(db, Path) else contextlib.nullcontext():
         # The watch, /verify, restarts and restores share warm SSH connections (ssh.idle_close_s), closed at exit.
         async with warm_connections():
             return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind,
                                 metrics_at=metrics_at)
 
 
-async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | None, *, http_port: int | None,
+async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: str | None, *, http_port: int | None,
                  bind: str, metrics_at: MetricsAt | None) -> int:
     # Signals first: SIGTERM and Ctrl-C stop the bot at any moment, also while Slack cannot be reached.
     stop = asyncio.Event()
@@ -128,6 +130,8 @@ async def _serve(inventory: Inventory, db: Path, bot_token: str, api_url: str | 
             # Recorded only now: the tokens were accepted and the bot is reachable.
             await bot_log(audit).bot_started("http" if http_port else "socket", sorted(inventory.hosts))
             watching = start_watch(context, app.client)  # the inventory's watch entries, until shutdown
+            if audit.dialect == "postgresql":  # replicas: a dead one's operations and plans are taken over
+                context.keep(asyncio.create_task(take_over_leases(context, app.client)))
             try:
                 await stop.wait()
             finally:

@@ -40,11 +40,11 @@ def db_target(explicit: str | None) -> Path | str:
 
 
 def db_path(explicit: str | None) -> Path:
-    """The SQLite file of what runs on SQLite only (``serve``: one per file, its lease is the file's lock)."""
+    """The SQLite file of what runs on SQLite only (``serve --check``: whether a serve holds the file's lock)."""
     target = db_target(explicit)
     if isinstance(target, str):
-        raise UsageError("`serve` runs on a SQLite file only for now: two replicas on PostgreSQL are not built yet",
-                         hint="pass --db PATH to serve; the CLI's other commands accept the PostgreSQL URL")
+        raise UsageError("`serve --check` reads a SQLite file only: on PostgreSQL replicas hold leases, not a file",
+                         hint="check a replica with its /metrics (--metrics-port) or its HTTP port instead")
     return target
 
 

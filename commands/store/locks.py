@@ -110,9 +110,15 @@ async def adopt(store: AuditStore, host: str, operation_id: str) -> None:
 async def hold_for(store: AuditStore, host: str, operation_id: str, operation: str, holder: str,
                    channel: str | None = None, thread_ts: str | None = None) -> LockHolder:
     """The host's lock for this operation: reused when it already holds it (taken when its plan was
-    shown, or adopted after a bot restart), else acquired."""
+    shown, or adopted after a bot restart or from the replica that showed the plan), else acquired."""
     current = await holder_of(store, host)
     if current is not None and current.operation_id == operation_id:
+        if current.lease_holder not in (None, process_holder()):
+            # Approved through another replica than the one that showed the plan: this process runs it now, so
+            # its lease (not the other's) keeps the host, and a dead holder is told by the lease that ends.
+            await adopt(store, host, operation_id)
+            return replace(current, pid=os.getpid(), machine=socket.gethostname(), lease_holder=process_holder(),
+                           lease_expires=lease_until())
         return current
     return await acquire(store, host, operation_id, operation, holder, channel, thread_ts)
 

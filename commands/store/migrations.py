@@ -341,3 +341,15 @@ MIGRATIONS.append((
     "leases: each lock and plan names the process that holds it and when its lease ends (renewed while it lives)",
     "\n".join(f"ALTER TABLE {table} ADD COLUMN {column};" for table, column in LEASE_COLUMNS),
 ))
+
+
+# Migration 10 (commands/store/deliveries.py): each Slack delivery that may start something is claimed once, by
+# its id, across every replica; a retry or a second delivery of it finds the row and starts nothing.
+MIGRATIONS.append((
+    "deliveries: one row per Slack delivery claimed (its event_id or payload digest), so a retry starts nothing",
+    """
+    CREATE TABLE deliveries (id TEXT PRIMARY KEY, kind TEXT NOT NULL, claimed_at REAL NOT NULL,
+                             replica TEXT NOT NULL);
+    CREATE INDEX deliveries_claimed_at ON deliveries(claimed_at);
+    """,
+))

@@ -95,6 +95,8 @@ _TABLES: dict[int, list[str]] = {
     # REAL is 4 bytes here (SQLite's is 8): an epoch second in it would be off by a minute.
     9: [f"ALTER TABLE {table} ADD COLUMN {column.replace('REAL', 'DOUBLE PRECISION')}"
         for table, column in LEASE_COLUMNS],
+    10: ["""CREATE TABLE deliveries (id TEXT PRIMARY KEY, kind TEXT NOT NULL, claimed_at DOUBLE PRECISION NOT NULL,
+                                    replica TEXT NOT NULL)"""],
 }
 
 PG_MIGRATIONS: list[tuple[str, list[str]]] = [

@@ -14,21 +14,23 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from commands.holder import Holder
 from commands.store import approvals, locks
 from commands.store.db import AuditStore
-from commands.store.events import sql_list
+from commands.store.events import first_row, sql_list
 from commands.store.kinds import Finished
-from commands.store.leases import lease_expired
+from commands.store.leases import adopt_orphaned_plans, process_holder
 from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import ENDING_KINDS, EventKind, PlanState, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
 
+TAKE_OVER_MAX = 50  # expired locks handled per turn; the rest at the next one
 UNFINISHED = f"""
 SELECT r.operation_id, r.operation, r.host, r.details FROM events r
 WHERE r.kind = '{EventKind.REQUESTED}' AND r.operation_id IS NOT NULL
@@ -56,23 +58,7 @@ class Interrupted:
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
     """Mark every operation whose process died as interrupted; return them, and the pending plans
     this process now owns (their locks adopted; plans a live process still owns are left to it)."""
-    interrupted = []
-    for row in await store.snapshot(lambda db: list(db.query(UNFINISHED))):
-        operation_id, operation, host = row["operation_id"], row["operation"], row["host"]
-        requested = json.loads(row["details"])
-        origin = requested.get("origin") or {}
-        fleet = requested.get("fleet") if isinstance(requested.get("fleet"), dict) else {}
-        if not await _holder_gone(store, operation_id, host, Holder.from_json(origin.get("process"))):
-            continue
-        events = await store.events_of(operation_id)
-        last = events[-1]
-        step = last.details.get("name") if isinstance(last.details, dict) else None
-        summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
-        record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
-                             last.kind, last.at, f"{step}: {summary}" if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"))
-        await store.write(functools.partial(_interrupt, record=record))
-        interrupted.append(record)
+    interrupted = await _interrupt_gone(store, await store.snapshot(lambda db: list(db.query(UNFINISHED))))
     plans = await store.snapshot(lambda db: [approvals.plan_of(row) for row in db.query(
         "SELECT * FROM plans WHERE state = ? ORDER BY created_at", [PlanState.PENDING])])
     ours = []
@@ -86,23 +72,84 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
     return interrupted, ours
 
 
+async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone: frozenset[str] = frozenset()
+                          ) -> list[Interrupted]:
+    """Interrupt each unfinished operation of ``rows`` whose process is provably gone (``gone``: known to be)."""
+    interrupted = []
+    for row in rows:
+        operation_id, operation, host = row["operation_id"], row["operation"], row["host"]
+        requested = json.loads(row["details"])
+        origin = requested.get("origin") or {}
+        fleet = requested.get("fleet") if isinstance(requested.get("fleet"), dict) else {}
+        if operation_id not in gone and not await _holder_gone(store, operation_id, host,
+                                                                Holder.from_json(origin.get("process"))):
+            continue
+        events = await store.events_of(operation_id)
+        last = events[-1]
+        step = last.details.get("name") if isinstance(last.details, dict) else None
+        summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
+        record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
+                             last.kind, last.at, f"{step}: {summary}" if step else last.kind,
+                             fleet.get("target"), requested.get("fleet_operation_id"))
+        if await store.write(functools.partial(_interrupt, record=record)):
+            interrupted.append(record)
+    return interrupted
+
+
+async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[Interrupted], list[dict[str, Any]]]:
+    """What a live replica does every lease renewal on a shared database: interrupt each operation whose lock's
+    lease ended unrenewed (its replica died: never run again, only told), and adopt the pending plans whose
+    lease ended (they stay valid). Bounded: it reads the locks (one row per busy host), never the whole log."""
+    moment = time.time() if now is None else now
+    ids = await store.snapshot(lambda db: [row["operation_id"] for row in db.query(
+        "SELECT operation_id FROM locks WHERE lease_expires IS NOT NULL AND lease_expires <= ? "
+        "ORDER BY lease_expires LIMIT ?", [moment, TAKE_OVER_MAX])])
+    rows = await store.snapshot(lambda db: _unfinished_of(db, ids))
+    # A host's part of a dead replica's fleet (a rollout): that replica ran the fleet too.
+    fleets = [json.loads(row["details"]).get("fleet_operation_id") for row in rows]
+    rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if isinstance(f, str)]))
+    interrupted = await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
+    adopted = await store.write(lambda db: adopt_orphaned_plans(db, process_holder(), moment))
+    for plan in adopted:
+        lock = await locks.holder_of(store, plan["host"])
+        if lock is not None and lock.operation_id == plan["id"]:
+            await locks.adopt(store, plan["host"], plan["id"])
+    return interrupted, adopted
+
+
+def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[dict[str, Any]]:
+    if not operation_ids:
+        return []
+    marks = ", ".join("?" for _ in operation_ids)
+    return list(db.query(UNFINISHED.replace("ORDER BY r.id", f"AND r.operation_id IN ({marks}) ORDER BY r.id"),
+                         list(dict.fromkeys(operation_ids))))
+
+
 async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, holder: Holder | None) -> bool:
     lock = await locks.holder_of(store, host) if host is not None else None
-    if lock is not None and lock.operation_id == operation_id and lease_expired(lock.lease_expires):
-        return True  # its process stopped renewing the host's lease: gone, on whatever machine it ran
+    if lock is not None and lock.operation_id == operation_id and lock.lease_expires is not None:
+        # The lock names the process that runs it now (another replica than the one that took the request, when
+        # the plan was approved through that one): gone when its lease ended, or its PID here is.
+        return lock.is_stale()
     if holder is not None:
         return holder.is_gone()
     return lock is None or lock.operation_id != operation_id or lock.is_stale()
 
 
-def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> None:
-    """Finish the operation as interrupted and free its host, in one transaction."""
+def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> bool:
+    """Finish the operation as interrupted and free its host, in one transaction; False when another replica
+    finished it first (writes are one at a time, so this check and the write cannot be split)."""
+    if first_row(db, f"SELECT 1 AS done FROM events WHERE operation_id = ? AND kind IN {sql_list(ENDING_KINDS)}",
+                 record.operation_id):
+        return False
     log = Within(record.operation, record.operation_id, record.host, PROOFBOT, db=db)
     log.finished(Finished(Verdict.INTERRUPTED, "proofbot stopped while this ran",
                           last_event={"kind": record.last_kind, "at": record.last_at, "step": record.last_step}))
-    if record.host is None:  # a fleet operation holds no host's lock; its hosts' parts are recovered each
-        return
+    if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
+        db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])
+        return True
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)
         log.lock_released_stale("operation interrupted by a bot restart", asdict(holder))
+    return True

@@ -185,10 +185,12 @@ class Delivery:
         }).encode()
         return await self._post_to_app(url, body, "application/json", "event_callback", timeout)
 
-    async def deliver(self, url: str, body: bytes, *, timeout: float = 30.0) -> HttpAck:  # noqa: ASYNC109
+    async def deliver(self, url: str, body: bytes, *, timeout: float = 30.0,  # noqa: ASYNC109
+                      retry: int | None = None) -> HttpAck:
         """POST a slash command or interaction (form `body`, see `signing`) to the app's
         Request URL, signed with `signing_secret`, as Slack does; the ack is judged by
-        `_check_ack`, recorded in `http_acks` and returned."""
+        `_check_ack`, recorded in `http_acks` and returned. ``retry``: Slack delivering it again, with its
+        ``X-Slack-Retry-Num`` and ``X-Slack-Retry-Reason`` headers."""
         form = parse_qs(body.decode())
         if "payload" in form:
             kind = str(json.loads(form["payload"][0]).get("type"))
@@ -198,11 +200,13 @@ class Delivery:
             channel.members.update(form.get("user_id", [])[:1])
         else:
             raise ValueError("neither a slash command nor an interaction payload")
-        return await self._post_to_app(url, body, "application/x-www-form-urlencoded", kind, timeout)
+        return await self._post_to_app(url, body, "application/x-www-form-urlencoded", kind, timeout, retry)
 
     async def _post_to_app(self, url: str, body: bytes, content_type: str, kind: str,
-                           timeout: float) -> HttpAck:  # noqa: ASYNC109
+                           timeout: float, retry: int | None = None) -> HttpAck:  # noqa: ASYNC109
         headers = {"Content-Type": content_type, **sign(body, self.signing_secret)}
+        if retry is not None:
+            headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
         started = time.monotonic()
         async with aiohttp.ClientSession() as http, http.post(
             url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
