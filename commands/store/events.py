@@ -72,10 +72,17 @@ def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | No
     # The id SQLite would pick (the last + 1), given on both backends: a PostgreSQL sequence would leave a
     # gap at each rolled-back append, which the chain check would read as a deleted event.
     event_id = int(head["id"]) + 1 if head else 1
-    db.table("events").insert({"id": event_id, **fields, "details": stored_details(payload), "hash": digest})
+    row = {"id": event_id, **fields, "details": stored_details(payload), "hash": digest}
+    # A plain INSERT, not sqlite-utils' table().insert(): that one rebuilds its query per row (~0.3 ms of CPU
+    # per event, a tenth of a cold verify's own CPU); `?` works on both backends (pg.py translates it).
+    db.execute(_INSERT_EVENT, [row[column] for column in _EVENT_COLUMNS])
     event = Event(id=event_id, hash=digest, **fields)
     observe.appended(event)  # serve's metrics (commands/observe.py)
     return event
+
+
+_EVENT_COLUMNS = ("id", "at", "operation_id", "operation", "host", "kind", "actor", "details", "prev_hash", "hash")
+_INSERT_EVENT = f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})"
 
 
 def stored_details(details: Any) -> str:
