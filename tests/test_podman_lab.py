@@ -23,15 +23,17 @@ from commands.verify import VerifyPlan
 from commands.verify import verify as verify_core
 from tests.conftest import run_cli, write_inventory
 from tests.lab import UNAVAILABLE_ENV, skip_or_fail
-from tests.lab.common import FAKE_LLM, LabHost, Scenario
+from tests.lab.common import LabHost, Scenario
 from tests.lab.fixtures import running_lab
-from tests.lab.netns import NetnsHost, NetnsLab
+from tests.lab.netns import SERVICE_SCRIPT, NetnsHost, NetnsLab
 from tests.lab.podman import IMAGE, Podman, require_podman, start_podman, stop_podman
 from tests.lab.waits import until
 
 pytestmark = [pytest.mark.podman, pytest.mark.tier2, pytest.mark.timeout(600)]
 
 SCRIPT = "/srv/app/fake_llm.py"  # inside each container, bind-mounted read-only
+# from the lab host's own copy (SERVICE_SCRIPT): Podman runs inside the host, whose /tmp is its own, so a
+# repository cloned under /tmp is not there
 FLAG = "--speculative-algorithm NEXTN"
 # loop: made by its test, its command exits at once; flaky: serves once, then every start after it exits 3
 PORTS = {"svc": 30011, "loop": 30012, "flaky": 30013, "bridged": 30014}
@@ -67,7 +69,7 @@ class PodmanLab:
 def _run(podman: Podman, name: str, *service_args: str, restart: str = "no", network: str = "host") -> None:
     listen = "127.0.0.1" if network == "host" else "0.0.0.0"
     podman.podman("run", "-d", "--pull=never", "--name", name, "--init", "--network", network,
-                  f"--restart={restart}", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host",
+                  f"--restart={restart}", "-v", f"{SERVICE_SCRIPT}:{SCRIPT}:ro", IMAGE, "python3", SCRIPT, "--host",
                   listen, "--port", str(PORTS[name]), *service_args)
 
 
@@ -85,7 +87,7 @@ def lab() -> Iterator[tuple[NetnsLab, PodmanLab]]:
             # The lab's own /24 (claimed for this run), its top /27: a bridge only in the host's namespace
             _run(podman, "bridged", *FLAG.split(), network=podman.bridge(f"10.231.{netns_lab.octet}.192/27"))
             podman.podman("run", "-d", "--pull=never", "--name", "flaky", "--init", "--network", "host",
-                          "--restart=always", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "sh", "-c", FLAKY)
+                          "--restart=always", "-v", f"{SERVICE_SCRIPT}:{SCRIPT}:ro", IMAGE, "sh", "-c", FLAKY)
             yield netns_lab, PodmanLab(host, podman)
         finally:
             stop_podman(podman)
@@ -221,7 +223,7 @@ async def test_a_rolling_restart_over_three_podman_hosts_halts_at_the_crash_loop
     podman_lab = lab[1]
     roll = FLAKY.replace(f"--port {PORTS['flaky']}", f"--port {ROLL_PORT}")
     podman_lab.podman.podman("run", "-d", "--pull=never", "--name", "roll", "--init", "--network", "host",
-                             "--restart=always", "-v", f"{FAKE_LLM}:{SCRIPT}:ro", IMAGE, "sh", "-c", roll)
+                             "--restart=always", "-v", f"{SERVICE_SCRIPT}:{SCRIPT}:ro", IMAGE, "sh", "-c", roll)
     document = podman_lab.document(lab[0])
     document["hosts"]["roll"] = {**document["hosts"]["svc"], "service": {
         **document["hosts"]["svc"]["service"], "container": "roll", "health_url": f"http://127.0.0.1:{ROLL_PORT}/health"}}

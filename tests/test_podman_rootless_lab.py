@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -104,6 +105,9 @@ def _user_files(host: NetnsHost) -> None:
         (rootfs / sub).mkdir(parents=True)
     for link in ("bin", "lib", "lib64", "sbin"):
         (rootfs / link).symlink_to(f"usr/{link}")
+    # A copy in the user's own rootfs, not a bind of the repository's file: the lab host has a private /tmp (a
+    # clone under /tmp, as CI's may be, is not there), and the user must be able to reach it in any case.
+    shutil.copyfile(FAKE_LLM, rootfs / SCRIPT.lstrip("/"))
     for path in [home, *home.rglob("*")]:
         os.chown(path, UID, UID, follow_symlinks=False)
     home.chmod(0o755)
@@ -129,7 +133,7 @@ def rootless() -> Iterator[RootlessLab]:
         try:
             server = f"exec python3 {SCRIPT} --host 127.0.0.1 --port {PORT} {FLAG}"
             made.podman("run", "-d", "--name", NAME, "--init", "--network", "host", "-v", "/usr:/usr:ro",
-                        "-v", f"{FAKE_LLM}:{SCRIPT}:ro", "--rootfs", ROOTFS, "sh", "-c", server)
+                        "--rootfs", ROOTFS, "sh", "-c", server)
             yield made
         finally:
             made.podman("rm", "--force", "--all", check=False)

@@ -8,9 +8,11 @@ Nothing to stop but the containers: Podman has no daemon."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from tests.lab import UNAVAILABLE_ENV, require_root_netns
 from tests.lab.image import CACHE_DIR, RECIPE, ensure_image
-from tests.lab.netns import NetnsHost
+from tests.lab.netns import BINDS, NetnsHost
 from tests.lab.sysutil import CLEAN_ENV, safe_rmtree
 
 PODMAN = "/usr/bin/podman"  # Debian's 4.3.1
@@ -121,13 +123,29 @@ def _storage_flags(root: Path) -> list[str]:
     return [arg for flag in ("root", "runroot", "tmpdir") for arg in (f"--{flag}", str(root / flag))]
 
 
+def store_home() -> Path:
+    """Where the image store is kept: the lab cache, unless a lab host cannot see that path (its /tmp, /root, /srv
+    and /run are its own: netns BINDS; a clone under /tmp, as CI's may be), then a root-only directory under
+    /var/tmp named after the cache's path."""
+    cache = CACHE_DIR.resolve()
+    if not any(cache == Path(prefix) or Path(prefix) in cache.parents for prefix in BINDS):
+        return cache
+    home = Path("/var/tmp") / f"proofbot-podman-{hashlib.sha256(str(cache).encode()).hexdigest()[:12]}"
+    home.mkdir(mode=0o700, exist_ok=True)
+    info = home.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+        raise AssertionError(f"podman lab: {home} is not a root-only directory; remove it")
+    return home
+
+
 def ensure_store() -> Path:
     """The image store holding the lab's rootfs as IMAGE, built once per cache (under a lock, its marker last)."""
-    store, marker = CACHE_DIR / "podman-bookworm", CACHE_DIR / "podman-bookworm.ok"
+    home = store_home()
+    store, marker = home / "podman-bookworm", home / "podman-bookworm.ok"
     if marker.exists() and marker.read_text() == STORE_RECIPE:
         return store
     rootfs, _ = ensure_image()
-    with open(CACHE_DIR / "podman-bookworm.lock", "w") as lock:
+    with open(home / "podman-bookworm.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel run builds; we wait and reuse
         if marker.exists() and marker.read_text() == STORE_RECIPE:
             return store
