@@ -8,8 +8,9 @@ channel through anyio's ``TLSStream`` (httpcore's ``start_tls`` seam), verified 
 certifi's CAs as before.
 
 Bounds against a hostile or broken endpoint: the whole request (channel, TLS, headers,
-body) runs under one ``asyncio.timeout``, since httpx's own timeouts bound each read and
-an endpoint sending one byte every 2 s never trips them; the body is read as a stream, at
+body) runs under one deadline, since httpx's own timeouts bound each read and
+an endpoint sending one byte every 2 s never trips them (``commands.awake``: a deadline the
+event loop ran late, proofbot starved of CPU, first reads what already arrived); the body is read as a stream, at
 most ``BODY_CAP_BYTES``, with ``Accept-Encoding: identity`` so no compressed body can
 expand past that. A request that did not complete is never a status: ``HttpOutcome.status``
 is None and ``problem`` says plainly what happened ("slow drip", the cap).
@@ -32,6 +33,7 @@ import httpcore
 import httpx
 from anyio.streams.tls import TLSStream
 
+from commands.awake import awake_timeout
 from commands.checks.health import BODY_CAP_BYTES, HEALTH_TIMEOUT_S, HttpOutcome
 from commands.checks.probe import ProbeCheck
 from commands.errors import CouldNotCheck
@@ -68,7 +70,7 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
     status: int | None = None
     body = bytearray()
     try:
-        async with asyncio.timeout(timeout_s), \
+        async with awake_timeout(timeout_s), \
                 httpx.AsyncClient(transport=transport, timeout=None, trust_env=False) as client, \
                 client.stream(method, target, headers=sent, json=json_body) as response:
             status = response.status_code
