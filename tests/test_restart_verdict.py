@@ -218,6 +218,20 @@ def test_a_pid_that_changes_twice_is_a_crash_loop_with_the_count() -> None:
     assert "300698 → 400001 → 400002 → 400003; NRestarts 0 → 2" in pid.summary
 
 
+def test_a_green_process_seen_dead_while_settling_is_dated_for_the_watch_to_wait_for_its_next_start() -> None:
+    """The restart keeps watching settle_s from this moment (commands/restart/act.py): on a slow machine the fixed
+    window after green could end between the crash and the next start, hiding the loop."""
+    p = plan()
+    watch = sent(p)
+    watch.command_done(CommandResult("systemctl restart sglang", 0, b"", 0.05), 0.05)
+    feed(watch, 1.2, 400001, "c1", 200, GOOD)
+    feed(watch, 2.0, 400001, "c1", 200)
+    assert watch.ready_s == 1.2 and watch.died_since() is None  # green and still the one running
+    feed(watch, 4.1, 0, "c1", None, state="activating", restarts=1)
+    feed(watch, 4.4, 0, "c1", None, state="activating", restarts=1)
+    assert watch.died_since() == 4.1 and not watch.crash_loop
+
+
 def test_health_200_with_a_forbidden_flag_is_the_old_launch_script() -> None:
     p = plan()
     watch = sent(p)

@@ -20,7 +20,8 @@ loop, not a pass. A restart command without an exit status is an error, never a 
 A container (``commands.restart.container``: ``docker restart``, ``docker-compose restart``) is green only
 once its new run (a StartedAt later than the host's clock just before the command, a PID > 0) has been up
 ``min_uptime_s``; that window is its settle. A crash loop or a run that ended with no restart coming ends the
-watch ``settle_s`` after it was seen (time for more exit codes), never at the deadline.
+watch ``settle_s`` after it was seen (time for more exit codes), never at the deadline; so does a green process
+seen dead while settling (its manager's next start is what names the loop).
 """
 
 from __future__ import annotations
@@ -324,7 +325,10 @@ class _Run:
                 phase: Phase = "probing" if task is not None and self.probe is None else "settling"
                 self.report(phase)
                 if self.elapsed() >= settle_until and (task is None or task.done()):
+                    # a loop, or the green process seen dead (its next start may be under way): settle_s from then,
+                    # so a loaded machine's slow polls cannot end the watch between one run and the next
                     since = watch.crash_loop_since()
+                    since = watch.died_since() if since is None else since
                     if since is None or self.elapsed() >= since + self.settle_s:
                         return
                 started = time.monotonic()

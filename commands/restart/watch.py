@@ -183,6 +183,18 @@ class Watch:
             return self.runs.loop_seen_s
         return self.new_pids[1][1] if len(self.new_pids) >= 2 else None
 
+    def died_since(self) -> float | None:
+        """When the process proven ready was first seen no longer the active main PID (seconds after the restart
+        command): it died after turning green, and its manager may be starting the next one; None: not seen so."""
+        if self.ready_poll is None or self.runs is not None:  # a container's runs judge its own loop
+            return None
+        ready_pid, after = self.pid_of(self.ready_poll), False
+        for poll in self.polls:
+            if after and poll.state is not None and (not poll.state.active or self.pid_of(poll) != ready_pid):
+                return poll.at_s
+            after = after or poll is self.ready_poll
+        return None
+
     def uptime_due(self) -> float | None:
         """A container's new run, up but not yet ``min_uptime_s``: the seconds it still lacked when the last poll
         read the host's clock (None: no such run)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import asyncssh
 
 from commands import observe
+from commands.awake import awake_timeout
 from commands.errors import ProofbotError
 from commands.inventory import Hop, Host, SshSettings
 from commands.ssh.failures import SSH_FAILURES, At, Step, as_error, through_bastion
@@ -48,12 +49,10 @@ async def _open(registry: Registry, host: Host | Hop,
         # known_hosts is read before a handshake slot is taken: a slot is only held while sshd counts it
         trust = await asyncio.to_thread(host_trust, host)
         async with startup_slot(registry, sshd, settings), client_options(host, time.time(), trust) as options:
-            options |= {"connect_timeout": settings.connect_timeout_s,
-                        "keepalive_interval": settings.keepalive_s, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
-            conn = await asyncio.wait_for(
-                asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options),
-                timeout=settings.connect_timeout_s + 1,
-            )
+            options |= {"keepalive_interval": settings.keepalive_s, "keepalive_count_max": KEEPALIVE_COUNT_MAX}
+            # the handshake's deadline counts time this process was awake: a starved loop is not a silent host
+            async with awake_timeout(settings.connect_timeout_s):
+                conn = await asyncssh.connect(host.address, host.port, tunnel=tunnel or (), **options)
     except SSH_FAILURES as exc:
         error = as_error(exc, At(host, Step.CONNECT, via=via[-1] if via else None,
                                  timeout_s=settings.connect_timeout_s))
