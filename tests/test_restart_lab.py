@@ -35,7 +35,7 @@ DDTREE = Scenario(flags=["--speculative-algorithm", "NEXTN", "--enable-ddtree"])
 TIER2 = {"ct160": Scenario(), "ct161": Scenario(startup_delay_s=SLOW_S), "ct162": DDTREE,
          "ct163": Scenario(ignore_sigterm=True), "ct164": Scenario(launch_script=True),
          "ct165": Scenario(reply="!!!!!!!!"), "ct166": Scenario(hang=True), "ct167": Scenario(),
-         "ct168": Scenario(startup_delay_s=3)}
+         "ct168": Scenario(startup_delay_s=3, launch_script=True)}
 TIER3 = {"ct170": Scenario(), "ct171": Scenario(startup_delay_s=SLOW_S), "ct172": Scenario(),
          "ct173": Scenario(ignore_sigterm=True), "ct174": Scenario(launch_script=True), "ct175": DDTREE,
          "ct176": Scenario(reply="!!!!!!!!"), "ct177": Scenario()}
@@ -245,10 +245,19 @@ async def test_supervisord_cli_without_yes_or_terminal_exits_4_and_a_locked_host
 
     plan = await plan_restart(parse_inventory(yaml.safe_dump(netns_lab.inventory()), "i.yml").host("ct168"))
     audit = AuditStore.open(db)
+    # The first restart's new process waits at a gate until the second CLI has finished, so the first holds the
+    # lock throughout however slowly that CLI starts on a loaded machine.
+    gate = host.local_path("/tmp/ct168-gate")
+    host.set_next_start(Scenario(startup_delay_s=3, launch_script=True, start_gate="/tmp/ct168-gate"))
     first = asyncio.create_task(restart(plan, origin=Origin.local_user(), audit=audit, on_progress=note))
-    await asyncio.wait_for(started.wait(), 20)
-    second = await run_cli("restart", "ct168", "--yes", "--json", "--inventory", str(inventory), "--db", str(db))
+    try:
+        await asyncio.wait_for(started.wait(), 20)
+        second = await run_cli("restart", "ct168", "--yes", "--json", "--inventory", str(inventory), "--db", str(db))
+    finally:
+        gate.write_text("")
+        host.set_next_start(Scenario(startup_delay_s=3, launch_script=True))
     result = await first
+    gate.unlink()
     audit.close()
     assert second.code == 4, second.stdout + second.stderr
     assert f"ct168 is busy: restart {plan.operation_id}" in second.stderr

@@ -53,6 +53,8 @@ class Scenario:
     ignore_sigterm: bool = False  # a stop hangs until the manager's kill timeout
     launch_script: bool = False  # the manager runs a shell launch script that execs the service,
     #                              so LabHost.set_next_start() changes the next start (as in the seed)
+    start_gate: str = ""  # launch script only: a path on the host it waits for before it execs the service
+    #                       (the new PID is up, nothing answers health) until the test opens the gate
 
     def service_argv(self, script: str) -> list[str]:
         argv = ["/usr/bin/python3", script, "--host", "127.0.0.1", "--port", "30000",
@@ -72,9 +74,11 @@ class Scenario:
         return argv
 
 
-def launch_script_text(argv: Sequence[str]) -> str:
-    """A launch script that execs the service, so its PID is the manager's main PID."""
-    return "#!/bin/sh\n# proofbot lab launch script\nexec " + shlex.join(argv) + "\n"
+def launch_script_text(argv: Sequence[str], gate: str = "") -> str:
+    """A launch script that execs the service, so its PID is the manager's main PID; with ``gate``, only once
+    that path exists."""
+    wait = f"while [ ! -e {shlex.quote(gate)} ]; do sleep 0.05; done\n" if gate else ""
+    return "#!/bin/sh\n# proofbot lab launch script\n" + wait + "exec " + shlex.join(argv) + "\n"
 
 
 def _spec_info(host: str, patched: bool) -> str:
@@ -187,7 +191,7 @@ class LabHost:
         if not self.scenario.launch_script:
             raise ValueError(f"{self.name}: started without Scenario(launch_script=True)")
         self.local_path(self.LAUNCH_SCRIPT).write_text(
-            launch_script_text(scenario.service_argv(self.SERVICE_SCRIPT)))
+            launch_script_text(scenario.service_argv(self.SERVICE_SCRIPT), scenario.start_gate))
 
     def service_pid(self) -> int:
         """Current main PID of the sglang service (0 if not running)."""
