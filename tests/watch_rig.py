@@ -65,12 +65,14 @@ class Posted:
 
 
 def watch_inventory(tmp_path: Path, groups: dict[str, list[tuple[str, DemoHost]]], watch: list[dict[str, Any]],
-                    ssh: Mapping[str, Any] | None = None) -> Inventory:
+                    ssh: Mapping[str, Any] | None = None, fleet: Mapping[str, Any] | None = None) -> Inventory:
     """An inventory whose groups name hosts, each reached on its loopback lab host (many names, one host);
-    ``ssh``: settings added to the inventory's ``ssh:`` section."""
+    ``ssh``, ``fleet``: settings added to the inventory's ``ssh:`` and ``fleet:`` sections."""
     template = next(iter(groups.values()))[0][1]
     document = template.inventory()
     document["ssh"] = {**document.get("ssh", {}), **(ssh or {})}
+    if fleet:
+        document["fleet"] = {**document.get("fleet", {}), **fleet}
     document["hosts"] = {name: fleet_entry(host) for members in groups.values() for name, host in members}
     document["groups"] = {group: [name for name, _ in members] for group, members in groups.items()}
     document["watch"] = watch
