@@ -19,6 +19,7 @@ import pytest_asyncio
 import yaml
 
 from bot.demo.host import DemoHost, demo_host
+from tests.lab.image import image_ready
 from tests.store_backends import pg_cluster, pg_database, pg_url, store_target  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,6 +100,12 @@ def lab_tiers(item: pytest.Item) -> set[str]:
     return {tier for func in funcs for tier in _tiers_started_by(func)}
 
 
+# A cold cache (a fresh clone) builds the tier-3 image (debootstrap, its own 1800 s bound) in the setup of the
+# first tier-3 test, or waits on its lock while another worker builds: on a loaded machine that passed the
+# 300 s per-test bound. While the image is not built, tier-3 tests get this much more.
+IMAGE_BUILD_ALLOWANCE_S = 1800
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A lab test without its tier's marker would run (or be skipped) unnoticed by `-m tier2` selections
     and by CI's per-tier accounting: refuse to collect it, naming the test and the marker it needs."""
@@ -106,3 +113,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 for tier in sorted(lab_tiers(item)) if item.get_closest_marker(tier) is None]
     if unmarked:
         raise pytest.UsageError("tests that start a lab must carry their tier's marker:\n  " + "\n  ".join(unmarked))
+    tier3 = [item for item in items if item.get_closest_marker("tier3") is not None]
+    if tier3 and not image_ready():
+        for item in tier3:
+            marked = item.get_closest_marker("timeout")
+            bound = float(marked.args[0]) if marked is not None and marked.args else float(config.getini("timeout"))
+            item.add_marker(pytest.mark.timeout(bound + IMAGE_BUILD_ALLOWANCE_S))
