@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -35,6 +35,8 @@ from commands.store.db import AuditStore
 from commands.store.log import bot_log
 
 API_URL_ENV = "PROOFBOT_SLACK_API_URL"
+# How long a stopping serve waits for requests in flight (docs/deployment.md): within `docker stop`'s 10 s grace.
+DRAIN_S = 8.0
 T = TypeVar("T")
 
 
@@ -136,7 +138,8 @@ async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: 
                 await stop.wait()
             finally:
                 await stop_watch(watching)
-                await close()
+                await close()  # no new requests; those in flight end (or are cancelled) before the store closes
+                await _drain(context.listeners, DRAIN_S)
                 await bot_log(audit).bot_stopped()
     finally:
         if stop_metrics is not None:
@@ -173,6 +176,22 @@ async def _start(app: AsyncApp, context: BotContext, app_token: str | None, http
     async def close() -> None:
         await handler.close_async()  # type: ignore[no-untyped-call]
     return close
+
+
+async def _drain(listeners: set[asyncio.Task[Any]], deadline_s: float) -> None:
+    """Wait up to ``deadline_s`` for the listeners in flight, then cancel the rest (awaited): none of them ever
+    writes to a closed store. A cancelled operation is told interrupted in its thread by the next serve."""
+    running = set(listeners)
+    if not running:
+        return
+    logging.info("proofbot stopping: waiting up to %g s for %d request(s) in flight", deadline_s, len(running))
+    _, late = await asyncio.wait(running, timeout=deadline_s)
+    if late:
+        logging.warning("%d request(s) still running after %g s: cancelled; the next serve tells their threads "
+                        "they were interrupted", len(late), deadline_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
 
 async def _unless_stopped(stop: asyncio.Event, starting: Awaitable[T]) -> T | None:
