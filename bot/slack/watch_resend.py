@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SAID_EVENT = "proofbot_watch_said"
 # A run's message is posted within this long of its record (SAY_GRACE_S, Slack's 429 retries): its history window.
-POSTED_WITHIN_S = 600
+POSTED_WITHIN_S = 120
 HISTORY_LIMIT = 15  # conversations.history's most a call for apps outside the Marketplace (one call a minute)
 RUNS_READ = 500  # the newest watch-run events read for each target's last two
 RESENT = ("proofbot restarted between recording this change and posting it: posted now, once "
