@@ -1,7 +1,8 @@
 """Tier 1: an open App Home follows the watch, not only operations: a watch run that changes what the Home shows (a
-host "changing", failing, recovered) is published again without any operation ending; bounded per user and for
-every user together (views.publish's tier). Runs are recorded results (no SSH) written by the watch's own audit
-writer, as serve's watch writes them; the Home is opened through the real bolt app and the strict fake Slack."""
+host "changing", failing) or a restart taking a host's lock is published again without any operation ending;
+bounded per user and for every user together (views.publish's tier). Runs are recorded results (no SSH) written
+by the watch's own audit writer, as serve's watch writes them; the Home is opened through the real bolt app and
+the strict fake Slack."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.slack.home import HOME_PUBLISHES_PER_MINUTE, HomeState
-from commands.operation import Origin
+from commands.operation import Origin, new_operation_id
+from commands.store.log import audit_log
+from commands.vocabulary import Operation
 from commands.watch.audit import WatchAudit
 from commands.watch.schedule import Watch
 from tests.test_slack_home import ALICE, CHANNEL, home_rig
@@ -40,6 +43,11 @@ async def test_a_watch_run_shows_on_an_open_home_without_an_operation_ending(tmp
         await watch.run_once()  # failing twice: confirmed
         await rig.slack.wait_until(lambda: "*gpu1* failing since" in rig.home_text(), timeout=30,
                                    what="the host failing on the Home")
+        # a restart taking the host's lock (asked for from the CLI on the same database): shown while it runs
+        await audit_log(audit, Operation.RESTART, new_operation_id(), "gpu1", "ops@laptop").requested(
+            Origin.local_user())
+        await rig.slack.wait_until(lambda: "*IN PROGRESS* (restart" in rig.home_text(), timeout=30,
+                                   what="the restart in progress on the Home")
 
 
 def test_every_users_publishes_together_stay_within_the_tier() -> None:

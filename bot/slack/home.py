@@ -2,12 +2,13 @@
 
 The Home tab shows every host's last verdict (``commands.store.trail.last_per_host``), rendered by
 ``bot.slack.home_blocks.home_view``, each to members of the channel it ran in (``conversations.members``).
-Whoever opened it is remembered (a bounded set) and their Home is published again when an operation
-ends or the watch runs: one cheap index lookup a second notices the newest ``finished`` or ``watch-run``
-event (from Slack, the CLI or the watch on the same database), so a watch's change, recovery or "changing"
-host shows without waiting for an operation. Bounded: a burst of events is published a poll after its last
-(at most ``HOME_SETTLE_MAX_S`` after its first), each user at most once per ``HOME_MIN_INTERVAL_S``, all
-users together within views.publish's tier (``HOME_PUBLISHES_PER_MINUTE``; the rest at a later poll).
+Whoever opened it is remembered (a bounded set) and their Home is published again when an operation is asked
+for, approved (its host's lock taken) or ends, or the watch runs: one cheap lookup a second notices the newest
+of those events (from Slack, the CLI or the watch on the same database), so a restart in progress and a
+watch's change, recovery or "changing" host show without waiting for an operation to end. Bounded: a burst of
+events is published a poll after its last (at most ``HOME_SETTLE_MAX_S`` after its first), each user at most
+once per ``HOME_MIN_INTERVAL_S``, all users together within views.publish's tier
+(``HOME_PUBLISHES_PER_MINUTE``; the rest at a later poll).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ HOME_POLL_S = 1.0
 HOME_MIN_INTERVAL_S = 3.0
 HOME_SETTLE_MAX_S = 5.0  # a burst of events is published a poll after its last, or this long after its first
 HOME_PUBLISHES_PER_MINUTE = 90  # every user's together: under views.publish's Tier 4 (100 a minute)
-# The events after which a Home may read differently: an operation ended, a watch run (its states, "changing").
-HOME_EVENTS = (EventKind.FINISHED, EventKind.WATCH_RUN)
+# The events after which a Home may read differently: an operation asked for or approved (a host's lock taken: "IN
+# PROGRESS"), ended however it ended, a watch run (its states, "changing").
+HOME_EVENTS = (EventKind.REQUESTED, EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED, EventKind.CANCELLED,
+               EventKind.INTERRUPTED, EventKind.FINISHED, EventKind.WATCH_RUN)
 MEMBERS_TTL_S = 30.0  # how long a channel's members are trusted: a user removed from it sees it this long at most
 MEMBERS_PAGES_MAX = 20  # of 1000 members each
 MEMBERS_CHANNELS_MAX = 1000
@@ -162,9 +165,11 @@ async def _view_for(context: BotContext, home: HomeState, client: AsyncWebClient
 
 
 async def last_home_event_id(store: AuditStore) -> int:
-    """The id of the newest of ``HOME_EVENTS`` (0: none yet); one lookup in the ``events(kind, at)`` index."""
+    """The id of the newest of ``HOME_EVENTS`` (0: none yet): the table read backwards by id to the first of them,
+    a few rows (they are most of what is written), never a scan of one kind's every event."""
+    marks = ", ".join("?" for _ in HOME_EVENTS)
     row = await store.snapshot(lambda db: next(iter(db.query(
-        "SELECT max(id) AS id FROM events WHERE kind IN (?, ?)", list(HOME_EVENTS))), {}))
+        f"SELECT id FROM events WHERE kind IN ({marks}) ORDER BY id DESC LIMIT 1", list(HOME_EVENTS))), {}))
     return int(row.get("id") or 0)
 
 
