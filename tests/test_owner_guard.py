@@ -152,9 +152,8 @@ def test_a_python_cli_runs_with_what_was_judged_and_no_python_variables(place: P
     try:
         (shadow / "compose").mkdir()
         (shadow / "compose" / "__init__.py").write_text(f"open('{place}/ran', 'w').write('the shadow')\n")
-        (shadow / "startup.py").write_text(f"open('{place}/startup', 'w')\n")
-        run = _run([str(cli), "restart"], PYTHONPATH=str(shadow), PYTHONSTARTUP=str(shadow / "startup.py"),
-                   PYTHONINSPECT="1")
+        (shadow / "sitecustomize.py").write_text(f"open('{place}/startup', 'w')\n")  # run at every start
+        run = _run([str(cli), "restart"], PYTHONPATH=str(shadow))
     finally:
         shutil.rmtree(shadow)
     assert (run.returncode, run.stdout) == (0, "the judged compose\n"), run

@@ -8,8 +8,10 @@ from __future__ import annotations
 import shlex
 
 from commands.checks.owner_guard import FUNCTIONS, UNSET_PYTHON
+from commands.command_result import CommandResult
 
 REFUSED = "proofbot: engine"  # how a refusal starts: the engine's words (engine_words) carry it
+REFUSED_STATUS = 126
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 # The socket is the one the CLI will use: `-H` (engine.host) first, else DOCKER_HOST, else Docker's default,
 # exported so that no CLI context (DOCKER_CONTEXT, ~/.docker/config.json) sends it elsewhere. Podman run as root
@@ -27,21 +29,21 @@ esac
 [ "${1-}" != -H ] || pb_h=${2-}
 if out=$(pb_guard "$c" && pb_python "$c" && printf 'ok'); [ "$out" != ok ]; then
   printf 'proofbot: engine CLI %s refused, nothing run: %s\n' "$c" "$(printf '%s' "$out" | tr '\n' ';')"
-  exit 126
+  exit REFUSED_STATUS
 fi
 case $pb_h in
   ''|unix:///*) ;;
   *) printf 'proofbot: engine socket %s refused, nothing run: not a unix socket whose owner can be checked ' "$pb_h"
-     echo "(name the daemon's socket in the inventory: engine: unix:///PATH)"; exit 126 ;;
+     echo "(name the daemon's socket in the inventory: engine: unix:///PATH)"; exit REFUSED_STATUS ;;
 esac
 if [ -n "$pb_h" ]; then
   out=$(pb_sock "${pb_h#unix://}" && printf 'ok')
   [ "$out" = ok ] || { printf 'proofbot: engine socket %s refused, nothing run: %s\n' "${pb_h#unix://}" \
-    "$(printf '%s' "$out" | tr '\n' ';')"; exit 126; }
+    "$(printf '%s' "$out" | tr '\n' ';')"; exit REFUSED_STATUS; }
 fi
 [ -z "$pb_h" ] || export DOCKER_HOST="$pb_h"
 exec "$c" "$@"
-""".replace("DEFAULT_SOCKET", DEFAULT_SOCKET)
+""".replace("DEFAULT_SOCKET", DEFAULT_SOCKET).replace("REFUSED_STATUS", str(REFUSED_STATUS))
 
 
 def guarded(argv: list[str]) -> list[str]:
@@ -52,3 +54,12 @@ def guarded(argv: list[str]) -> list[str]:
 def shown(argv: list[str]) -> str:
     """The command as evidence shows it: the engine's own, the guard named."""
     return shlex.join(argv) + "  # run only if no one but root can change the CLI, what it runs and its socket"
+
+
+def refusal(result: CommandResult) -> str | None:
+    """The guard's words when it refused to run the engine (pure): which CLI or socket and why; None otherwise (a
+    step may end with another status after it: compose's `ps` then inspect)."""
+    for line in result.text.splitlines():
+        if line.startswith(REFUSED) and " refused, nothing run: " in line:
+            return line.removeprefix("proofbot: ")
+    return None

@@ -15,6 +15,7 @@ from commands.checks.check import Reads
 from commands.checks.compose import parse_found
 from commands.checks.compose_guard import guard_argv, guarded_paths, refusal
 from commands.checks.docker_state import DockerState, parse_docker_state
+from commands.checks.engine_guard import refusal as engine_refusal
 from commands.command_result import CommandResult
 from commands.errors import Refused, UsageError
 from commands.inventory import Service
@@ -117,8 +118,9 @@ def act_guard(service: Service) -> list[Reads]:
 
 
 def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) -> None:
-    """Raise ``Refused`` when a guard in these results refused: nothing is restarted (nothing was run)."""
+    """Raise ``Refused`` when a guard in these results refused (compose's, or the engine's at the state read: its CLI
+    or its socket): nothing is restarted (nothing was run)."""
     for result in results:
-        if why := refusal(result):
+        if why := refusal(result) or engine_refusal(result):
             raise Refused(f"{host}: not restarting {service.unit}: {why}",
                           hint="make it owned by root and writable by no one else (chown root:root, chmod go-w)")
