@@ -123,4 +123,5 @@ def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) 
     for result in results:
         if why := refusal(result) or engine_refusal(result):
             raise Refused(f"{host}: not restarting {service.unit}: {why}",
-                          hint="make it owned by root and writable by no one else (chown root:root, chmod go-w)")
+                          hint="make it owned by root (or the SSH user) and writable by no other user (chown root, "
+                          "chmod go-w; a daemon's socket may stay writable by its group docker)")
