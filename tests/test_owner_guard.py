@@ -190,3 +190,17 @@ def test_the_real_docker_compose_passes_and_runs() -> None:
     assert run.returncode == 0 and run.stdout.startswith("1.29"), run
     plan = subprocess.run(guard_argv(["docker-compose"]), capture_output=True, timeout=60, check=False, env=ENV)
     assert plan.returncode == 0, plan
+
+
+def test_an_env_shebang_judges_the_program_the_path_finds(place: Path) -> None:
+    """`#!/usr/bin/env python3`: the python3 the SSH user's PATH finds first is the interpreter judged."""
+    cli = _python_cli(place, "/usr/bin/env python3")
+    theirs = place / "theirs"
+    theirs.mkdir()
+    (theirs / "python3").symlink_to("/usr/bin/python3")
+    os.chown(theirs, OTHER, OTHER)
+    run = _run([str(cli)], PATH=f"{theirs}:{ENV['PATH']}")
+    assert run.returncode == 126 and f"{theirs} is writable by its owner uid {OTHER}" in run.stdout, run
+    assert not (place / "ran").exists()
+    run = _run([str(cli)])
+    assert (run.returncode, run.stdout) == (0, "the judged compose\n"), run
