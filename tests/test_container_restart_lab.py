@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -331,6 +333,40 @@ async def test_a_group_writable_compose_file_is_refused_and_nothing_runs(ctlab: 
     assert run.code == 4, run
     assert (f"not restarting {PROJECT}/{SERVICE}: {ctlab.compose_file} is writable by group gid {OTHER_GID} "
             f"(owner uid 0, group gid {OTHER_GID}, mode 664): nothing run") in run.stderr, run
+    assert ctlab.compose_ids() == [current] and ctlab.inspect(current, "{{.State.StartedAt}}") == started
+
+
+def _compose_with_its_interpreter_in(where: Path, owner: int) -> tuple[Path, Path]:
+    """A copy of docker-compose beside WHERE whose `#!` is a link to python3 in WHERE, a dir OWNER owns."""
+    interpreter = where / "python3"
+    where.mkdir()
+    interpreter.symlink_to("/usr/bin/python3")
+    os.chown(where, owner, owner)
+    compose = where.parent / "docker-compose"
+    compose.write_text(Path(COMPOSE).read_text().replace("#!/usr/bin/python3", f"#!{interpreter}", 1))
+    compose.chmod(0o755)
+    return compose, interpreter
+
+
+async def test_a_docker_compose_whose_interpreter_another_user_can_change_is_refused(ctlab: ContainerLab,
+                                                                                    tmp_path: Path) -> None:
+    """docker-compose 1.29 is a Python script: a copy whose `#!` interpreter is a link in a dir another user owns
+    (who could point it at their own program) is refused naming that dir, and nothing runs."""
+    [current] = ctlab.compose_ids()
+    await up(ctlab, current)
+    started = ctlab.inspect(current, "{{.State.StartedAt}}")
+    planted = Path(tempfile.mkdtemp(prefix="pb-compose-", dir="/var/tmp"))  # root's, seen by the lab host
+    try:
+        compose, interpreter = _compose_with_its_interpreter_in(planted / "py", owner=OTHER_GID)
+        document = ctlab.document()
+        document["hosts"]["web"]["service"]["engine"]["compose"] = str(compose)
+        inventory = write_inventory(tmp_path / "inventory.yml", document)
+        run = await run_cli("restart", "web", "--yes", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    finally:
+        shutil.rmtree(planted)
+    assert run.code == 4, run
+    assert (f"not restarting {PROJECT}/{SERVICE}: {interpreter.parent} is writable by its owner uid {OTHER_GID} "
+            f"(owner uid {OTHER_GID}, group gid {OTHER_GID}, mode 755): nothing run") in run.stderr, run
     assert ctlab.compose_ids() == [current] and ctlab.inspect(current, "{{.State.StartedAt}}") == started
 
 

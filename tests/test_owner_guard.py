@@ -17,7 +17,11 @@ import pytest
 
 from commands.checks.compose_guard import guard_argv, refusal
 from commands.checks.engine_guard import guarded
+from commands.checks.engine_guard import refusal as engine_refusal
 from commands.command_result import CommandResult
+from commands.errors import Refused
+from commands.inventory import Service
+from commands.restart.container import refuse_unguarded
 from tests.lab import skip_or_fail
 
 OTHER = 1000  # a uid and gid that are not root's
@@ -204,3 +208,19 @@ def test_an_env_shebang_judges_the_program_the_path_finds(place: Path) -> None:
     assert not (place / "ran").exists()
     run = _run([str(cli)])
     assert (run.returncode, run.stdout) == (0, "the judged compose\n"), run
+
+
+def test_an_engine_refusal_at_the_state_read_refuses_the_restart_naming_it() -> None:
+    """The guard's line as the main-pid step prints it (compose's `ps` step then ends with 1, not 126)."""
+    sock = "/run/docker.sock"
+    line = (f"proofbot: engine socket {sock} refused, nothing run: {sock} is writable by its owner uid {OTHER} "
+            f"(owner uid {OTHER}, group gid 998, mode 660)\n")
+    service = Service.model_validate({"manager": "docker", "container": "sglang",
+                                      "health_url": "http://127.0.0.1:1/health"})
+    assert engine_refusal(CommandResult("inspect", 1, f"{line}compose ps exit 126, containers: \n".encode(), 0.0)) \
+        == line.strip().removeprefix("proofbot: ")
+    assert engine_refusal(CommandResult("inspect", 0, b"proofbot: engine CLI docker is fine\n", 0.0)) is None
+    with pytest.raises(Refused) as refused:
+        refuse_unguarded("ct1", service, [CommandResult("inspect", 126, line.encode(), 0.0)])
+    assert str(refused.value).startswith(f"ct1: not restarting sglang: engine socket {sock} refused, nothing run: ")
+    refuse_unguarded("ct1", service, [CommandResult("inspect", 0, b'{"Pid": 1}\n', 0.0)])  # nothing refused
