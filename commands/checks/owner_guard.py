@@ -19,7 +19,7 @@ MAX_TREE_LINES = 50
 
 # pb_judge PATH KIND UID GID MODE TYPE: KIND is `file` (the path itself), `sock` (a daemon's socket), `dir` (the
 # directory the path is in) or `up` (an ancestor); prints why and returns 1 when others could change it.
-# pb_one PATH KIND: pb_judge on stat's words. pb_chain PATH [KIND]: the path and every dir above.
+# pb_chain PATH [KIND]: the path and every dir above, from one stat.
 # pb_path PATH [KIND]: a path (a bare name found on the PATH, as exec finds it), its symlinks followed (each
 # link's own dir chain judged), then its real path's chain (a `..` or a linked dir on the way). pb_guard PATH...:
 # pb_path on each. pb_tree DIR: every file below DIR (a link followed by pb_path). pb_sock SOCKET: a unix socket
@@ -27,6 +27,8 @@ MAX_TREE_LINES = 50
 # interpreter and, for a Python one, every dir it imports from, their .pth files and the `compose` package.
 # Each caller sets pb_u and pb_g (`pb_ids`).
 FUNCTIONS = r"""set -f
+pb_nl='
+'
 pb_ids() { pb_u=$(id -u) pb_g=$(id -g); }
 pb_judge() {
   case $6 in l|symbolic) return 0 ;; esac  # a link's own mode means nothing; the dir it is in is judged
@@ -42,17 +44,16 @@ pb_judge() {
   [ -z "$pb_who" ] || { echo "$1 is writable by $pb_who (owner uid $3, group gid $4, mode $5)"; return 1; }
   [ "$2" != sock ] || [ "$6" = socket ] || { echo "$1 is not a socket (owner uid $3, mode $5)"; return 1; }
 }
-pb_one() {
-  pb_s=$(stat -c '%u %g %a %F' -- "$1" 2>&1) || { echo "cannot stat $1: $pb_s"; return 1; }
-  set -- "$1" "$2" $pb_s
-  pb_judge "$1" "$2" "$3" "$4" "$5" "$6"
-}
 pb_chain() {
-  pb_one "$1" "${2:-file}" || return 1
-  pb_d=$1; pb_k=dir
-  while [ "$pb_d" != / ]; do
-    pb_d=${pb_d%/*}; pb_d=${pb_d:-/}
-    pb_one "$pb_d" $pb_k || return 1; pb_k=up
+  # one stat for the path and every dir above (in that order: kinds $2, dir, up, up...)
+  pb_k=${2:-file}; pb_d=$1; set -- "$1"
+  while [ "$pb_d" != / ]; do pb_d=${pb_d%/*}; pb_d=${pb_d:-/}; set -- "$@" "$pb_d"; done
+  pb_s=$(stat -c '%u:%g:%a:%F' -- "$@" 2>&1) || { echo "cannot stat $1: $pb_s" | head -n 2; return 1; }
+  for pb_x in "$@"; do
+    pb_line=${pb_s%%"$pb_nl"*}; pb_s=${pb_s#*"$pb_nl"}
+    pb_ifs=$IFS; IFS=:; set -- $pb_line; IFS=$pb_ifs
+    pb_judge "$pb_x" "$pb_k" "$1" "$2" "$3" "${4%% *}" || return 1
+    case $pb_k in dir|up) pb_k=up ;; *) pb_k=dir ;; esac
   done
 }
 pb_path() {
