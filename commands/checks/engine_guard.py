@@ -53,7 +53,7 @@ def guarded(argv: list[str]) -> list[str]:
 
 def shown(argv: list[str]) -> str:
     """The command as evidence shows it: the engine's own, the guard named."""
-    return shlex.join(argv) + "  # run only if no one but root can change the CLI, what it runs and its socket"
+    return shlex.join(argv) + "  # run only if no other user can change the CLI, what it runs or its socket"
 
 
 def refusal(result: CommandResult) -> str | None:

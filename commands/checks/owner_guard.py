@@ -104,7 +104,7 @@ pb_sock() {
 }
 pb_python() {
   case $1 in /*) ;; *) set -- "$(command -v -- "$1")" ;; esac
-  pb_l=$(head -c 256 -- "$1" | head -n 1)
+  pb_l=$(head -c 256 -- "$1" 2>/dev/null | tr -d '\000' | head -n 1)  # an ELF CLI: no #!, nothing else read
   case $pb_l in '#!'*) ;; *) return 0 ;; esac
   set -- "$1" ${pb_l#??}
   [ $# -ge 2 ] || { echo "$1: a #! line naming no interpreter"; return 1; }
