@@ -1,10 +1,11 @@
 """The ownership guard of what a compose restart runs and reads as the SSH user (root, usually): ``docker-compose``
-(a Python script in 1.29: its interpreter and where it imports from too) and the compose file, judged by
-``owner_guard``'s rule (the engine's CLI guard, ``engine_guard``, applies the same rule again at the act). Run in
+(a Python script in 1.29: its interpreter and where it imports from too), the compose file and the ``.env`` beside
+it when there is one, by ``owner_guard``'s rule (``engine_guard`` applies the same rule again at the act). Run in
 the batch that reads the plan's state (no extra round trip); a refusal names the path, its owner and its mode."""
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Sequence
 
@@ -22,11 +23,17 @@ def guarded_paths(service: Service) -> list[str]:
     return [engine.compose, *([service.compose_file] if service.compose_file is not None else [])]
 
 
-def guard_script(paths: Sequence[str]) -> str:
-    """Shell text: the guard's functions, then ``pb_why`` empty when every path passed, else why not."""
+def optional_paths(service: Service) -> list[str]:
+    """What docker-compose reads when it is there: the ``.env`` of the project dir (the compose file's)."""
+    return [] if service.compose_file is None else [posixpath.join(posixpath.dirname(service.compose_file), ".env")]
+
+
+def guard_script(paths: Sequence[str], optional: Sequence[str] = ()) -> str:
+    """Shell text: the guard's functions, then ``pb_why`` empty when every path passed, else why not. ``paths[0]``
+    is what runs (a ``#!`` script's interpreter and imports judged too); ``optional``: judged when there."""
     paths = list(paths)
     python = f" && pb_python {shlex.quote(paths[0])}" if paths else ""
-    guard = f"pb_ids; pb_guard {shlex.join(paths)}{python}"
+    guard = f"pb_ids; pb_guard {shlex.join(paths)}{python} && pb_maybe {shlex.join(optional)}"
     return f"{FUNCTIONS}{UNSET_PYTHON}\npb_why=$({{ {guard}; }} 2>&1 | head -c 1000)"
 
 
@@ -37,9 +44,9 @@ def guarded_command(command: str) -> str:
             f"else printf '{PREFIX}refused: %s: nothing run\\n' \"$pb_why\"; false; fi")
 
 
-def guard_argv(paths: Sequence[str]) -> list[str]:
+def guard_argv(paths: Sequence[str], optional: Sequence[str] = ()) -> list[str]:
     """The guard as one argv (a restart plan's read of what the act will run): exit 1 and the refusal, or 0."""
-    return ["sh", "-c", guard_script(paths) + "\n" + guarded_command("true"), "proofbot-guard"]
+    return ["sh", "-c", guard_script(paths, optional) + "\n" + guarded_command("true"), "proofbot-guard"]
 
 
 def refusal(result: CommandResult) -> str | None:

@@ -19,12 +19,13 @@ MAX_TREE_LINES = 50
 
 # pb_judge PATH KIND UID GID MODE TYPE: KIND is `file` (the path itself), `sock` (a daemon's socket), `dir` (the
 # directory the path is in) or `up` (an ancestor); prints why and returns 1 when others could change it.
-# pb_chain PATH [KIND]: the path and every dir above, from one stat.
-# pb_path PATH [KIND]: a path (a bare name found on the PATH, as exec finds it), its symlinks followed (each
-# link's own dir chain judged), then its real path's chain (a `..` or a linked dir on the way). pb_guard PATH...:
-# pb_path on each. pb_tree DIR: every file below DIR (a link followed by pb_path). pb_sock SOCKET: a unix socket
-# (it need not exist: then only root can create it, its dirs being judged). pb_python SCRIPT: a `#!` script's
-# interpreter and, for a Python one, every dir it imports from, their .pth files and the `compose` package.
+# pb_chain PATH [KIND]: the path and every dir above, from one stat. pb_path PATH [KIND]: a path (a bare name
+# found on the PATH, as exec finds it), its symlinks followed (each link's own dir chain judged), then its real
+# path's chain (a `..` or a linked dir on the way). pb_guard PATH...: pb_path on each; pb_maybe PATH...: on each
+# that is there. pb_tree DIR [GLOB]: every file below DIR (a link followed by pb_path), or DIR's names matching
+# GLOB. pb_sock SOCKET: a unix socket (it need not exist: then only root can create it, its dirs being judged).
+# pb_python SCRIPT: a `#!` script's interpreter and, for a Python one, every dir it imports from, their .pth
+# files and the `compose` package.
 # Each caller sets pb_u and pb_g (`pb_ids`).
 FUNCTIONS = r"""set -f
 pb_nl='
@@ -76,6 +77,9 @@ pb_path() {
 }
 pb_guard() {
   for pb_a in "$@"; do pb_path "$pb_a" || return 1; done
+}
+pb_maybe() {
+  for pb_a in "$@"; do if [ -e "$pb_a" ] || [ -L "$pb_a" ]; then pb_path "$pb_a" || return 1; fi; done
 }
 pb_tree() {
   # Only what could fail the rule is printed (a superset: root's group may write), each judged by pb_judge; a

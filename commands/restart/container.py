@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from commands.checks.check import Reads
 from commands.checks.compose import parse_found
-from commands.checks.compose_guard import guard_argv, guarded_paths, refusal
+from commands.checks.compose_guard import guard_argv, guarded_paths, optional_paths, refusal
 from commands.checks.docker_state import DockerState, parse_docker_state
 from commands.checks.engine_guard import refusal as engine_refusal
 from commands.command_result import CommandResult
@@ -110,11 +110,11 @@ ACT_GUARD = "act-guard"
 
 
 def act_guard(service: Service) -> list[Reads]:
-    """A compose restart's ``docker-compose`` and compose file, guarded in the same batch as the state read
+    """A compose restart's ``docker-compose``, compose file and ``.env``, guarded in the same batch as the state read
     that plans and re-checks it (the engine's CLI has its own guard at every run); none for another manager."""
     if service.manager != "compose":
         return []
-    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service)),))]
+    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service), optional_paths(service)),))]
 
 
 def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) -> None:
