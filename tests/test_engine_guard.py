@@ -1,5 +1,5 @@
 """The container engine's CLI runs as root on the host only when nobody but root can change it: the guard run
-by the real `sh` and `find` of this machine on CLIs made here (root-owned, writable by others, in a dir others
+by the real `sh` and `stat` of this machine on CLIs made here (root-owned, writable by others, in a dir others
 can write, missing, a symlink), and what verify's main-pid says of a refused engine."""
 
 from __future__ import annotations
