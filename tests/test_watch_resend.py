@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.fleet import Paced
 from bot.slack.watch import post_announcement
-from bot.slack.watch_resend import RESENT, resend_unconfirmed
+from bot.slack.watch_resend import RESENT, last_said, resend_unconfirmed
 from commands.inventory import parse_inventory
 from commands.operation import Origin
 from commands.store.db import AuditStore
@@ -52,7 +52,8 @@ async def _recorded_not_posted(tmp_path: Path, quiet: str | None, *moments: date
 
 async def _resend(slack: FakeSlack, inventory: Any, audit: AuditStore) -> None:
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
-    await resend_unconfirmed(inventory.watch, audit, client, partial(post_announcement, client, Paced(0)))
+    said = await last_said(audit, inventory.watch)
+    await resend_unconfirmed(inventory.watch, said, client, partial(post_announcement, client, Paced(0)))
 
 
 def _parents(slack: FakeSlack) -> list[str]:

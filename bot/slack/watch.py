@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from functools import partial
 
 from slack_sdk.errors import SlackApiError
@@ -19,7 +20,7 @@ from bot.slack.fleet import Paced
 from bot.slack.fleet_blocks import GROUP_REPLIES, group_reply_message
 from bot.slack.listening import BotContext
 from bot.slack.watch_blocks import watch_message
-from bot.slack.watch_resend import resend_unconfirmed, said_key
+from bot.slack.watch_resend import LastSaid, last_said, resend_unconfirmed, said_key
 from commands.fleet.grouping import group_outcomes
 from commands.inventory.watch import WatchEntry
 from commands.operation import Origin
@@ -108,7 +109,8 @@ async def _restored_and_run(watch: Watch, context: BotContext, client: AsyncWebC
     """Each host's state as the log left it (a restart re-alerts nothing known, forgets nothing pending), the last
     run's message posted if it never reached Slack, then on."""
     await restore_watch(watch, context.audit)
-    resending = asyncio.create_task(_resend(watch, context, client), name="proofbot-watch-resend")
+    said = await last_said(context.audit, watch.entries)  # before any new run is recorded over it
+    resending = asyncio.create_task(_resend(watch, said, client), name="proofbot-watch-resend")
     try:  # beside the runs: a history call Slack paces (one a minute) never delays them
         await watch.run_forever()
     finally:
@@ -116,9 +118,9 @@ async def _restored_and_run(watch: Watch, context: BotContext, client: AsyncWebC
         await asyncio.gather(resending, return_exceptions=True)
 
 
-async def _resend(watch: Watch, context: BotContext, client: AsyncWebClient) -> None:
+async def _resend(watch: Watch, said: Mapping[str, LastSaid], client: AsyncWebClient) -> None:
     try:
-        await resend_unconfirmed(watch.entries, context.audit, client, partial(post_announcement, client, Paced()))
+        await resend_unconfirmed(watch.entries, said, client, partial(post_announcement, client, Paced()))
     except Exception as exc:  # a bug or the store: logged, the watch goes on
         log.error("watch: the last run's message could not be checked: %s", exc, exc_info=exc)
 

@@ -53,10 +53,15 @@ class LastSaid:
     announcements: list[Announcement]
 
 
-async def resend_unconfirmed(entries: Sequence[WatchEntry], audit: AuditStore, client: AsyncWebClient,
+async def last_said(audit: AuditStore, entries: Sequence[WatchEntry]) -> dict[str, LastSaid]:
+    """Each entry's last run, when it said something: read before the watch runs again (a new run would hide it)."""
+    return await audit.snapshot(lambda db: _last_said(db, [entry.target for entry in entries]))
+
+
+async def resend_unconfirmed(entries: Sequence[WatchEntry], said: Mapping[str, LastSaid], client: AsyncWebClient,
                              post: PostAnnouncement) -> None:
-    """For each entry whose last run said something, that message posted unless the channel already has it."""
-    said = await audit.snapshot(lambda db: _last_said(db, [entry.target for entry in entries]))
+    """For each entry whose last run said something (``last_said``), that message posted unless the channel
+    already has it."""
     for entry in entries:
         last = said.get(entry.target)
         if last is None:
