@@ -16,7 +16,7 @@ Then whole processes, cold, as a user runs them (``--fleet N``, default 20): ``p
 inventory hosts (N names for the same lab host, each its own connection and batch) against the floor of
 bench/fleet_bench.py (bench/floor_child.py: a fresh Python that imports only asyncssh, one connection per host,
 the same batch with health and the probe as ``curl`` in it), alternating, CPU-seconds (user + system) of each
-process and its wall time.
+process and its wall time; both in fleet_bench's venv of exactly requirements.lock (made on first use).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import asyncssh
 import yaml
 
-from bench.fleet_bench import Run, floor_spec, measure_runs
+from bench.fleet_bench import Run, floor_spec, measure_runs, runtime_python
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.ssh import open_connections, warm_connections
@@ -121,8 +121,9 @@ async def whole_processes(document: dict[str, Any], size: int, repeats: int, wor
     inventory.write_text(yaml.safe_dump(fleet))
     hosts = [parse_inventory(inventory.read_text(), str(inventory)).host(name) for name in fleet["hosts"]]
     spec = floor_spec(hosts, work / f"floor{size}.json")
-    argvs = {"floor": [sys.executable, "bench/floor_child.py", str(spec)],
-             "proofbot": [sys.executable, "-m", "bot.cli", "verify", "all", "--inventory", str(inventory),
+    python = runtime_python()  # a venv of exactly requirements.lock, as users run them (fleet_bench's)
+    argvs = {"floor": [python, "bench/floor_child.py", str(spec)],
+             "proofbot": [python, "-m", "bot.cli", "verify", "all", "--inventory", str(inventory),
                           "--db", str(work / "fleet.db"), "--json"]}
     # As installed (pip compiles every module): bytecode is written and used even where the environment
     # says not to (PYTHONDONTWRITEBYTECODE), outside the clone; the warm-up run writes it.
