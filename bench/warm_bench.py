@@ -113,9 +113,11 @@ async def measure(host: Host, repeats: int, db: Path) -> dict[str, dict[str, flo
     return rows
 
 
-async def whole_processes(document: dict[str, Any], size: int, repeats: int, work: Path) -> dict[str, list[Run]]:
+async def whole_processes(document: dict[str, Any], size: int, repeats: int, work: Path,
+                          before: Path | None = None) -> dict[str, list[Run]]:
     """``proofbot verify all`` over ``size`` inventory names of the lab host, and the floor over as many
-    connections, each a fresh process, alternating (one warm-up each, not counted)."""
+    connections, each a fresh process, alternating (one warm-up each, not counted); with ``before`` (another
+    clone, e.g. main) its proofbot too, in the same rounds."""
     fleet = {**document, "hosts": {f"ct{200 + index}": document["hosts"]["ct130"] for index in range(size)}}
     inventory = work / f"fleet{size}.yml"
     inventory.write_text(yaml.safe_dump(fleet))
@@ -125,10 +127,15 @@ async def whole_processes(document: dict[str, Any], size: int, repeats: int, wor
     argvs = {"floor": [python, "bench/floor_child.py", str(spec)],
              "proofbot": [python, "-m", "bot.cli", "verify", "all", "--inventory", str(inventory),
                           "--db", str(work / "fleet.db"), "--json"]}
+    if before is not None:  # the other clone's bot.cli first on sys.path (the bench's cwd is this clone)
+        run_other = (f"import runpy, sys; sys.path.insert(0, {str(before)!r}); "
+                     "runpy.run_module('bot.cli', run_name='__main__')")
+        argvs["before"] = [python, "-c", run_other, *argvs["proofbot"][3:-3], "--db", str(work / "before.db"),
+                           "--json"]
     # As installed (pip compiles every module): bytecode is written and used even where the environment
     # says not to (PYTHONDONTWRITEBYTECODE), outside the clone; the warm-up run writes it.
     env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
-    runs: dict[str, list[Run]] = {"floor": [], "proofbot": []}
+    runs: dict[str, list[Run]] = {label: [] for label in argvs}
     for index in range(repeats + 1):
         for label, argv in argvs.items():
             [run] = await asyncio.to_thread(measure_runs, label, argv, 1, env, False)
@@ -146,6 +153,7 @@ async def main() -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--fleet", type=int, default=20, help="hosts of the whole-process part (0: skip it)")
     parser.add_argument("--fleet-repeats", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="another clone (e.g. of main) whose verify runs alongside")
     parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_host:
@@ -162,7 +170,7 @@ async def main() -> int:
                     else document["ssh"]["known_hosts"]).parent
         print(f"warm vs cold verify at +{args.rtt_ms:g} ms RTT (userspace proxy), one loopback lab host", flush=True)
         rows = await measure(host, args.repeats, work / "warm-bench.db") if args.repeats else {}
-        fleet = await whole_processes(document, args.fleet, args.fleet_repeats, work) if args.fleet else {}
+        fleet = await whole_processes(document, args.fleet, args.fleet_repeats, work, args.before) if args.fleet else {}
     finally:
         child.stdin.close()
         await asyncio.wait_for(child.wait(), 60)
@@ -174,13 +182,16 @@ async def main() -> int:
 
 
 def report_fleet(size: int, fleet: dict[str, list[Run]]) -> None:
-    floor, proofbot = fleet["floor"], fleet["proofbot"]
+    floor = fleet["floor"]
     floor_cpu, floor_wall = (statistics.median(r.cpu_s for r in floor), statistics.median(r.wall_s for r in floor))
-    cpu, wall = statistics.median(r.cpu_s for r in proofbot), statistics.median(r.wall_s for r in proofbot)
     print(f"\n| {size} hosts, whole process, median of {len(floor)} | wall | x floor | CPU | x floor's CPU |")
     print("| --- | ---: | ---: | ---: | ---: |")
     print(f"| floor | {floor_wall:.3f} s | 1.00x | {floor_cpu:.2f} s | 1.00x |")
-    print(f"| `proofbot verify all` | {wall:.3f} s | {wall / floor_wall:.2f}x | {cpu:.2f} s | {cpu / floor_cpu:.2f}x |")
+    for label in [name for name in fleet if name != "floor"]:
+        cpu = statistics.median(r.cpu_s for r in fleet[label])
+        wall = statistics.median(r.wall_s for r in fleet[label])
+        print(f"| `proofbot verify all` ({label}) | {wall:.3f} s | {wall / floor_wall:.2f}x | {cpu:.2f} s | "
+              f"{cpu / floor_cpu:.2f}x |")
 
 
 def report(rows: dict[str, dict[str, float]]) -> None:
