@@ -267,6 +267,10 @@ async def test_kill_9_mid_rollout_restarts_no_host_twice_and_frees_the_group(pai
                            timeout=LEASE_S, what="B's interrupted note in the rollout's thread")
     notes = [m for m in slack.thread(CHANNEL, killed.rollout.ts) if "interrupted" in m.text]
     assert len(notes) == 1, [m.text for m in notes]
+    said = json.dumps(notes[0].blocks)
+    for words in ("gpu1: restarted and proven", "gpu2: under way when it stopped, its state is unknown",
+                  "gpu3: not reached, never restarted"):
+        assert words in said, said
     gpu1, gpu2, gpu3 = pair.group
     assert starts(gpu1) == killed.starts["gpu1"] + 1 and await main_pid(gpu1) != killed.pids["gpu1"], \
         "gpu1, restarted before the kill, keeps its new process"
@@ -277,6 +281,8 @@ async def test_kill_9_mid_rollout_restarts_no_host_twice_and_frees_the_group(pai
     events = b.events()
     finished = {op: d["verdict"] for kind, op, d in events if kind == "finished"}
     assert finished[killed.rollout_id] == finished[killed.gpu2_part] == "interrupted"
+    [ended] = [d for kind, op, d in events if kind == "finished" and op == killed.rollout_id]
+    assert ended["counts"] == {"done": 1, "unknown": 1, "untouched": 1}, "the log says where each host stood"
     parts = [(details.get("fleet_operation_id"), op) for kind, op, details in events if kind == "requested"]
     mine = [op for fleet, op in parts if fleet == killed.rollout_id]
     assert len(mine) == 2 and mine[1] == killed.gpu2_part, "gpu1's and gpu2's parts; none for gpu3, none again"
