@@ -93,6 +93,34 @@ async def test_a_rollout_without_its_plan_is_still_interrupted(store_target: Pat
         store.close()
 
 
+async def test_a_lock_handed_to_a_part_that_never_started_is_freed_too(store_target: Path | str) -> None:
+    """Killed between handing gpu5's lock to its part and the part's first event: no operation to interrupt holds
+    the lock, and it is freed all the same (a lock released stale, naming the dead holder), not left until the next
+    operation on gpu5 trips over it. A pending plan's lock, whose lease ended too, is adopted, not freed."""
+    store = AuditStore.open(store_target)
+    try:
+        await a_dead_rollout(store)
+        await store.write(lambda db: db.execute("UPDATE locks SET operation_id = ?, operation = ? WHERE host = ?",
+                                                [PARTS["gpu5"], Operation.RESTART, "gpu5"]))
+        await approvals.create(store, plan_id="op-plan", operation=Operation.RESTART, host="ct131", plan_hash="h",
+                               requested_by="slack:U2", details={}, approvals=Approvals(approvers=["U3"]))
+        await held_by_the_dead(store, "ct131", "op-plan", Operation.RESTART)
+        await store.write(lambda db: db.execute("UPDATE plans SET lease_holder = ?, lease_expires = ? WHERE id = ?",
+                                                [DEAD, time.time() - 1, "op-plan"]))
+        interrupted, adopted = await take_over(store)
+        assert sorted(op.operation_id for op in interrupted) == ["op-part-4", "op-rollout"]
+        assert [plan["id"] for plan in adopted] == ["op-plan"]
+        assert rows(store_target, "SELECT host, operation_id FROM locks") == [("ct131", "op-plan")]
+        released = rows(store_target, "SELECT operation_id, host, details FROM events "
+                                      "WHERE kind = 'lock-released-stale' AND host = 'gpu5'")
+        assert [(op, host) for op, host, _ in released] == [(PARTS["gpu5"], "gpu5")]
+        assert DEAD in released[0][2], "it names the holder whose lease ended"
+        assert await take_over(store) == ([], []) and len(rows(store_target, "SELECT 1 FROM events WHERE kind = "
+                                                                            "'lock-released-stale'")) == 2
+    finally:
+        store.close()
+
+
 def test_a_big_groups_states_are_bounded() -> None:
     said = rollout_states_words([(f"gpu{n}", "untouched") for n in range(500)] + [("gpu-x", "unknown")], most=3)
     assert said == ("gpu-x: under way when it stopped, its state is unknown: verify it. "

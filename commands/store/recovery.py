@@ -115,6 +115,10 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     fleets = [json.loads(row["details"]).get("fleet_operation_id") for row in rows]
     rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if isinstance(f, str)]))
     interrupted = await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
+    running = {row["operation_id"] for row in rows}
+    for operation_id in dict.fromkeys(ids):
+        if operation_id not in running:  # no operation left to interrupt holds it: freed all the same
+            await store.write(functools.partial(_free_orphaned, operation_id=operation_id, now=moment))
     adopted = await store.write(lambda db: adopt_orphaned_plans(db, process_holder(), moment))
     for plan in adopted:
         lock = await locks.holder_of(store, plan["host"])
@@ -166,6 +170,24 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
         locks.free(db, record.host, record.operation_id)
         log.lock_released_stale("operation interrupted by a bot restart", asdict(holder))
     return record
+
+
+def _free_orphaned(db: sqlite_utils.Database, operation_id: str, now: float) -> None:
+    """Free the expired locks of an operation that is not running: one finished whose holder died before freeing
+    its host, or a rollout's host part that died between taking the host's lock and its first event. A pending
+    plan's lock is left to be adopted; one whose operation runs (requested, not finished) to ``_interrupt``."""
+    if first_row(db, "SELECT 1 AS pending FROM plans WHERE id = ? AND state = ?", operation_id, PlanState.PENDING):
+        return
+    if _unfinished_of(db, [operation_id]):
+        return
+    for row in list(db.query("SELECT * FROM locks WHERE operation_id = ? AND lease_expires IS NOT NULL "
+                             "AND lease_expires <= ?", [operation_id, now])):
+        holder = locks.holder_in(db, row["host"])
+        if holder is None or holder.operation_id != operation_id:
+            continue
+        locks.free(db, holder.host, operation_id)
+        Within(holder.operation, operation_id, holder.host, PROOFBOT, db=db).lock_released_stale(
+            holder.why_stale(), asdict(holder))
 
 
 def rollout_states(db: sqlite_utils.Database, operation_id: str) -> dict[str, RolloutState]:
