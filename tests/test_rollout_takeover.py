@@ -10,10 +10,16 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
+from bot.demo.host import demo_host
 from bot.slack.audit_blocks import interrupted_message, rollout_states_words
-from commands.inventory import Approvals
+from commands.inventory import Approvals, parse_inventory
 from commands.operation import Origin
-from commands.store import approvals
+from commands.restart.act import restart
+from commands.restart.plan import plan_restart
+from commands.restart.rollout import apply_rollout, request_rollout
+from commands.store import approvals, locks
 from commands.store.db import AuditStore
 from commands.store.kinds import Finished
 from commands.store.locks import LockHolder
@@ -119,6 +125,64 @@ async def test_a_lock_handed_to_a_part_that_never_started_is_freed_too(store_tar
                                                                             "'lock-released-stale'")) == 2
     finally:
         store.close()
+
+
+async def test_a_rollout_whose_last_host_finished_but_was_not_given_back_is_interrupted(
+        store_target: Path | str) -> None:
+    """Killed after its last host's part finished and before the rollout did: the host's lock, still the part's,
+    leads to the rollout, which is interrupted (every host done), and the lock is freed."""
+    store = AuditStore.open(store_target)
+    try:
+        await a_dead_rollout(store)
+        await store.write(lambda db: db.execute("DELETE FROM locks"))
+        for host in ("gpu4", "gpu5"):
+            part = audit_log(store, Operation.RESTART, PARTS[host], host, "slack:U1")
+            if host == "gpu5":
+                await part.requested(ORIGIN, fleet_operation_id="op-rollout")
+            await part.finished(Finished(Verdict.PASS))
+        await held_by_the_dead(store, "gpu5", PARTS["gpu5"], Operation.RESTART)
+        interrupted, _ = await take_over(store)
+        [rollout] = interrupted
+        assert rollout.operation_id == "op-rollout"
+        assert dict(rollout.hosts) == {"gpu1": "done", "gpu2": "failed", "gpu3": "untouched", "gpu4": "done",
+                                       "gpu5": "done"}
+        assert rows(store_target, "SELECT host FROM locks") == []
+    finally:
+        store.close()
+
+
+async def test_a_restart_and_a_rollout_hold_their_host_until_they_have_finished(tmp_path: Path) -> None:
+    """A restart gives its host up only after its ``finished`` (its last checks are written, and told, while it
+    holds it); a rollout's last batch's hosts go back to the rollout, freed after the rollout's ``finished``. At no
+    moment is an operation left running with no lock, whose lease would tell a live replica that it died."""
+    async with demo_host("gpu1", flags=["--speculative-algorithm", "NEXTN"]) as host:
+        document = host.inventory()
+        document["groups"] = {"gpu-west": ["gpu1"]}
+        inventory = parse_inventory(yaml.safe_dump(document), "inventory.yml")
+        audit = AuditStore.open(tmp_path / "audit.db")
+        held: list[str | None] = []
+
+        async def holder() -> None:
+            lock = await locks.holder_of(audit, "gpu1")
+            held.append(lock.operation_id if lock else None)
+
+        try:
+            single = await plan_restart(inventory.hosts["gpu1"], operation_id="op-single")
+            await restart(single, origin=Origin.local_user(), audit=audit, settle_s=0.5,
+                          on_finding=lambda _: holder())
+            assert held and set(held) == {"op-single"}, "its checks are told while it holds the host"
+            assert await locks.holder_of(audit, "gpu1") is None
+            held.clear()
+            plan = await request_rollout(inventory, "gpu-west", origin=Origin.local_user(), audit=audit)
+            decided = await approvals.decide(audit, plan.operation_id, "bob@cli", PlanState.APPROVED,
+                                             inventory.approvals)
+            result = await apply_rollout(plan, decided, origin=Origin.local_user(), audit=audit,
+                                         fleet=inventory.fleet, on_host_done=lambda _: holder(), settle_s=0.5)
+            assert result.named("done") == ["gpu1"]
+            assert held == [plan.operation_id], "the last host's part gave it back to the rollout"
+            assert await locks.holder_of(audit, "gpu1") is None, "freed once the rollout finished"
+        finally:
+            audit.close()
 
 
 def test_a_big_groups_states_are_bounded() -> None:

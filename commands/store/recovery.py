@@ -111,9 +111,10 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
         "SELECT operation_id FROM locks WHERE lease_expires IS NOT NULL AND lease_expires <= ? "
         "ORDER BY lease_expires LIMIT ?", [moment, TAKE_OVER_MAX])])
     rows = await store.snapshot(lambda db: _unfinished_of(db, ids))
-    # A host's part of a dead replica's fleet (a rollout): that replica ran the fleet too.
-    fleets = [json.loads(row["details"]).get("fleet_operation_id") for row in rows]
-    rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if isinstance(f, str)]))
+    # A host's part of a dead replica's fleet (a rollout), running or finished (killed before it gave its host
+    # back): that replica ran the fleet too.
+    fleets = await store.snapshot(lambda db: _fleets_of(db, ids))
+    rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if f not in ids]))
     interrupted = await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
     running = {row["operation_id"] for row in rows}
     for operation_id in dict.fromkeys(ids):
@@ -125,6 +126,17 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
         if lock is not None and lock.operation_id == plan["id"]:
             await locks.adopt(store, plan["host"], plan["id"])
     return interrupted, adopted
+
+
+def _fleets_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[str]:
+    """The fleet operations these operations are parts of (``fleet_operation_id`` in their requests)."""
+    if not operation_ids:
+        return []
+    marks = ", ".join("?" for _ in operation_ids)
+    rows = db.query(f"SELECT details FROM events WHERE kind = '{EventKind.REQUESTED}' "
+                    f"AND operation_id IN ({marks})", list(dict.fromkeys(operation_ids)))
+    fleets = (json.loads(row["details"]).get("fleet_operation_id") for row in rows)
+    return list(dict.fromkeys(fleet for fleet in fleets if isinstance(fleet, str)))
 
 
 def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[dict[str, Any]]:
