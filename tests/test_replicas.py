@@ -6,6 +6,7 @@ through a slow proxy so a restart there is under way long enough to be killed) a
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import time
@@ -82,11 +83,12 @@ def reached_through(host: DemoHost, port: int, known: Path) -> Path:
 async def pair(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pair]:
     tmp = tmp_path_factory.mktemp("replicas")
     async with AsyncExitStack() as stack:
-        host = await stack.enter_async_context(demo_host("ct129"))
+        host, *group = await asyncio.gather(  # side by side: each waits for its own service to come up
+            stack.enter_async_context(demo_host("ct129")),
+            *(stack.enter_async_context(demo_host(name, flags=["--speculative-algorithm", "NEXTN"]))
+              for name in GROUP))
         slack = await stack.enter_async_context(FakeSlack(channels=INVITED, signing_secret=SECRET))
         proxy = await stack.enter_async_context(DelayProxy("127.0.0.1", host.ssh_port))
-        group = [await stack.enter_async_context(demo_host(name, flags=["--speculative-algorithm", "NEXTN"]))
-                 for name in GROUP]
         group_proxy = await stack.enter_async_context(DelayProxy("127.0.0.1", group[1].ssh_port))
         document = host.inventory()
         document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 600}
