@@ -231,6 +231,7 @@ async def killed(pair: Pair) -> Killed:
         assert (await slack.deliver(url(a), click_body(pair, message.ts, action, value, APPROVER))).status_code == 200
     await slack.wait_until(lambda: "verifying" in slack.message(CHANNEL, plan.ts).text, timeout=60,
                            what="the restart under way on A")
+    pair.proxy.set_delay(5.0)  # and it stays there (proving, each poll slow) while the rollout reaches gpu2
 
     def gpu2_part() -> str | None:
         lock = a.lock_of(GROUP[1])
