@@ -29,7 +29,7 @@ from bot.slack.modal_blocks import REASON_BLOCK, REJECT_REASON_VIEW
 from bot.slack.once import handled_once
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
-from commands.errors import ProofbotError
+from commands.errors import CouldNotRecord, ProofbotError
 from commands.inflight import SHOWN_MAX
 from commands.operation import Origin
 from commands.redact import redact
@@ -86,7 +86,11 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
                        client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
         in_modal = body.get("type") == "view_submission"
-        if isinstance(error, ProofbotError):
+        if isinstance(error, CouldNotRecord):  # nothing more can be audited now: say so, claim nothing
+            log.warning("could not record: %s", error)
+            said = f"{error.message}. {error.hint}"
+            text = error_message("proofbot could not record this in its audit log", f"{error.message}. {error.hint}")
+        elif isinstance(error, ProofbotError):
             action = (body.get("actions") or [{}])[0]
             user = body.get("user_id") or body.get("user", {}).get("id", "?")
             submitted = _metadata(body) if in_modal else {}

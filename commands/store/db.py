@@ -54,6 +54,9 @@ class AuditStore:
         self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
         self._renewer: Renewer | None = None
+        # Operations of this process whose write the database did not take (operation, host by id): settled,
+        # finished interrupted, once it takes writes again (commands/store/recovery.py settle_unrecorded).
+        self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
 
     @property
     def dialect(self) -> str:

@@ -53,6 +53,7 @@ class Interrupted:
     last_step: str
     fleet_target: str | None = None  # a fleet operation (``verify GROUP``; host None): what it was asked for
     fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
+    reason: str = "proofbot stopped while this ran"
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -72,8 +73,8 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
     return interrupted, ours
 
 
-async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone: frozenset[str] = frozenset()
-                          ) -> list[Interrupted]:
+async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone: frozenset[str] = frozenset(),
+                          reason: str = "") -> list[Interrupted]:
     """Interrupt each unfinished operation of ``rows`` whose process is provably gone (``gone``: known to be)."""
     interrupted = []
     for row in rows:
@@ -90,7 +91,8 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, f"{step}: {summary}" if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"))
+                             fleet.get("target"), requested.get("fleet_operation_id"),
+                             *([reason] if reason else []))
         if await store.write(functools.partial(_interrupt, record=record)):
             interrupted.append(record)
     return interrupted
@@ -101,6 +103,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     lease ended unrenewed (its replica died: never run again, only told), and adopt the pending plans whose
     lease ended (they stay valid). Bounded: it reads the locks (one row per busy host), never the whole log."""
     moment = time.time() if now is None else now
+    settled = await settle_unrecorded(store)
     ids = await store.snapshot(lambda db: [row["operation_id"] for row in db.query(
         "SELECT operation_id FROM locks WHERE lease_expires IS NOT NULL AND lease_expires <= ? "
         "ORDER BY lease_expires LIMIT ?", [moment, TAKE_OVER_MAX])])
@@ -108,7 +111,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     # A host's part of a dead replica's fleet (a rollout): that replica ran the fleet too.
     fleets = [json.loads(row["details"]).get("fleet_operation_id") for row in rows]
     rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if isinstance(f, str)]))
-    interrupted = await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
+    interrupted = settled + await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
     adopted = await store.write(lambda db: adopt_orphaned_plans(db, process_holder(), moment))
     for plan in adopted:
         lock = await locks.holder_of(store, plan["host"])
@@ -143,7 +146,7 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> bool:
                  record.operation_id):
         return False
     log = Within(record.operation, record.operation_id, record.host, PROOFBOT, db=db)
-    log.finished(Finished(Verdict.INTERRUPTED, "proofbot stopped while this ran",
+    log.finished(Finished(Verdict.INTERRUPTED, record.reason,
                           last_event={"kind": record.last_kind, "at": record.last_at, "step": record.last_step}))
     if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
         db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])
@@ -151,5 +154,24 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> bool:
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)
-        log.lock_released_stale("operation interrupted by a bot restart", asdict(holder))
+        log.lock_released_stale("operation interrupted by a bot restart" if record.reason == Interrupted.reason
+                                else "operation interrupted: " + record.reason, asdict(holder))
     return True
+
+
+UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
+
+
+async def settle_unrecorded(store: AuditStore) -> list[Interrupted]:
+    """This process's operations whose write the database did not take (``store.unrecorded``), once it takes
+    writes again: each unfinished one is finished interrupted and its host freed, as a dead replica's would be;
+    one that did finish only frees a lock it still holds. The ones settled, to be told in their threads."""
+    settled: list[Interrupted] = []
+    for operation_id, (_, host) in list(store.unrecorded.items()):
+        rows = await store.snapshot(functools.partial(_unfinished_of, operation_ids=[operation_id]))
+        if rows:
+            settled += await _interrupt_gone(store, rows, gone=frozenset([operation_id]), reason=UNRECORDED)
+        elif host is not None:
+            await store.write(functools.partial(locks.free, host=host, operation_id=operation_id))
+        store.unrecorded.pop(operation_id, None)
+    return settled
