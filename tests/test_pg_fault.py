@@ -6,8 +6,10 @@ the fake Slack, and a lab host reached through a proxy that can hold the SSH lin
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import json
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +21,8 @@ import pytest_asyncio
 
 from bot.demo.host import DemoHost, demo_host
 from commands.errors import CouldNotRecord
-from commands.store.db import AuditStore
+from commands.store.db import WRITES, AuditStore, WriteTally
+from commands.store.deliveries import claim, release_unstarted
 from commands.store.pg import POOL_TIMEOUT_S
 from tests.conftest import REPO, write_inventory
 from tests.lab import skip_or_fail
@@ -27,11 +30,20 @@ from tests.lab.postgres import BIN, START_TIMEOUT_S, Cluster, why_no_postgres
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
-from tests.slack_fake.signing import block_actions_body
+from tests.slack_fake.signing import block_actions_body, slash_command_body
 from tests.test_replicas import Replica, new_plan, url
 from tests.test_serve_recovery import APPROVER, CHANNEL, INVITED, SECRET
 
 pytestmark = [pytest.mark.tier2, pytest.mark.timeout(300)]
+FAILING_USER = "U0FAILS"
+# The operation's first write, refused by the database for one user (a trigger the test adds and drops).
+FAIL_FIRST_WRITE = f"""
+CREATE FUNCTION pgfault_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  IF NEW.kind = 'requested' AND NEW.details::text LIKE '%slack:{FAILING_USER}%' THEN RAISE EXCEPTION 'injected';
+  END IF;
+  RETURN NEW; END $$;
+CREATE TRIGGER pgfault_refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION pgfault_refuse();
+"""
 
 
 class StoppableCluster(Cluster):
@@ -91,6 +103,24 @@ async def until_written(store: AuditStore) -> object:
             await asyncio.sleep(0.2)
 
 
+async def test_a_claim_is_released_only_when_nothing_was_written_after_it(store_target: Path | str) -> None:
+    """The rule the Slack error handler applies (bot/slack/once.py), on both backends."""
+    store = AuditStore.open(store_target)
+    try:
+        assert await claim(store, "command:a", "command")
+        WRITES.set(WriteTally())  # this test's own context: as a listener's, from its claim on
+        assert await release_unstarted(store, "command:a", WriteTally())
+        assert await claim(store, "command:a", "command"), "released: Slack's retry claims it"
+        handled = WriteTally()
+        WRITES.set(handled)
+        await store.write(lambda db: db.execute("SELECT 1"))  # something of the operation recorded
+        assert handled.writes == 1
+        assert not await release_unstarted(store, "command:a", handled)
+        assert not await claim(store, "command:a", "command"), "kept: a retry starts nothing"
+    finally:
+        store.close()
+
+
 @dataclass
 class Lab:
     host: DemoHost
@@ -110,6 +140,7 @@ async def lab(cluster: StoppableCluster, tmp_path_factory: pytest.TempPathFactor
         document = host.inventory()
         document["approvals"] = {"approvers": [APPROVER], "allow_self_approval": False, "expire_after_s": 600}
         document["hosts"]["ct129"]["port"] = proxy.port  # its SSH link can be held still
+        document["hosts"]["ct130"] = copy.deepcopy(document["hosts"]["ct129"])  # the same, for a test of its own
         known = tmp / "known_hosts"
         known.write_text(f"[127.0.0.1]:{proxy.port} " + host.known_hosts.read_text().split(" ", 1)[1])
         document["ssh"]["known_hosts"] = str(known)
@@ -176,7 +207,7 @@ async def test_postgresql_stopped_mid_restore_is_said_could_not_record_and_the_b
 
     # A following /verify through the same serve works, and shows the host as it is.
     await bot.command("/verify", "ct129")
-    await slack.wait_until(lambda: any("ct129 verify:" in m.text for m in slack.messages_in(CHANNEL)), timeout=60,
+    await slack.wait_until(lambda: verdicts(slack) == 1, timeout=60,
                            what="the verdict of a /verify after the database came back")
 
 
@@ -208,3 +239,39 @@ def approve(slack: FakeSlack, message_ts: str, plan_id: str, response_url: str) 
         "channel": {"id": CHANNEL}, "message": {"ts": message_ts}, "response_url": response_url,
         "actions": [{"type": "button", "action_id": "restore_approve", "block_id": "b", "value": plan_id,
                      "action_ts": f"{time.time():.6f}"}]})
+
+
+async def test_a_delivery_whose_first_write_failed_is_released_so_the_retry_runs(lab: Lab) -> None:
+    import psycopg
+
+    slack, bot = lab.slack, lab.bot
+    with psycopg.connect(lab.db, autocommit=True) as conn:
+        conn.execute(FAIL_FIRST_WRITE.encode())
+    response_url = slack.response_url()
+    body = slash_command_body("/verify", "ct130", FAILING_USER, CHANNEL, response_url, slack.trigger_id(FAILING_USER))
+    try:
+        assert (await slack.deliver(url(bot), body)).status_code == 200
+        await slack.wait_until(lambda: "internal error" in " ".join(said_to(slack, response_url)), timeout=60,
+                               what="the failed first write said to the user")
+    finally:
+        with psycopg.connect(lab.db, autocommit=True) as conn:
+            conn.execute(b"DROP TRIGGER pgfault_refuse ON events; DROP FUNCTION pgfault_refuse()")
+    assert not requested_by(bot, FAILING_USER), "the failed request was rolled back"
+    before = verdicts(slack, "ct130")
+    # Slack's retry of the same delivery runs it now; a second retry, once it has started, does not.
+    assert (await slack.deliver(url(bot), body, retry=1)).status_code == 200
+    await until("the retry's operation requested", lambda: requested_by(bot, FAILING_USER), timeout_s=60,
+                interval_s=0.2)
+    assert (await slack.deliver(url(bot), body, retry=2)).status_code == 200
+    await slack.wait_until(lambda: verdicts(slack, "ct130") > before, timeout=60, what="the retried verify's verdict")
+    assert len(requested_by(bot, FAILING_USER)) == 1, "one operation for one delivery retried twice"
+
+
+def verdicts(slack: FakeSlack, host: str = "ct129") -> int:
+    """Verifies of the host done (a verdict on their parent; one under way says "verifying")."""
+    return len([m for m in slack.messages_in(CHANNEL) if re.match(rf"{host} verify: (PASS|FAIL|ERROR)", m.text)])
+
+
+def requested_by(bot: Replica, user: str) -> list[str | None]:
+    return [op for kind, op, d in bot.events() if kind == "requested" and d.get("origin", {}).get("actor")
+            == f"slack:{user}"]

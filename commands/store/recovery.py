@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from commands.holder import Holder
 from commands.store import approvals, locks
 from commands.store.db import AuditStore
+from commands.store.deliveries import unclaim_in
 from commands.store.events import first_row, sql_list
 from commands.store.kinds import Finished
 from commands.store.leases import adopt_orphaned_plans, process_holder
@@ -174,4 +175,7 @@ async def settle_unrecorded(store: AuditStore) -> list[Interrupted]:
         elif host is not None:
             await store.write(functools.partial(locks.free, host=host, operation_id=operation_id))
         store.unrecorded.pop(operation_id, None)
+    for delivery_id in list(store.unclaimed):
+        await store.write(functools.partial(unclaim_in, delivery_id=delivery_id))
+        store.unclaimed.discard(delivery_id)
     return settled
