@@ -22,9 +22,15 @@ import pytest_asyncio
 from bot.cli.main import main
 from bot.demo.host import DemoHost, demo_host
 from commands.errors import CouldNotRecord
+from commands.findings import Evidence, Finding
+from commands.operation import Origin
+from commands.store import locks
 from commands.store.db import WRITES, AuditStore, WriteTally
 from commands.store.deliveries import claim, release_unstarted
+from commands.store.log import audit_log
 from commands.store.pg import POOL_TIMEOUT_S
+from commands.store.recovery import UNRECORDED, Interrupted, settle_unrecorded
+from commands.vocabulary import CheckStatus, EventKind, Operation
 from tests.conftest import write_inventory
 from tests.lab import skip_or_fail
 from tests.lab.postgres import BIN, START_TIMEOUT_S, Cluster, why_no_postgres
@@ -73,35 +79,56 @@ def cluster() -> Iterator[StoppableCluster]:
     own.stop()
 
 
-def test_a_store_waits_bounded_while_the_server_is_down_and_writes_again_when_it_is_back(
+async def test_a_store_waits_bounded_while_the_server_is_down_and_settles_when_it_is_back(
         cluster: StoppableCluster) -> None:
+    """In one process, as serve holds it: an operation (its request, its host's lock) whose step, ending and lock
+    release the stopped server refuses, and a delivery claim to release; all settled once it is back."""
     store = AuditStore.open(cluster.database("pool"))
     try:
-        assert asyncio.run(store.transaction(lambda conn: conn.execute("SELECT 1 AS one").fetchone())) == {"one": 1}
-        cluster.pause()
+        log = audit_log(store, Operation.RESTORE, "op-cut", "ct129", "slack:U0REQ")
+        await log.requested(Origin("slack:U0REQ", "slack", CHANNEL, "1.000"))
+        lock = await locks.acquire(store, "ct129", "op-cut", Operation.RESTORE, "slack:U0REQ")
+        await log.step(Finding("snapshot", CheckStatus.PASS, "1 file(s) copied", Evidence.of("cp", 0, "", 0.01)))
+        assert await claim(store, "command:cut", "command")
+        await asyncio.to_thread(cluster.pause)
         began = time.monotonic()
         with pytest.raises(CouldNotRecord) as failed:
-            asyncio.run(store.write(lambda db: db.execute("SELECT 1")))
+            await log.step("replace")
         waited = time.monotonic() - began
         assert "could not record in the audit database" in failed.value.message
         assert "nothing of it was written" in failed.value.message, failed.value.message
         print(f"\na write with the server down failed after {waited:.1f} s (pool timeout {POOL_TIMEOUT_S:g} s)")
-        cluster.resume()
+        assert store.unrecorded == {"op-cut": (Operation.RESTORE, "ct129")}, "its step failed: to be settled"
+        store.unrecorded.clear()
+        with pytest.raises(CouldNotRecord):
+            await locks.release(store, lock)
+        assert await release_unstarted(store, "command:cut", WriteTally())  # released later, not now
+        assert store.unrecorded == {"op-cut": (Operation.RESTORE, "ct129")} and store.unclaimed == {"command:cut"}
+        await asyncio.to_thread(cluster.resume)
         # The same store, no reopening: the pool's dead connection was dropped, a new one is made.
-        assert asyncio.run(until_written(store)) == {"one": 1}
+        settled = await until_settled(store)
+        assert [(op.operation_id, op.last_step, op.reason, op.channel, op.thread_ts) for op in settled] == [
+            ("op-cut", "snapshot: 1 file(s) copied", UNRECORDED, CHANNEL, "1.000")], "to be told in its thread"
+        assert [e.kind for e in await store.events_of("op-cut")][-2:] == [EventKind.FINISHED,
+                                                                           EventKind.LOCK_RELEASED_STALE]
+        assert await locks.holder_of(store, "ct129") is None
+        assert await claim(store, "command:cut", "command"), "the delivery was released: a retry runs"
+        assert await settle_unrecorded(store) == [], "settled once"
     finally:
         store.close()
 
 
-async def until_written(store: AuditStore) -> object:
+async def until_settled(store: AuditStore) -> list[Interrupted]:
     deadline = time.monotonic() + 30
     while True:
         try:
-            return await store.transaction(lambda conn: conn.execute("SELECT 1 AS one").fetchone())
+            return await settle_unrecorded(store)
         except CouldNotRecord:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
 
 
 async def test_a_claim_is_released_only_when_nothing_was_written_after_it(store_target: Path | str) -> None:
