@@ -229,6 +229,9 @@ async def test_postgresql_stopped_mid_restore_is_said_could_not_record_and_the_b
     await slack.wait_until(lambda: any("interrupted" in m.text for m in slack.thread(CHANNEL, plan.ts)),
                            timeout=60, what="the restore's thread told it was interrupted")
     print(f"\ndatabase back to the thread's interrupted note: {time.monotonic() - back:.1f} s")
+    note = next(m for m in slack.thread(CHANNEL, plan.ts) if "interrupted" in m.text)
+    assert "the audit database did not take a write" in json.dumps(note.blocks), "why, not 'proofbot stopped'"
+    assert "last step recorded" in json.dumps(note.blocks) and "Verify now" in json.dumps(note.blocks)
     assert bot.process is not None and bot.process.returncode is None, "serve kept running"
     finished = [d for kind, op, d in bot.events() if op == plan_id and kind == "finished"]
     assert [d["verdict"] for d in finished] == ["interrupted"], finished
