@@ -27,10 +27,11 @@ from commands.operation import Origin
 from commands.store import locks
 from commands.store.db import WRITES, AuditStore, WriteTally
 from commands.store.deliveries import claim, release_unstarted
+from commands.store.kinds import Finished
 from commands.store.log import audit_log
 from commands.store.pg import POOL_TIMEOUT_S
 from commands.store.recovery import UNRECORDED, Interrupted, settle_unrecorded
-from commands.vocabulary import CheckStatus, EventKind, Operation
+from commands.vocabulary import CheckStatus, EventKind, Operation, Verdict
 from tests.conftest import write_inventory
 from tests.lab import skip_or_fail
 from tests.lab.postgres import BIN, START_TIMEOUT_S, Cluster, why_no_postgres
@@ -90,6 +91,16 @@ async def test_a_store_waits_bounded_while_the_server_is_down_and_settles_when_i
         lock = await locks.acquire(store, "ct129", "op-cut", Operation.RESTORE, "slack:U0REQ")
         await log.step(Finding("snapshot", CheckStatus.PASS, "1 file(s) copied", Evidence.of("cp", 0, "", 0.01)))
         assert await claim(store, "command:cut", "command")
+        # The connection cut inside a transaction (as a server restart cuts it): rolled back whole, said so.
+        with pytest.raises(CouldNotRecord, match="nothing of it was written"):
+            await store.write(lambda db: (db.execute("DELETE FROM deliveries"),
+                                          db.execute("SELECT pg_terminate_backend(pg_backend_pid())")))
+        assert not await claim(store, "command:cut", "command"), "the claim is still there"
+        # One that did finish, whose host's lock the stopped server will not free.
+        done = audit_log(store, Operation.RESTART, "op-done", "ct130", "slack:U0REQ")
+        await done.requested(Origin("slack:U0REQ", "slack", CHANNEL, "2.000"))
+        done_lock = await locks.acquire(store, "ct130", "op-done", Operation.RESTART, "slack:U0REQ")
+        await done.finished(Finished(Verdict.PASS, "restarted"))
         await asyncio.to_thread(cluster.pause)
         began = time.monotonic()
         with pytest.raises(CouldNotRecord) as failed:
@@ -102,8 +113,11 @@ async def test_a_store_waits_bounded_while_the_server_is_down_and_settles_when_i
         store.unrecorded.clear()
         with pytest.raises(CouldNotRecord):
             await locks.release(store, lock)
+        with pytest.raises(CouldNotRecord):
+            await locks.release(store, done_lock)
         assert await release_unstarted(store, "command:cut", WriteTally())  # released later, not now
-        assert store.unrecorded == {"op-cut": (Operation.RESTORE, "ct129")} and store.unclaimed == {"command:cut"}
+        assert store.unrecorded == {"op-cut": (Operation.RESTORE, "ct129"), "op-done": (Operation.RESTART, "ct130")}
+        assert store.unclaimed == {"command:cut"}
         await asyncio.to_thread(cluster.resume)
         # The same store, no reopening: the pool's dead connection was dropped, a new one is made.
         settled = await until_settled(store)
@@ -112,6 +126,7 @@ async def test_a_store_waits_bounded_while_the_server_is_down_and_settles_when_i
         assert [e.kind for e in await store.events_of("op-cut")][-2:] == [EventKind.FINISHED,
                                                                            EventKind.LOCK_RELEASED_STALE]
         assert await locks.holder_of(store, "ct129") is None
+        assert await locks.holder_of(store, "ct130") is None, "a finished operation's lock freed, nothing told"
         assert await claim(store, "command:cut", "command"), "the delivery was released: a retry runs"
         assert await settle_unrecorded(store) == [], "settled once"
     finally:
