@@ -71,13 +71,16 @@ def interrupted_message(op: Interrupted) -> Message:
                 f"restarted again without a new plan (`/restart {op.fleet_target}` shows every host as it is now).")
         return (f"proofbot restarted: {op.operation} of {op.fleet_target} was interrupted",
                 [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()])
-    text = (f":warning: proofbot stopped while this {op.operation} of {op.host} was running. The last step "
+    stopped = op.reason == Interrupted.reason  # else its own write failed: proofbot kept running
+    why = "proofbot stopped" if stopped else "the audit database did not take a write"
+    text = (f":warning: {why} while this {op.operation} of {op.host} was running. The last step "
             f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
             f"after that. Operation `{op.operation_id}` is marked interrupted.")
     blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
               ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
                                                    style="primary")])]
-    return f"proofbot restarted: {op.operation} of {op.host} was interrupted", [b.to_dict() for b in blocks]
+    return (f"proofbot restarted: {op.operation} of {op.host} was interrupted" if stopped
+            else f"{op.operation} of {op.host} was interrupted: {why}", [b.to_dict() for b in blocks])
 
 
 ROLLOUT_STATE_WORDS = {"done": "restarted and proven", "failed": "restarted, its proof failed",

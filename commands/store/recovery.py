@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from commands.holder import Holder
 from commands.store import approvals, locks
 from commands.store.db import AuditStore
+from commands.store.deliveries import unclaim_in
 from commands.store.events import first_row, sql_list
 from commands.store.kinds import Finished
 from commands.store.leases import adopt_orphaned_plans, process_holder
@@ -58,6 +59,7 @@ class Interrupted:
     fleet_target: str | None = None  # a fleet operation (``verify GROUP``; host None): what it was asked for
     fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
     hosts: tuple[tuple[str, str], ...] = ()  # a rollout's hosts in its plan's order, each with its RolloutState
+    reason: str = "proofbot stopped while this ran"
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -77,8 +79,8 @@ async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.
     return interrupted, ours
 
 
-async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone: frozenset[str] = frozenset()
-                          ) -> list[Interrupted]:
+async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone: frozenset[str] = frozenset(),
+                          reason: str = "") -> list[Interrupted]:
     """Interrupt each unfinished operation of ``rows`` whose process is provably gone (``gone``: known to be)."""
     interrupted = []
     for row in rows:
@@ -95,7 +97,8 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, f"{step}: {summary}" if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"))
+                             fleet.get("target"), requested.get("fleet_operation_id"),
+                             reason=reason or Interrupted.reason)
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:
             interrupted.append(told)
@@ -107,6 +110,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     lease ended unrenewed (its replica died: never run again, only told), and adopt the pending plans whose
     lease ended (they stay valid). Bounded: it reads the locks (one row per busy host), never the whole log."""
     moment = time.time() if now is None else now
+    settled = await settle_unrecorded(store)
     ids = await store.snapshot(lambda db: [row["operation_id"] for row in db.query(
         "SELECT operation_id FROM locks WHERE lease_expires IS NOT NULL AND lease_expires <= ? "
         "ORDER BY lease_expires LIMIT ?", [moment, TAKE_OVER_MAX])])
@@ -115,7 +119,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     # back): that replica ran the fleet too.
     fleets = await store.snapshot(lambda db: _fleets_of(db, ids))
     rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if f not in ids]))
-    interrupted = await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
+    interrupted = settled + await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
     running = {row["operation_id"] for row in rows}
     for operation_id in dict.fromkeys(ids):
         if operation_id not in running:  # no operation left to interrupt holds it: freed all the same
@@ -169,18 +173,19 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
     if record.operation == Operation.ROLLOUT:  # where each host stood, for its thread and the log
         record = replace(record, hosts=tuple(rollout_states(db, record.operation_id).items()))
         by_state = {state: [host for host, s in record.hosts if s == state] for state in ROLLOUT_STATES}
-        log.finished(Finished(Verdict.INTERRUPTED, "proofbot stopped while this ran", last_event=last_event,
+        log.finished(Finished(Verdict.INTERRUPTED, record.reason, last_event=last_event,
                               counts={state: len(hosts) for state, hosts in by_state.items() if hosts},
                               extra={state: hosts for state, hosts in by_state.items()}))
     else:
-        log.finished(Finished(Verdict.INTERRUPTED, "proofbot stopped while this ran", last_event=last_event))
+        log.finished(Finished(Verdict.INTERRUPTED, record.reason, last_event=last_event))
     if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
         db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])
         return record
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)
-        log.lock_released_stale("operation interrupted by a bot restart", asdict(holder))
+        log.lock_released_stale("operation interrupted by a bot restart" if record.reason == Interrupted.reason
+                                else "operation interrupted: " + record.reason, asdict(holder))
     return record
 
 
@@ -228,3 +233,24 @@ def _part_state(started: bool, verdict: str | None) -> RolloutState:
     if verdict is None or verdict == Verdict.INTERRUPTED:  # under way when its process died
         return "unknown"
     return "failed"
+
+
+UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
+
+
+async def settle_unrecorded(store: AuditStore) -> list[Interrupted]:
+    """This process's operations whose write the database did not take (``store.unrecorded``), once it takes
+    writes again: each unfinished one is finished interrupted and its host freed, as a dead replica's would be;
+    one that did finish only frees a lock it still holds. The ones settled, to be told in their threads."""
+    settled: list[Interrupted] = []
+    for operation_id, (_, host) in list(store.unrecorded.items()):
+        rows = await store.snapshot(functools.partial(_unfinished_of, operation_ids=[operation_id]))
+        if rows:
+            settled += await _interrupt_gone(store, rows, gone=frozenset([operation_id]), reason=UNRECORDED)
+        elif host is not None:
+            await store.write(functools.partial(locks.free, host=host, operation_id=operation_id))
+        store.unrecorded.pop(operation_id, None)
+    for delivery_id in list(store.unclaimed):
+        await store.write(functools.partial(unclaim_in, delivery_id=delivery_id))
+        store.unclaimed.discard(delivery_id)
+    return settled
