@@ -26,10 +26,10 @@ from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.home_blocks import help_message
 from bot.slack.listening import Body, BotContext, Listener, SlackCommand
 from bot.slack.modal_blocks import REASON_BLOCK, REJECT_REASON_VIEW
-from bot.slack.once import handled_once
+from bot.slack.once import handled_once, release_if_unstarted
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
-from commands.errors import ProofbotError
+from commands.errors import CouldNotRecord, ProofbotError
 from commands.inflight import SHOWN_MAX
 from commands.operation import Origin
 from commands.redact import redact
@@ -76,17 +76,24 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
 
     @app.event("app_home_opened")
     async def on_home(event: Body, client: AsyncWebClient) -> None:
+        context.listening()
         await on_home_opened(context, home, event, client)
 
     @app.event("member_joined_channel")
     async def on_joined(event: Body, client: AsyncWebClient, context: AsyncBoltContext) -> None:
+        bot.listening()
         await on_member_joined(bot, context.bot_user_id, event, client)
 
     @app.error
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
                        client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
         in_modal = body.get("type") == "view_submission"
-        if isinstance(error, ProofbotError):
+        if isinstance(error, CouldNotRecord):  # nothing more can be audited now: say so, claim nothing
+            log.warning("could not record: %s", error)
+            said = f"{error.message}. {error.hint}"
+            text = error_message("proofbot could not record this in its audit log",
+                                 escape(f"{error.message}. {error.hint}"))
+        elif isinstance(error, ProofbotError):
             action = (body.get("actions") or [{}])[0]
             user = body.get("user_id") or body.get("user", {}).get("id", "?")
             submitted = _metadata(body) if in_modal else {}
@@ -107,6 +114,7 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
+        await release_if_unstarted(context, body)  # after a refusal's audit: a refused delivery stays claimed
         if in_modal and response is not None:  # shown in the modal, under the reason box (plain text)
             return BoltResponse(status=200, body={"response_action": "errors",
                                                   "errors": {REASON_BLOCK: redact(said)[:2000]}})
@@ -126,6 +134,7 @@ def _command_listener(context: BotContext, command: SlackCommand) -> Any:
     # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
     # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        context.listening()
         context.check_channel(body["channel_id"])  # help too: it lists the hosts
         text = body.get("text", "").strip()
         if text.lower() == "help" or (not text and command.empty_text_is_help):
@@ -137,6 +146,7 @@ def _command_listener(context: BotContext, command: SlackCommand) -> Any:
 
 def _action_listener(context: BotContext, on_click: Listener) -> Any:
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        context.listening()
         await on_click(context, ack, body, client)
     return listener
 
