@@ -109,6 +109,7 @@ class PlanState(StrEnum):
     EXPIRED = "expired"
     APPLIED = "applied"  # approved, and the apply ran
     VOID = "void"  # approved, but the apply was refused (the host changed) or cancelled
+    INTERRUPTED = "interrupted"  # approved, the apply started, and its operation was finished interrupted
 
 
 class Operation(StrEnum):

@@ -11,7 +11,7 @@ from bot.slack.blocks import Message, as_dicts, context_block, escape, section_b
 from bot.slack.emoji import VERDICT_EMOJI
 from bot.slack.thread_blocks import FLEET_REVERIFY, VERIFY_NOW
 from bot.words import approval_words, fleet_words, no_thread, operation_words, verdict_word, when
-from commands.store.recovery import Interrupted
+from commands.store.recovery import LEASE_ENDED, STOPPED, Interrupted
 from commands.store.trail import OperationRecord
 from commands.vocabulary import Operation
 
@@ -56,31 +56,50 @@ def audit_operation_message(record: OperationRecord, permalink: str | None, link
     return text, as_dicts([section_block(f"{headline}\n{people}"), context_block(note)])
 
 
+def interrupted_why(op: Interrupted) -> tuple[str, str]:
+    """Who stopped: (the notice's first words, its body's cause), by the record's reason: this bot restarted,
+    another replica stopped renewing its lease, or the database did not take this process's write."""
+    if op.reason == STOPPED:
+        return "proofbot restarted: ", "proofbot stopped"
+    if op.reason == LEASE_ENDED:
+        return f"{LEASE_ENDED}: ", LEASE_ENDED
+    return "", "the audit database did not take a write"
+
+
 def interrupted_message(op: Interrupted) -> Message:
+    first, why = interrupted_why(op)
+    headline = f"{first}{op.operation} of {op.fleet_target or op.host} was interrupted" + ("" if first else f": {why}")
     if op.fleet_target is not None and op.operation == Operation.VERIFY:  # re-verified from the log, as if finished
-        text = (f":warning: proofbot stopped while this verify of {op.fleet_target} was running; the hosts not "
+        text = (f":warning: {why} while this verify of {op.fleet_target} was running; the hosts not "
                 f"finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted.")
         blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text))),
                   ActionsBlock(elements=[ButtonElement(text="Re-verify the hosts that did not pass",
                                                        action_id=FLEET_REVERIFY, value=op.operation_id,
                                                        style="primary")])]
-        return f"proofbot restarted: verify of {op.fleet_target} was interrupted", [b.to_dict() for b in blocks]
+        return headline, [b.to_dict() for b in blocks]
     if op.fleet_target is not None:  # a rollout: where each host stood; nothing is restarted again without a plan
-        text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running. "
+        text = (f":warning: {why} while this {op.operation} of {op.fleet_target} was running. "
                 f"{rollout_states_words(op.hosts)}Operation `{op.operation_id}` is marked interrupted; no host is "
                 f"restarted again without a new plan (`/restart {op.fleet_target}` shows every host as it is now).")
-        return (f"proofbot restarted: {op.operation} of {op.fleet_target} was interrupted",
-                [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()])
-    stopped = op.reason == Interrupted.reason  # else its own write failed: proofbot kept running
-    why = "proofbot stopped" if stopped else "the audit database did not take a write"
+        return headline, [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()]
     text = (f":warning: {why} while this {op.operation} of {op.host} was running. The last step "
             f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
             f"after that. Operation `{op.operation_id}` is marked interrupted.")
     blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
               ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
                                                    style="primary")])]
-    return (f"proofbot restarted: {op.operation} of {op.host} was interrupted" if stopped
-            else f"{op.operation} of {op.host} was interrupted: {why}", [b.to_dict() for b in blocks])
+    return headline, [b.to_dict() for b in blocks]
+
+
+def interrupted_parent_message(op: Interrupted) -> Message:
+    """The operation's parent message, left on its last progress line, once it is finished interrupted: what
+    was interrupted, why, and that its thread says what is known (the plan, if any, is ``interrupted`` too)."""
+    _, why = interrupted_why(op)
+    text = (f"{op.operation} of {op.fleet_target or op.host}: interrupted ({why}); "
+            f"operation {op.operation_id}, what is known is in this thread")
+    headline = (f":warning: *{escape(f'{op.operation} of {op.fleet_target or op.host}')}: interrupted* "
+                f"({escape(why)}); what is known is in this thread")
+    return text, as_dicts([section_block(headline), context_block(f"operation `{escape(op.operation_id)}`")])
 
 
 ROLLOUT_STATE_WORDS = {"done": "restarted and proven", "failed": "restarted, its proof failed",

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.audit_blocks import interrupted_message
+from bot.slack.audit_blocks import interrupted_message, interrupted_parent_message
 from bot.slack.listening import BotContext
 from bot.slack.plans import arm_expiry, show_expired
 from commands import observe
@@ -23,6 +25,7 @@ from commands.store.leases import RENEW_EVERY_S
 from commands.store.recovery import Interrupted, recover, take_over
 
 log = logging.getLogger("proofbot.recovery")
+SLACK_CALL_S = 15.0  # each post or update; the client's own timeout is per HTTP attempt, retries included
 
 
 async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[Interrupted]:
@@ -38,14 +41,27 @@ async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[
 
 
 async def _tell(client: AsyncWebClient, interrupted: list[Interrupted]) -> None:
+    """Each interrupted operation's thread is told what is known, and its parent message (left on its last
+    progress line) says interrupted: one call each, bounded; a Slack failure is logged, the next one goes on."""
     for op in interrupted:
         if not op.channel or not op.thread_ts or op.fleet_operation_id:  # a fleet's part: the fleet says it
             continue
         text, blocks = interrupted_message(op)
-        try:
-            await client.chat_postMessage(channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks)
-        except SlackApiError as exc:
-            log.warning("could not post in the thread of %s: %s", op.operation_id, exc.response.get("error"))
+        await _one_call(op, "post in the thread of", client.chat_postMessage(
+            channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks))
+        text, blocks = interrupted_parent_message(op)
+        await _one_call(op, "update the parent message of", client.chat_update(
+            channel=op.channel, ts=op.thread_ts, text=text, blocks=blocks))
+
+
+async def _one_call(op: Interrupted, what: str, call: Awaitable[object]) -> None:
+    try:
+        async with asyncio.timeout(SLACK_CALL_S):
+            await call
+    except SlackApiError as exc:
+        log.warning("could not %s %s: %s", what, op.operation_id, exc.response.get("error"))
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        log.warning("could not %s %s: %s", what, op.operation_id, exc or type(exc).__name__)
 
 
 async def take_over_leases(context: BotContext, client: AsyncWebClient, every_s: float = RENEW_EVERY_S) -> None:

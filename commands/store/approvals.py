@@ -333,6 +333,13 @@ def set_state(db: sqlite_utils.Database, plan_id: str, state: PlanState) -> None
     db.execute("UPDATE plans SET state = ? WHERE id = ?", [PlanState(state), plan_id])
 
 
+def interrupt_in(db: sqlite_utils.Database, plan_id: str) -> None:
+    """An approved plan whose apply was interrupted (``commands/store/recovery.py``) is ``interrupted``, in the
+    caller's transaction; a plan in any other state, or no plan (a verify), is left as it is."""
+    db.execute("UPDATE plans SET state = ? WHERE id = ? AND state = ?",
+               [PlanState.INTERRUPTED, plan_id, PlanState.APPROVED])
+
+
 async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: Verdict | str, reason: str) -> None:
     """End a plan that will not be applied (rejected, expired, declined): finish it and free the host if
     this plan holds it, in one transaction."""

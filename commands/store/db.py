@@ -71,6 +71,8 @@ class AuditStore:
         # finished interrupted, once it takes writes again (commands/store/recovery.py settle_unrecorded).
         self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
         self.unclaimed: set[str] = set()  # deliveries to release once it takes writes again (deliveries.py)
+        # Operations whose write was not taken: they write nothing more here, ever (commands/store/log.py).
+        self.cut_off: dict[str, None] = {}
 
     @property
     def dialect(self) -> str:

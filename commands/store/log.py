@@ -8,9 +8,9 @@ another table: a decision with the plan's state, an expiry, a lock freed, an int
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands import observe
 from commands.errors import CouldNotRecord
@@ -37,6 +37,9 @@ from commands.store.kinds import (
     WatchRun,
 )
 from commands.vocabulary import Operation
+
+T = TypeVar("T")
+CUT_OFF_MAX = 10_000  # operation ids kept as stopped by a write not taken (store.cut_off)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -110,13 +113,24 @@ class AuditLog(Subject):
 
     async def _write(self, body: EventBody) -> Event:
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
+        return await self._recorded(lambda db: self.append(db, body, details))
+
+    async def _recorded(self, work: Callable[[sqlite_utils.Database], T]) -> T:
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
+        if self.operation_id is not None and self.operation_id in store.cut_off:
+            # Its run ended at its first write not taken: it acts and records nothing more (no second ending
+            # beside the one settle_unrecorded writes, however the caller handles the error).
+            raise CouldNotRecord(f"operation {self.operation_id} already failed to record a step: it is stopped "
+                                 "here and finished interrupted once the database takes writes again")
         try:
-            return await store.write(lambda db: self.append(db, body, details))
+            return await store.write(work)
         except CouldNotRecord:
             if self.operation_id is not None:  # finished (interrupted) once the database is back
                 store.unrecorded.setdefault(self.operation_id, (self.operation, self.host))
+                store.cut_off[self.operation_id] = None
+                while len(store.cut_off) > CUT_OFF_MAX:  # bounded: the oldest, long settled, go first
+                    del store.cut_off[next(iter(store.cut_off))]
             raise
 
     async def requested(self, origin: Origin, **facts: Any) -> Event:
@@ -135,10 +149,8 @@ class AuditLog(Subject):
             return []
         bodies = [Check.of(finding) for finding in findings]
         details = [plain(body.details()) for body in bodies]
-        observe.working_on(self.operation_id, self.host)
-        store: AuditStore = self.store
-        return await store.write(lambda db: [self.append(db, body, each) for body, each in zip(bodies, details,
-                                                                                                strict=True)])
+        return await self._recorded(lambda db: [self.append(db, body, each)
+                                                for body, each in zip(bodies, details, strict=True)])
 
     async def step(self, step: str | Finding, **facts: Any) -> Event:
         """A named moment (``step("ready", ready_after_s=…)``) or a finding (a restore's written file)."""

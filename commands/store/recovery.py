@@ -59,7 +59,12 @@ class Interrupted:
     fleet_target: str | None = None  # a fleet operation (``verify GROUP``; host None): what it was asked for
     fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
     hosts: tuple[tuple[str, str], ...] = ()  # a rollout's hosts in its plan's order, each with its RolloutState
-    reason: str = "proofbot stopped while this ran"
+    reason: str = "proofbot stopped while this ran"  # STOPPED; LEASE_ENDED or UNRECORDED say another cause
+
+
+STOPPED = Interrupted.reason  # this bot (or the CLI process that ran it) stopped: found at the next start
+LEASE_ENDED = "the proofbot replica running this stopped (its lease ended)"  # another replica's, at take_over
+UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -119,7 +124,8 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     # back): that replica ran the fleet too.
     fleets = await store.snapshot(lambda db: _fleets_of(db, ids))
     rows += await store.snapshot(lambda db: _unfinished_of(db, [f for f in fleets if f not in ids]))
-    interrupted = settled + await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows))
+    interrupted = settled + await _interrupt_gone(store, rows, gone=frozenset(row["operation_id"] for row in rows),
+                                                  reason=LEASE_ENDED)
     running = {row["operation_id"] for row in rows}
     for operation_id in dict.fromkeys(ids):
         if operation_id not in running:  # no operation left to interrupt holds it: freed all the same
@@ -178,13 +184,14 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
                               extra={state: hosts for state, hosts in by_state.items()}))
     else:
         log.finished(Finished(Verdict.INTERRUPTED, record.reason, last_event=last_event))
+    approvals.interrupt_in(db, record.operation_id)  # its approved plan, if it had one, says so too
     if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
         db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])
         return record
     holder = locks.holder_in(db, record.host)
     if holder is not None and holder.operation_id == record.operation_id:
         locks.free(db, record.host, record.operation_id)
-        log.lock_released_stale("operation interrupted by a bot restart" if record.reason == Interrupted.reason
+        log.lock_released_stale("operation interrupted by a bot restart" if record.reason == STOPPED
                                 else "operation interrupted: " + record.reason, asdict(holder))
     return record
 
@@ -233,9 +240,6 @@ def _part_state(started: bool, verdict: str | None) -> RolloutState:
     if verdict is None or verdict == Verdict.INTERRUPTED:  # under way when its process died
         return "unknown"
     return "failed"
-
-
-UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
 
 
 async def settle_unrecorded(store: AuditStore) -> list[Interrupted]:

@@ -1,0 +1,194 @@
+"""What an interrupted operation says must be exactly true: who stopped (this bot restarted, another replica's
+lease ended, the database did not take a write), in its thread and its ``finished`` event; its parent message and
+its plan say interrupted too; and an operation whose write failed does nothing more, so settling it writes its
+one ending."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.demo.host import demo_host
+from bot.slack.audit_blocks import interrupted_message, interrupted_parent_message
+from bot.slack.listening import BotContext
+from bot.slack.recovery import take_over_leases
+from commands.errors import CouldNotRecord
+from commands.inventory import Approvals, parse_inventory
+from commands.operation import Origin
+from commands.restore import apply_restore, request_restore
+from commands.store import approvals, locks
+from commands.store.db import AuditStore
+from commands.store.locks import LockHolder
+from commands.store.log import audit_log
+from commands.store.recovery import LEASE_ENDED, STOPPED, UNRECORDED, Interrupted, settle_unrecorded
+from commands.vocabulary import EventKind, Operation, PlanState
+from tests.lab.waits import until
+from tests.slack_fake.server import FakeSlack
+from tests.store_sql import rows
+from tests.test_replicas_store import DEAD
+
+T = TypeVar("T")
+CHANNEL = "C0OPS"
+INVENTORY = "channels: [C0OPS]\nhosts:\n  ct129: {address: 10.0.0.1}\n"
+
+
+def interrupted(reason: str, **fields: Any) -> Interrupted:
+    return Interrupted(**{"operation_id": "op-1", "operation": "restore", "host": "ct129", "channel": CHANNEL,
+                          "thread_ts": "1.0", "last_kind": "step", "last_at": "2026-12-02T00:00:00Z",
+                          "last_step": "snapshot: 2 file(s) copied", **fields}, reason=reason)
+
+
+@pytest.mark.parametrize(("reason", "headline", "why"), [
+    (STOPPED, "proofbot restarted: restore of ct129 was interrupted", "proofbot stopped while this restore"),
+    (LEASE_ENDED, "the proofbot replica running this stopped (its lease ended): restore of ct129 was interrupted",
+     "the proofbot replica running this stopped (its lease ended) while this restore"),
+    (UNRECORDED, "restore of ct129 was interrupted: the audit database did not take a write",
+     "the audit database did not take a write while this restore"),
+])
+def test_the_notice_says_who_stopped(reason: str, headline: str, why: str) -> None:
+    for op in (interrupted(reason), interrupted(reason, operation="rollout", host=None, fleet_target="gpu-west"),
+               interrupted(reason, operation="verify", host=None, fleet_target="gpu-west")):
+        text, blocks = interrupted_message(op)
+        target = op.fleet_target or op.host
+        assert text == headline.replace("restore of ct129", f"{op.operation} of {target}")
+        assert why.replace("restore", op.operation) in json.dumps(blocks)
+        parent_text, parent_blocks = interrupted_parent_message(op)
+        assert parent_text.startswith(f"{op.operation} of {target}: interrupted (")
+        assert why.split(" while ")[0] in parent_text and "interrupted" in json.dumps(parent_blocks)
+    if reason != STOPPED:
+        assert "restarted" not in interrupted_message(interrupted(reason))[0], "no bot restarted"
+
+
+async def a_dead_replicas_restore(store: AuditStore, parent_ts: str) -> None:
+    """An approved restore of ct129 run by replica B (dead: its lease ended), one step recorded."""
+    await approvals.create(store, plan_id="op-dead", operation=Operation.RESTORE, host="ct129",
+                           requested_by="slack:U1", plan_hash="h", details={}, approvals=Approvals(approvers=["U3"]))
+    await store.write(lambda db: db.execute("UPDATE plans SET state = ?", [PlanState.APPROVED]))
+    log = audit_log(store, Operation.RESTORE, "op-dead", "ct129", "slack:U1")
+    await log.requested(Origin("slack:U1", "slack", CHANNEL, parent_ts))
+    await log.step("snapshot", files=2)
+    lock = LockHolder("ct129", "op-dead", Operation.RESTORE, "slack:U1", 1, "replica-b", "2026-12-01T00:00:00Z",
+                      lease_holder=DEAD, lease_expires=time.time() - 1)
+    await store.write(lambda db: db.table("locks").insert(asdict(lock)))
+
+
+async def taken_over(store: AuditStore, slack: FakeSlack, client: AsyncWebClient, posts: int) -> None:
+    """One live replica's lease turns, until its thread notices are posted."""
+    turns = asyncio.create_task(take_over_leases(BotContext(parse_inventory(INVENTORY, "i.yml"), store), client,
+                                                 every_s=0.05))
+    try:
+        await until("the interrupted notice", lambda: len(slack.calls_to("chat.postMessage")) >= posts)
+        await until("the parent message updated", lambda: slack.calls_to("chat.update"))
+    finally:
+        turns.cancel()
+        await asyncio.gather(turns, return_exceptions=True)
+
+
+async def test_a_takeover_says_the_replica_stopped_and_updates_the_parent_and_the_plan(
+        store_target: Path | str) -> None:
+    store = AuditStore.open(store_target)
+    try:
+        async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
+            await a_dead_replicas_restore(store, parent)
+            await taken_over(store, slack, client, posts=2)
+            [note] = slack.thread(CHANNEL, parent)
+            assert note.text == ("the proofbot replica running this stopped (its lease ended): restore of ct129 "
+                                 "was interrupted"), note.text
+            said = slack.message(CHANNEL, parent).text
+            assert said.startswith("restore of ct129: interrupted (the proofbot replica running this stopped"), said
+            assert "restoring" not in said
+        [(finished,)] = rows(store_target, "SELECT details FROM events WHERE kind = 'finished' "
+                                           "AND operation_id = 'op-dead'")
+        assert json.loads(finished)["summary"] == LEASE_ENDED, "the record says which: no bot restarted"
+        [(released,)] = rows(store_target, "SELECT details FROM events WHERE kind = ?",
+                             [EventKind.LOCK_RELEASED_STALE])
+        assert "restart" not in json.loads(released)["reason"] and LEASE_ENDED in json.loads(released)["reason"]
+        assert rows(store_target, "SELECT state FROM plans") == [(PlanState.INTERRUPTED,)]
+    finally:
+        store.close()
+
+
+async def test_a_slack_error_on_the_parent_is_logged_never_fatal(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The parent is gone (deleted in Slack): the thread is still told, the failure logged, the turns go on."""
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
+            await a_dead_replicas_restore(store, parent)
+            del slack.messages[(CHANNEL, parent)]  # deleted by someone meanwhile (the fake has no chat.delete)
+            with caplog.at_level(logging.WARNING, logger="proofbot.recovery"):
+                await taken_over(store, slack, client, posts=1)
+            assert [w for w in slack.warnings if "matches no message" not in w] == [], slack.warnings
+            slack.warnings.clear()  # the thread's parent is gone: expected here
+        assert "could not update the parent message of op-dead: message_not_found" in caplog.text
+        assert rows(tmp_path / "a.db", "SELECT state FROM plans") == [(PlanState.INTERRUPTED,)]
+    finally:
+        store.close()
+
+
+class RefusedWrites:
+    """The store's writes, refused as a database that is down refuses them (CouldNotRecord) while a SQLite
+    trigger aborts them; every other write is taken, as by a database back at once."""
+
+    def __init__(self, store: AuditStore) -> None:
+        self.write = store.write
+
+    async def __call__(self, work: Any) -> Any:
+        try:
+            return await self.write(work)
+        except sqlite3.DatabaseError as exc:
+            raise CouldNotRecord(f"injected: {exc}") from None
+
+
+REFUSE_SNAPSHOT_STEP = """
+CREATE TRIGGER refuse_snapshot BEFORE INSERT ON events
+WHEN NEW.kind = 'step' AND json_extract(NEW.details, '$.name') = 'snapshot'
+BEGIN SELECT RAISE(ABORT, 'injected'); END
+"""
+
+
+async def test_a_restore_whose_write_failed_stops_there_and_is_settled_with_one_ending(tmp_path: Path) -> None:
+    """The restore's snapshot step is not taken: it replaces no file, writes nothing more (its own error
+    ending would say "internal error" once the database is back), and settling it writes its one ending."""
+    async with demo_host("ct137") as host:
+        inventory = parse_inventory(yaml.safe_dump(host.inventory()), "i.yml")
+        db = tmp_path / "a.db"
+        store = AuditStore.open(db)
+        try:
+            plan = await request_restore(inventory, inventory.host("ct137"), origin=Origin("cli:t", "cli"),
+                                         audit=store)
+            decided = await approvals.decide(store, plan.operation_id, "cli:approver", "approved",
+                                             inventory.approvals)
+            live = {path.name: path.read_bytes() for path in host.live_dir.iterdir() if path.is_file()}
+            await store.write(lambda db: db.execute(REFUSE_SNAPSHOT_STEP))
+            store.write = RefusedWrites(store)  # type: ignore[method-assign]
+            with pytest.raises(CouldNotRecord):
+                await apply_restore(plan, decided, actor="cli:t", audit=store, move_extras=True)
+            assert {path.name: path.read_bytes() for path in host.live_dir.iterdir() if path.is_file()} == live, \
+                "no file replaced, none moved: nothing after the write that failed"
+            ended = "SELECT kind, json_extract(details, '$.verdict'), json_extract(details, '$.summary') FROM events " \
+                    "WHERE operation_id = ? AND kind IN ('finished', 'interrupted', 'refused', 'cancelled')"
+            assert rows(db, ended.replace("?", f"'{plan.operation_id}'")) == [], "nothing written after it"
+            settled = await settle_unrecorded(store)
+            assert [(op.operation_id, op.reason) for op in settled] == [(plan.operation_id, UNRECORDED)]
+            assert rows(db, ended.replace("?", f"'{plan.operation_id}'")) == [
+                ("finished", "interrupted", UNRECORDED)], "exactly one ending"
+            assert await settle_unrecorded(store) == [], "settled once"
+            assert await locks.holder_of(store, "ct137") is None, "its host is free"
+            assert rows(db, "SELECT state FROM plans") == [(PlanState.INTERRUPTED,)]
+        finally:
+            store.close()
