@@ -192,3 +192,26 @@ async def test_a_restore_whose_write_failed_stops_there_and_is_settled_with_one_
             assert rows(db, "SELECT state FROM plans") == [(PlanState.INTERRUPTED,)]
         finally:
             store.close()
+
+
+async def test_a_stopped_operation_writes_nothing_more_but_others_may_free_its_stale_lock(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        log = audit_log(store, Operation.RESTART, "op-cut", "ct129", "cli:t")
+        await log.requested(Origin("cli:t", "cli"))
+        store.write = RefusedWrites(store)  # type: ignore[method-assign]
+        await store.write(lambda db: db.execute("CREATE TRIGGER refuse_all BEFORE INSERT ON events "
+                                                "BEGIN SELECT RAISE(ABORT, 'injected'); END"))
+        with pytest.raises(CouldNotRecord, match="injected"):
+            await log.step("restart-sent")
+        await store.write(lambda db: db.execute("DROP TRIGGER refuse_all"))  # the database is back
+        with pytest.raises(CouldNotRecord, match="already failed to record a step"):
+            await log.step("ready")
+        with pytest.raises(CouldNotRecord, match="already failed to record a step"):
+            await log.interrupted("its own ending")
+        await log.lock_released_stale("freed for another operation", {"host": "ct129"})
+        assert rows(tmp_path / "a.db", "SELECT kind FROM events ORDER BY id") == [
+            (EventKind.REQUESTED,), (EventKind.LOCK_RELEASED_STALE,)]
+        assert store.unrecorded == {"op-cut": (Operation.RESTART, "ct129")}
+    finally:
+        store.close()

@@ -113,12 +113,14 @@ class AuditLog(Subject):
 
     async def _write(self, body: EventBody) -> Event:
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
-        return await self._recorded(lambda db: self.append(db, body, details))
+        # A stale lock freed for another operation is that one's act, never the stopped operation's own.
+        return await self._recorded(lambda db: self.append(db, body, details),
+                                    its_own=not isinstance(body, LockReleasedStale))
 
-    async def _recorded(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+    async def _recorded(self, work: Callable[[sqlite_utils.Database], T], its_own: bool = True) -> T:
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
-        if self.operation_id is not None and self.operation_id in store.cut_off:
+        if its_own and self.operation_id is not None and self.operation_id in store.cut_off:
             # Its run ended at its first write not taken: it acts and records nothing more (no second ending
             # beside the one settle_unrecorded writes, however the caller handles the error).
             raise CouldNotRecord(f"operation {self.operation_id} already failed to record a step: it is stopped "
