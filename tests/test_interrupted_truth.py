@@ -12,7 +12,7 @@ import sqlite3
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -27,6 +27,7 @@ from commands.inventory import Approvals, parse_inventory
 from commands.operation import Origin
 from commands.restore import apply_restore, request_restore
 from commands.store import approvals, locks
+from commands.store import log as store_log
 from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
 from commands.store.log import audit_log
@@ -37,7 +38,6 @@ from tests.slack_fake.server import FakeSlack
 from tests.store_sql import rows
 from tests.test_replicas_store import DEAD
 
-T = TypeVar("T")
 CHANNEL = "C0OPS"
 INVENTORY = "channels: [C0OPS]\nhosts:\n  ct129: {address: 10.0.0.1}\n"
 
@@ -194,7 +194,9 @@ async def test_a_restore_whose_write_failed_stops_there_and_is_settled_with_one_
             store.close()
 
 
-async def test_a_stopped_operation_writes_nothing_more_but_others_may_free_its_stale_lock(tmp_path: Path) -> None:
+async def test_a_stopped_operation_writes_nothing_more_but_others_may_free_its_stale_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_log, "CUT_OFF_MAX", 1)  # the newest kept; an old one long settled goes
     store = AuditStore.open(tmp_path / "a.db")
     try:
         log = audit_log(store, Operation.RESTART, "op-cut", "ct129", "cli:t")
@@ -213,5 +215,10 @@ async def test_a_stopped_operation_writes_nothing_more_but_others_may_free_its_s
         assert rows(tmp_path / "a.db", "SELECT kind FROM events ORDER BY id") == [
             (EventKind.REQUESTED,), (EventKind.LOCK_RELEASED_STALE,)]
         assert store.unrecorded == {"op-cut": (Operation.RESTART, "ct129")}
+        await store.write(lambda db: db.execute("CREATE TRIGGER refuse_all BEFORE INSERT ON events "
+                                                "BEGIN SELECT RAISE(ABORT, 'injected'); END"))
+        with pytest.raises(CouldNotRecord, match="injected"):
+            await audit_log(store, Operation.VERIFY, "op-next", "ct130", "cli:t").requested(Origin("cli:t", "cli"))
+        assert list(store.cut_off) == ["op-next"], "bounded"
     finally:
         store.close()
