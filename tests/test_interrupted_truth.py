@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import sqlite3
 import time
 from dataclasses import asdict
@@ -31,7 +32,7 @@ from commands.store import log as store_log
 from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
 from commands.store.log import audit_log
-from commands.store.recovery import LEASE_ENDED, STOPPED, UNRECORDED, Interrupted, settle_unrecorded
+from commands.store.recovery import LEASE_ENDED, STOPPED, UNRECORDED, Interrupted, recover, settle_unrecorded
 from commands.vocabulary import EventKind, Operation, PlanState
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
@@ -220,5 +221,29 @@ async def test_a_stopped_operation_writes_nothing_more_but_others_may_free_its_s
         with pytest.raises(CouldNotRecord, match="injected"):
             await audit_log(store, Operation.VERIFY, "op-next", "ct130", "cli:t").requested(Origin("cli:t", "cli"))
         assert list(store.cut_off) == ["op-next"], "bounded"
+    finally:
+        store.close()
+
+
+async def test_at_start_another_machines_dead_replica_is_not_called_a_restart(tmp_path: Path) -> None:
+    """``recover`` at this bot's start: an operation of this machine's dead process is "proofbot restarted"; one
+    whose lock another machine's replica held, its lease ended, is that replica stopping."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # a process that certainly ended: this bot's earlier life
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        for operation_id, host, machine, pid, lease in (("op-other", "ct129", "replica-b", 1, time.time() - 1),
+                                                        ("op-mine", "ct130", socket.gethostname(), gone.pid,
+                                                         time.time() + 60)):
+            await audit_log(store, Operation.RESTART, operation_id, host, "slack:U1").requested(
+                Origin("slack:U1", "slack", CHANNEL, "1.0"))
+            lock = LockHolder(host, operation_id, Operation.RESTART, "slack:U1", pid, machine,
+                              "2026-12-01T00:00:00Z", lease_holder=f"{machine}:{pid}:x", lease_expires=lease)
+            await store.write(lambda db, lock=lock: db.table("locks").insert(asdict(lock)))
+        told, _ = await recover(store)
+        assert {op.operation_id: op.reason for op in told} == {"op-other": LEASE_ENDED, "op-mine": STOPPED}
+        assert {op.operation_id: interrupted_message(op)[0] for op in told} == {
+            "op-other": "the proofbot replica running this stopped (its lease ended): restart of ct129 was interrupted",
+            "op-mine": "proofbot restarted: restart of ct130 was interrupted"}
     finally:
         store.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import socket
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -93,17 +94,19 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
         requested = json.loads(row["details"])
         origin = requested.get("origin") or {}
         fleet = requested.get("fleet") if isinstance(requested.get("fleet"), dict) else {}
-        if operation_id not in gone and not await _holder_gone(store, operation_id, host,
-                                                                Holder.from_json(origin.get("process"))):
-            continue
+        cause = reason or STOPPED
+        if operation_id not in gone:
+            found = await _holder_gone(store, operation_id, host, Holder.from_json(origin.get("process")))
+            if found is None:
+                continue
+            cause = reason or found
         events = await store.events_of(operation_id)
         last = events[-1]
         step = last.details.get("name") if isinstance(last.details, dict) else None
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, f"{step}: {summary}" if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"),
-                             reason=reason or Interrupted.reason)
+                             fleet.get("target"), requested.get("fleet_operation_id"), reason=cause)
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:
             interrupted.append(told)
@@ -157,15 +160,21 @@ def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[
                          list(dict.fromkeys(operation_ids))))
 
 
-async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, holder: Holder | None) -> bool:
+async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, holder: Holder | None
+                       ) -> str | None:
+    """Why the operation's process is gone (STOPPED, or LEASE_ENDED for another machine's replica); None while
+    it may still run."""
     lock = await locks.holder_of(store, host) if host is not None else None
     if lock is not None and lock.operation_id == operation_id and lock.lease_expires is not None:
         # The lock names the process that runs it now (another replica than the one that took the request, when
-        # the plan was approved through that one): gone when its lease ended, or its PID here is.
-        return lock.is_stale()
+        # the plan was approved through that one): gone when its lease ended, or its PID here is. Another
+        # machine's is known gone by its lease alone: that replica stopped, not this bot.
+        if not lock.is_stale():
+            return None
+        return STOPPED if lock.machine == socket.gethostname() else LEASE_ENDED
     if holder is not None:
-        return holder.is_gone()
-    return lock is None or lock.operation_id != operation_id or lock.is_stale()
+        return STOPPED if holder.is_gone() else None
+    return STOPPED if lock is None or lock.operation_id != operation_id or lock.is_stale() else None
 
 
 def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | None:
