@@ -8,6 +8,10 @@ one, and is not a plan still waiting for a decision (those stay valid until they
 It is recovered only when its process is provably gone (``commands.holder``): a CLI
 restore still running while ``serve`` starts keeps its lock and finishes normally. A
 request recorded before processes were recorded falls back to its lock's holder.
+
+Each is finished with the reason that is true (``STOPPED``: this bot restarted; ``LEASE_ENDED``: another
+replica stopped renewing its lease; ``UNRECORDED``: this process's own write was not taken), and its approved
+plan becomes ``interrupted``.
 """
 
 from __future__ import annotations
