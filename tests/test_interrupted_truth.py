@@ -21,6 +21,7 @@ import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import demo_host
+from bot.slack import recovery as slack_recovery
 from bot.slack.audit_blocks import interrupted_message, interrupted_parent_message
 from bot.slack.listening import BotContext
 from bot.slack.recovery import take_over_leases
@@ -247,5 +248,23 @@ async def test_at_start_another_machines_dead_replica_is_not_called_a_restart(tm
         assert {op.operation_id: interrupted_message(op)[0] for op in told} == {
             "op-other": "the proofbot replica running this stopped (its lease ended): restart of ct129 was interrupted",
             "op-mine": "proofbot restarted: restart of ct130 was interrupted"}
+    finally:
+        store.close()
+
+
+async def test_a_slack_call_past_its_bound_is_given_up_and_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slack_recovery, "SLACK_CALL_S", 0.0)  # every call is past its bound at once
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
+            await a_dead_replicas_restore(store, parent)
+            with caplog.at_level(logging.WARNING, logger="proofbot.recovery"):
+                await taken_over(store, client, lambda: "could not update the parent" in caplog.text)
+        assert "could not post in the thread of op-dead: TimeoutError" in caplog.text
+        assert "could not update the parent message of op-dead: TimeoutError" in caplog.text
+        assert slack.message(CHANNEL, parent).text == "restore ct129: restoring…", "given up, not sent late"
     finally:
         store.close()

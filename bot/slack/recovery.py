@@ -61,7 +61,7 @@ async def _one_call(op: Interrupted, what: str, call: Awaitable[object]) -> None
     except SlackApiError as exc:
         log.warning("could not %s %s: %s", what, op.operation_id, exc.response.get("error"))
     except (TimeoutError, aiohttp.ClientError) as exc:
-        log.warning("could not %s %s: %s", what, op.operation_id, exc or type(exc).__name__)
+        log.warning("could not %s %s: %s", what, op.operation_id, str(exc) or type(exc).__name__)
 
 
 async def take_over_leases(context: BotContext, client: AsyncWebClient, every_s: float = RENEW_EVERY_S) -> None:
