@@ -85,6 +85,14 @@ async def a_dead_replicas_restore(store: AuditStore, parent_ts: str) -> None:
     await store.write(lambda db: db.table("locks").insert(asdict(lock)))
 
 
+async def a_dead_replicas_restore_in(slack: FakeSlack, store: AuditStore) -> tuple[AsyncWebClient, str]:
+    """The restore's parent message on its last progress line, and the restore (``a_dead_replicas_restore``)."""
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
+    await a_dead_replicas_restore(store, parent)
+    return client, parent
+
+
 async def taken_over(store: AuditStore, client: AsyncWebClient, until_done: Callable[[], object]) -> None:
     """One live replica's lease turns, until ``until_done`` (what it tells in Slack is seen)."""
     turns = asyncio.create_task(take_over_leases(BotContext(parse_inventory(INVENTORY, "i.yml"), store), client,
@@ -101,9 +109,7 @@ async def test_a_takeover_says_the_replica_stopped_and_updates_the_parent_and_th
     store = AuditStore.open(store_target)
     try:
         async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
-            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
-            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
-            await a_dead_replicas_restore(store, parent)
+            client, parent = await a_dead_replicas_restore_in(slack, store)
             await taken_over(store, client, lambda: "interrupted" in slack.message(CHANNEL, parent).text)
             [note] = slack.thread(CHANNEL, parent)
             assert note.text == ("the proofbot replica running this stopped (its lease ended): restore of ct129 "
@@ -128,9 +134,7 @@ async def test_a_slack_error_on_the_parent_is_logged_never_fatal(tmp_path: Path,
     store = AuditStore.open(tmp_path / "a.db")
     try:
         async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
-            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
-            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
-            await a_dead_replicas_restore(store, parent)
+            client, parent = await a_dead_replicas_restore_in(slack, store)
             del slack.messages[(CHANNEL, parent)]  # deleted by someone meanwhile (the fake has no chat.delete)
             with caplog.at_level(logging.WARNING, logger="proofbot.recovery"):
                 await taken_over(store, client, lambda: "could not update the parent" in caplog.text)
@@ -258,9 +262,7 @@ async def test_a_slack_call_past_its_bound_is_given_up_and_logged(tmp_path: Path
     store = AuditStore.open(tmp_path / "a.db")
     try:
         async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
-            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
-            parent = str((await client.chat_postMessage(channel=CHANNEL, text="restore ct129: restoring…"))["ts"])
-            await a_dead_replicas_restore(store, parent)
+            client, parent = await a_dead_replicas_restore_in(slack, store)
             with caplog.at_level(logging.WARNING, logger="proofbot.recovery"):
                 await taken_over(store, client, lambda: "could not update the parent" in caplog.text)
         assert "could not post in the thread of op-dead: TimeoutError" in caplog.text
