@@ -6,13 +6,14 @@ Root, or a user who may run PostgreSQL (or ``--pg URL``): a private PostgreSQL 1
 stand-in service) runs in a child process; it is named N times in the inventory (h01…), so the N verifies are N
 different operations, as N people verifying N hosts are. Each slash command is signed and POSTed as Slack sends it
 (tests/slack_fake), from N users, all at once; each replica is a real ``proofbot serve --http`` process.
-Run: sudo .venv/bin/python -m bench.replicas_bench [--verifies 50] [--repeats 3] [--channels 1] [--pg URL]
+Run: sudo .venv/bin/python -m bench.replicas_bench [--verifies 50] [--repeats 3] [--channels 1] [--slack-limits] [--pg URL]
 
 Figures per round: every ack's time (Slack's limit is 3 s), and the time from the first request sent to the
 last verdict shown (the parent message's edit to "hNN verify: …"); each verdict must be shown exactly once.
 The inventory raises ``limits.total`` to N (the default, 16 in flight per replica, would refuse the rest) and
-keeps every other default (``ssh.max_connections`` 32 per process). The fake applies Slack's documented rate
-limits (chat.postMessage ~1 a second per channel, chat.update 50 a minute per app) unless ``--no-slack-limits``.
+keeps every other default (``ssh.max_connections`` 32 per process). The fake takes every Web API call, so the figures
+are proofbot's; ``--slack-limits`` applies Slack's documented rate limits (chat.postMessage ~1 a second per channel,
+chat.update 50 a minute per app), under which N verifies in one channel take about N × 10 s of Slack's pace.
 """
 
 from __future__ import annotations
@@ -107,10 +108,11 @@ async def slack_round(slack: Any, replicas: Sequence[Any], hosts: list[str], cha
             for m in slack.messages_in(channel):
                 if m.ts in seen or m.is_reply:
                     continue
-                for at, text in [(m.posted_at, m.text), *((e.at, e.text) for e in m.edits)]:
-                    host = text.split(" ", 1)[0]
-                    if text.startswith(f"{host} verify: ") and host in hosts:
-                        shown.setdefault(host, []).append((at, text))
+                for edit in m.edits:  # the parent is posted as progress; its verdict is an edit
+                    host = edit.text.split(" ", 1)[0]
+                    if edit.text.startswith(f"{host} verify: ") and host in hosts:
+                        why = [r.text for r in slack.thread(channel, m.ts) if ": pass" not in r.text][:1]
+                        shown.setdefault(host, []).append((edit.at, " ".join([edit.text, *why])[:300]))
                         break
         return shown
 
@@ -187,7 +189,7 @@ async def bench(args: argparse.Namespace, lab: dict[str, Any], db: str, scratch:
     channels = [f"C0BENCH{c}" for c in range(args.channels)]
     rounds: dict[str, list[Round]] = {"two replicas": [], "one replica": [], "one process": [], "one /verify": []}
     async with FakeSlack(channels={c: c.lower() for c in channels}, signing_secret=SECRET) as slack:
-        slack.rate_limits.enabled = not args.no_slack_limits
+        slack.rate_limits.enabled = args.slack_limits
         a, b = Replica(slack, inventory, db), Replica(slack, inventory, db)  # type: ignore[arg-type]
         try:
             await a.start()  # one after the other: the first applies the migrations
@@ -228,7 +230,8 @@ async def main() -> int:
     parser.add_argument("--verifies", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--channels", type=int, default=1, help="spread the requests over this many channels")
-    parser.add_argument("--no-slack-limits", action="store_true", help="the fake Slack answers every call (no 429)")
+    parser.add_argument("--slack-limits", action="store_true",
+                        help="the fake answers 429 past Slack's documented rate limits (default: it takes every call)")
     parser.add_argument("--pg", metavar="URL", help="a PostgreSQL database (default: a private cluster)")
     parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -253,7 +256,7 @@ async def main() -> int:
         print(f"{args.verifies} concurrent /verify, signed as Slack sends them, from {args.verifies} users in "
               f"{args.channels} channel(s); PostgreSQL 15 ({'private cluster, fsync on' if cluster else 'given URL'}); "
               f"one loopback lab host named {args.verifies} times; Slack's rate limits "
-              f"{'off' if args.no_slack_limits else 'on'}", flush=True)
+              f"{'on' if args.slack_limits else 'off'}", flush=True)
         with tempfile.TemporaryDirectory(prefix="proofbot-replicas-bench-") as scratch:
             rounds = await bench(args, lab, db, Path(scratch))
     finally:

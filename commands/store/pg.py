@@ -136,13 +136,15 @@ class PgBackend:
             raise UsageError(f"cannot open audit database {redacted_url(url)}: {failed}",
                              hint="check the PostgreSQL URL (--db / PROOFBOT_DB) and that the server runs")
 
-    def atomic(self, write: bool, work: Callable[[PgDatabase], T]) -> T:
+    def atomic(self, write: bool, work: Callable[[PgDatabase], T], *, chained: bool = True) -> T:
+        """``chained``: a write waits for every other writer (the chain head stays still); a write that keys
+        itself (a delivery claim's primary key) passes ``False`` and queues behind none of them."""
         with self._pool.connection() as conn:
-            # A write waits for every other writer (the chain head stays still); a read is one snapshot.
+            # A read is one snapshot.
             conn.execute(b"BEGIN ISOLATION LEVEL READ COMMITTED" if write
                          else b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
-                if write:
+                if write and chained:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
                 value = work(PgDatabase(conn))
                 conn.execute(b"COMMIT")
