@@ -6,14 +6,15 @@ Root, or a user who may run PostgreSQL (or ``--pg URL``): a private PostgreSQL 1
 stand-in service) runs in a child process; it is named N times in the inventory (h01…), so the N verifies are N
 different operations, as N people verifying N hosts are. Each slash command is signed and POSTed as Slack sends it
 (tests/slack_fake), from N users, all at once; each replica is a real ``proofbot serve --http`` process.
-Run: sudo .venv/bin/python -m bench.replicas_bench [--verifies 50] [--repeats 3] [--channels 1] [--slack-limits] [--pg URL]
+Run: sudo .venv/bin/python -m bench.replicas_bench [--verifies 50] [--repeats 2] [--channels 1] [--slack-limits]
+    [--pg URL]
 
 Figures per round: every ack's time (Slack's limit is 3 s), and the time from the first request sent to the
 last verdict shown (the parent message's edit to "hNN verify: …"); each verdict must be shown exactly once.
 The inventory raises ``limits.total`` to N (the default, 16 in flight per replica, would refuse the rest) and
 keeps every other default (``ssh.max_connections`` 32 per process). The fake takes every Web API call, so the figures
 are proofbot's; ``--slack-limits`` applies Slack's documented rate limits (chat.postMessage ~1 a second per channel,
-chat.update 50 a minute per app), under which N verifies in one channel take about N × 10 s of Slack's pace.
+chat.update 50 a minute per app), under which N verifies in one channel take about N x 10 s of Slack's pace.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def bench_inventory(lab: dict[str, Any], verifies: int) -> dict[str, Any]:
     (entry,) = document["hosts"].values()
     document["hosts"] = {host_name(i): copy.deepcopy(entry) for i in range(verifies)}
     document["limits"] = {"total": max(verifies, 16)}
+    for demo_only in ("connect_timeout_s", "command_timeout_s"):  # the demo's short bounds; proofbot's defaults here
+        document["ssh"].pop(demo_only, None)
     return document
 
 
@@ -228,7 +231,7 @@ async def bench(args: argparse.Namespace, lab: dict[str, Any], db: str, scratch:
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verifies", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--channels", type=int, default=1, help="spread the requests over this many channels")
     parser.add_argument("--slack-limits", action="store_true",
                         help="the fake answers 429 past Slack's documented rate limits (default: it takes every call)")
