@@ -11,6 +11,12 @@ bot's side alone. Run: .venv/bin/python -m bench.warm_bench [--rtt-ms 50] [--rep
   alone on an open connection (one exec round trip + the host-side script time). Health and the probe, which
   proofbot sends over SSH channels while the batch runs, are work above the floor.
 Imports are done before anything is timed: a ``serve`` has them already.
+
+Then whole processes, cold, as a user runs them (``--fleet N``, default 20): ``proofbot verify all`` over N
+inventory hosts (N names for the same lab host, each its own connection and batch) against the floor of
+bench/fleet_bench.py (bench/floor_child.py: a fresh Python that imports only asyncssh, one connection per host,
+the same batch with health and the probe as ``curl`` in it), alternating, CPU-seconds (user + system) of each
+process and its wall time; both in fleet_bench's venv of exactly requirements.lock (made on first use).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 import asyncssh
 import yaml
 
+from bench.fleet_bench import Run, floor_spec, measure_runs, runtime_python
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.ssh import open_connections, warm_connections
@@ -106,10 +113,47 @@ async def measure(host: Host, repeats: int, db: Path) -> dict[str, dict[str, flo
     return rows
 
 
+async def whole_processes(document: dict[str, Any], size: int, repeats: int, work: Path,
+                          before: Path | None = None) -> dict[str, list[Run]]:
+    """``proofbot verify all`` over ``size`` inventory names of the lab host, and the floor over as many
+    connections, each a fresh process, alternating (one warm-up each, not counted); with ``before`` (another
+    clone, e.g. main) its proofbot too, in the same rounds."""
+    fleet = {**document, "hosts": {f"ct{200 + index}": document["hosts"]["ct130"] for index in range(size)}}
+    inventory = work / f"fleet{size}.yml"
+    inventory.write_text(yaml.safe_dump(fleet))
+    hosts = [parse_inventory(inventory.read_text(), str(inventory)).host(name) for name in fleet["hosts"]]
+    spec = floor_spec(hosts, work / f"floor{size}.json")
+    python = runtime_python()  # a venv of exactly requirements.lock, as users run them (fleet_bench's)
+    argvs = {"floor": [python, "bench/floor_child.py", str(spec)],
+             "proofbot": [python, "-m", "bot.cli", "verify", "all", "--inventory", str(inventory),
+                          "--db", str(work / "fleet.db"), "--json"]}
+    if before is not None:  # the other clone's bot.cli first on sys.path (the bench's cwd is this clone)
+        run_other = (f"import runpy, sys; sys.path.insert(0, {str(before)!r}); "
+                     "runpy.run_module('bot.cli', run_name='__main__')")
+        argvs["before"] = [python, "-c", run_other, *argvs["proofbot"][3:-3], "--db", str(work / "before.db"),
+                           "--json"]
+    # As installed (pip compiles every module): bytecode is written and used even where the environment
+    # says not to (PYTHONDONTWRITEBYTECODE), outside the clone; the warm-up run writes it.
+    env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    runs: dict[str, list[Run]] = {label: [] for label in argvs}
+    for index in range(repeats + 1):
+        for label, argv in argvs.items():
+            [run] = await asyncio.to_thread(measure_runs, label, argv, 1, env, False)
+            if index:
+                runs[label].append(run)
+    for label, each in runs.items():
+        print(f"  {label} ({size} hosts, whole process): " + ", ".join(
+            f"{run.wall_s:.3f} s (CPU {run.cpu_s:.2f} s)" for run in each), flush=True)
+    return runs
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rtt-ms", type=float, default=50)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--fleet", type=int, default=20, help="hosts of the whole-process part (0: skip it)")
+    parser.add_argument("--fleet-repeats", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="another clone (e.g. of main) whose verify runs alongside")
     parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_host:
@@ -125,10 +169,32 @@ async def main() -> int:
         work = Path(document["hosts"]["ct130"]["ssh"]["known_hosts"] if "ssh" in document["hosts"]["ct130"]
                     else document["ssh"]["known_hosts"]).parent
         print(f"warm vs cold verify at +{args.rtt_ms:g} ms RTT (userspace proxy), one loopback lab host", flush=True)
-        rows = await measure(host, args.repeats, work / "warm-bench.db")
+        rows = await measure(host, args.repeats, work / "warm-bench.db") if args.repeats else {}
+        fleet = await whole_processes(document, args.fleet, args.fleet_repeats, work, args.before) if args.fleet else {}
     finally:
         child.stdin.close()
         await asyncio.wait_for(child.wait(), 60)
+    if fleet:
+        report_fleet(args.fleet, fleet)
+    if rows:
+        report(rows)
+    return 0
+
+
+def report_fleet(size: int, fleet: dict[str, list[Run]]) -> None:
+    floor = fleet["floor"]
+    floor_cpu, floor_wall = (statistics.median(r.cpu_s for r in floor), statistics.median(r.wall_s for r in floor))
+    print(f"\n| {size} hosts, whole process, median of {len(floor)} | wall | x floor | CPU | x floor's CPU |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| floor | {floor_wall:.3f} s | 1.00x | {floor_cpu:.2f} s | 1.00x |")
+    for label in [name for name in fleet if name != "floor"]:
+        cpu = statistics.median(r.cpu_s for r in fleet[label])
+        wall = statistics.median(r.wall_s for r in fleet[label])
+        print(f"| `proofbot verify all` ({label}) | {wall:.3f} s | {wall / floor_wall:.2f}x | {cpu:.2f} s | "
+              f"{cpu / floor_cpu:.2f}x |")
+
+
+def report(rows: dict[str, dict[str, float]]) -> None:
     cold, warm, floor_cold, floor_warm = rows["cold"], rows["warm"], rows["floor_cold"], rows["floor_warm"]
     print("\n| | wall | over its floor | CPU per verify | over its floor's CPU |")
     print("| --- | --- | --- | --- | --- |")
@@ -139,7 +205,6 @@ async def main() -> int:
           f"(floor: connect + exec, {floor_cold['wall_s'] * 1000:.0f} ms) | {cold['cpu_s'] * 1000:.1f} ms | "
           f"{cold['cpu_s'] / floor_cold['cpu_s']:.2f}x ({floor_cold['cpu_s'] * 1000:.1f} ms) |")
     print(f"\nwarm over cold: wall {warm['wall_s'] / cold['wall_s']:.2f}x, CPU {warm['cpu_s'] / cold['cpu_s']:.2f}x")
-    return 0
 
 
 if __name__ == "__main__":

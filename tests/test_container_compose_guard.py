@@ -133,3 +133,28 @@ def test_a_compose_restart_refuses_a_group_writable_compose_file(tmp_path: Path)
         refuse_unguarded("ct1", service, [result])
     assert f"ct1: not restarting p/s: {compose_file} is writable by group gid {OTHER}" in str(refused.value)
     assert act_guard(service.model_copy(update={"manager": "docker", "container": "c"})) == []
+
+
+def test_a_dot_env_beside_the_compose_file_is_judged_when_there(tmp_path: Path) -> None:
+    """docker-compose 1.29 reads the project dir's `.env` (variables of the compose file) as root."""
+    tool = tree(tmp_path)
+    compose_file = tool.parent / "docker-compose.yml"
+    compose_file.write_text("services: {}\n")
+    service = Service.model_validate({"manager": "compose", "project": "p", "service": "s",
+                                      "compose_file": str(compose_file), "engine": {"compose": str(tool)},
+                                      "health_url": "http://127.0.0.1:1/health"})
+
+    def guard_of_the_act() -> CommandResult:
+        [reads] = act_guard(service)
+        [argv] = reads.argvs
+        assert isinstance(argv, list)
+        run = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+        return CommandResult("guard", run.returncode, run.stdout + run.stderr, 0.0)
+
+    assert refusal(guard_of_the_act()) is None  # none there: nothing to judge
+    dot_env = tool.parent / ".env"
+    dot_env.write_text("TAG=latest\n")
+    assert refusal(guard_of_the_act()) is None
+    _chown(dot_env, OTHER, OTHER)
+    assert refusal(guard_of_the_act()) == (f"{dot_env} is writable by its owner uid {OTHER} (owner uid {OTHER}, "
+                                           f"group gid {OTHER}, mode 644): nothing run")

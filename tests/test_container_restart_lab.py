@@ -8,9 +8,13 @@ crash-looping one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import shutil
+import sqlite3
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -330,6 +334,67 @@ async def test_a_group_writable_compose_file_is_refused_and_nothing_runs(ctlab: 
     assert (f"not restarting {PROJECT}/{SERVICE}: {ctlab.compose_file} is writable by group gid {OTHER_GID} "
             f"(owner uid 0, group gid {OTHER_GID}, mode 664): nothing run") in run.stderr, run
     assert ctlab.compose_ids() == [current] and ctlab.inspect(current, "{{.State.StartedAt}}") == started
+
+
+def _compose_with_its_interpreter_in(where: Path, owner: int) -> tuple[Path, Path]:
+    """A copy of docker-compose beside WHERE whose `#!` is a link to python3 in WHERE, a dir OWNER owns."""
+    interpreter = where / "python3"
+    where.mkdir()
+    interpreter.symlink_to("/usr/bin/python3")
+    os.chown(where, owner, owner)
+    compose = where.parent / "docker-compose"
+    compose.write_text(Path(COMPOSE).read_text().replace("#!/usr/bin/python3", f"#!{interpreter}", 1))
+    compose.chmod(0o755)
+    return compose, interpreter
+
+
+async def test_a_docker_compose_whose_interpreter_another_user_can_change_is_refused(ctlab: ContainerLab,
+                                                                                    tmp_path: Path) -> None:
+    """docker-compose 1.29 is a Python script: a copy whose `#!` interpreter is a link in a dir another user owns
+    (who could point it at their own program) is refused naming that dir, and nothing runs."""
+    [current] = ctlab.compose_ids()
+    await up(ctlab, current)
+    started = ctlab.inspect(current, "{{.State.StartedAt}}")
+    planted = Path(tempfile.mkdtemp(prefix="pb-compose-", dir="/var/tmp"))  # root's, seen by the lab host
+    try:
+        compose, interpreter = _compose_with_its_interpreter_in(planted / "py", owner=OTHER_GID)
+        document = ctlab.document()
+        document["hosts"]["web"]["service"]["engine"]["compose"] = str(compose)
+        inventory = write_inventory(tmp_path / "inventory.yml", document)
+        run = await run_cli("restart", "web", "--yes", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+    finally:
+        shutil.rmtree(planted)
+    assert run.code == 4, run
+    assert (f"not restarting {PROJECT}/{SERVICE}: {interpreter.parent} is writable by its owner uid {OTHER_GID} "
+            f"(owner uid {OTHER_GID}, group gid {OTHER_GID}, mode 755): nothing run") in run.stderr, run
+    assert ctlab.compose_ids() == [current] and ctlab.inspect(current, "{{.State.StartedAt}}") == started
+
+
+async def test_an_engine_socket_another_user_owns_is_refused_and_nothing_runs(ctlab: ContainerLab,
+                                                                              tmp_path: Path) -> None:
+    """The daemon's socket, owned by another user (who could have planted it and answer inspect with a made-up PID
+    and StartedAt): restart is refused naming it, with its owner and mode, docker never runs (StartedAt stays), the
+    audit says why; verify's main-pid is an error saying the same (tests/test_owner_guard.py: each case)."""
+    await up(ctlab, "svc")
+    started = ctlab.inspect("svc", "{{.State.StartedAt}}")
+    sock = ctlab.engine.socket.removeprefix("unix://")
+    stat = os.stat(sock)
+    os.chown(sock, OTHER_GID, stat.st_gid)
+    try:
+        inventory = write_inventory(tmp_path / "inventory.yml", ctlab.document())
+        run = await run_cli("restart", "svc", "--yes", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"))
+        verify = await run_cli("verify", "svc", "--json", "--inventory", str(inventory), "--db", str(tmp_path / "v.db"))
+    finally:
+        os.chown(sock, stat.st_uid, stat.st_gid)
+    why = (f"engine socket {sock} refused, nothing run: {sock} is writable by its owner uid {OTHER_GID} (owner uid "
+           f"{OTHER_GID}, group gid {stat.st_gid}, mode {stat.st_mode & 0o7777:o})")
+    assert run.code == 4 and f"not restarting svc: {why}" in run.stderr, run
+    assert ctlab.inspect("svc", "{{.State.StartedAt}}") == started
+    with contextlib.closing(sqlite3.connect(tmp_path / "a.db")) as db:
+        events = db.execute("SELECT kind, details FROM events ORDER BY id").fetchall()
+    assert any(why in details for _, details in events), events
+    [main] = [check for check in json.loads(verify.stdout)["checks"] if check["name"] == "main-pid"]
+    assert main["status"] == "error" and why in main["summary"], main
 
 
 async def test_rolling_restart_over_three_container_hosts_halts_at_the_crash_looping_one(

@@ -35,3 +35,14 @@ def test_a_verify_connects_before_loading_the_audit_log_the_checks_or_the_render
 def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
     loaded = loaded_by("import bot.cli.main\nfrom commands.restart import restart")
     assert {"commands.restart", "commands.host_http", "httpx"} <= loaded
+
+
+def test_a_verify_running_loads_no_restart_or_restore() -> None:
+    """Once running too (its parts, the checks' parsers, next steps, HTTP and the audit log), a verify
+    loads neither the restart machinery nor restore: imports it has no use for."""
+    loaded = loaded_by("import bot.cli.main, importlib\nfrom bot.cli.verify import RUNNING_PARTS\n"
+                       "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
+                       "import commands.verify.next_steps, commands.host_http, commands.store.log, commands.redact\n"
+                       "import commands.checks.managers")
+    assert {"commands.verify.operation", "commands.verify.next_steps", "httpx"} <= loaded
+    assert sorted(name for name in ("commands.restart", "commands.restore") if name in loaded) == []

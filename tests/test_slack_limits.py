@@ -257,8 +257,10 @@ async def test_an_approval_past_the_limit_is_refused_and_the_plan_stays_pending(
                     assert len(rig.events("approved")) == 1
                     await until("the apply's slot given back", lambda: not context.inflight.running())
             finally:
-                for timer in list(context.timers):
+                timers = list(context.timers)
+                for timer in timers:
                     timer.cancel()
+                await asyncio.gather(*timers, return_exceptions=True)  # ended before the store closes
                 audit.close()
 
 

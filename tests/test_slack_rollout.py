@@ -4,6 +4,7 @@ rendered for 500 hosts inside Block Kit's limits (the fake Slack's validator).""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -38,6 +39,13 @@ async def _pid(host: DemoHost) -> int:
     return int((await host.supervisorctl("pid", "sglang")).strip())
 
 
+async def _stop_timers(context: BotContext) -> None:
+    timers = list(context.timers)
+    for timer in timers:
+        timer.cancel()
+    await asyncio.gather(*timers, return_exceptions=True)
+
+
 @asynccontextmanager
 async def rollout_rig(tmp_path: Path, names: list[str], expire_after_s: float = 900) -> AsyncIterator[
         tuple[Rig, list[DemoHost]]]:
@@ -58,7 +66,7 @@ async def rollout_rig(tmp_path: Path, names: list[str], expire_after_s: float = 
         context = BotContext(inventory, audit)
         app = build_app(context, bot_token=slack.bot_token, signing_secret=SECRET, api_url=slack.api_url)
         url = await stack.enter_async_context(serving(app))
-        stack.callback(lambda: [timer.cancel() for timer in list(context.timers)])
+        stack.push_async_callback(_stop_timers, context)  # first out: awaited, before the store closes
         yield Rig(slack, url, tmp_path / "audit.db", hosts[0]), hosts
 
 

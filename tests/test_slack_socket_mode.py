@@ -3,6 +3,7 @@ each envelope is acked in time and without a body Slack would ignore, and the cl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -69,6 +70,8 @@ async def test_a_restore_approved_by_a_click_over_socket_mode(tmp_path: Path) ->
                 assert "approved by <@U0APPROVER>" in json.dumps(slack.message(CHANNEL, plan.ts).edits[-1].blocks)
             finally:
                 await handler.close_async()  # type: ignore[no-untyped-call]
-                for timer in list(context.timers):
+                timers = list(context.timers)
+                for timer in timers:
                     timer.cancel()
+                await asyncio.gather(*timers, return_exceptions=True)  # ended before the store closes
                 audit.close()

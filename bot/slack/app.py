@@ -76,10 +76,12 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
 
     @app.event("app_home_opened")
     async def on_home(event: Body, client: AsyncWebClient) -> None:
+        context.listening()
         await on_home_opened(context, home, event, client)
 
     @app.event("member_joined_channel")
     async def on_joined(event: Body, client: AsyncWebClient, context: AsyncBoltContext) -> None:
+        bot.listening()
         await on_member_joined(bot, context.bot_user_id, event, client)
 
     @app.error
@@ -126,6 +128,7 @@ def _command_listener(context: BotContext, command: SlackCommand) -> Any:
     # Validation is pure and instant, so it runs before ack(): a refusal then becomes the
     # ack's own ephemeral reply. (bolt drops an ack when the listener raises right after it.)
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        context.listening()
         context.check_channel(body["channel_id"])  # help too: it lists the hosts
         text = body.get("text", "").strip()
         if text.lower() == "help" or (not text and command.empty_text_is_help):
@@ -137,6 +140,7 @@ def _command_listener(context: BotContext, command: SlackCommand) -> Any:
 
 def _action_listener(context: BotContext, on_click: Listener) -> Any:
     async def listener(ack: AsyncAck, body: Body, client: AsyncWebClient) -> None:
+        context.listening()
         await on_click(context, ack, body, client)
     return listener
 

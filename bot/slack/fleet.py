@@ -30,6 +30,7 @@ from bot.slack.fleet_blocks import (
     more_groups_message,
 )
 from bot.slack.listening import Body, BotContext
+from commands.fleet.deadline import fleet_deadline_s
 from commands.fleet.grouping import group_outcomes, outcome_of
 from commands.inflight import Ticket
 from commands.operation import OperationResult, Origin
@@ -125,7 +126,10 @@ async def verify_fleet_in_thread(context: BotContext, client: AsyncWebClient, co
         fleet = await verify_fleet(request.plan.plans, target=request.target, origin=origin, audit=context.audit,
                                    fleet=context.inventory.fleet, on_host_done=on_host_done,
                                    operation_id=operation_id, without_backup=request.plan.without_backup or None,
-                                   host_slots=context.inflight.host_slots())
+                                   host_slots=context.inflight.host_slots(),
+                                   # its hosts draw from limits.hosts too: fewer at once, more rounds
+                                   deadline_s=fleet_deadline_s(total, context.inventory.fleet.host_deadline_s, min(
+                                       context.inventory.fleet.max_parallel, context.inventory.limits.hosts)))
     except BaseException:
         await progress.abandon()
         raise

@@ -2,9 +2,13 @@
 
 The Home tab shows every host's last verdict (``commands.store.trail.last_per_host``), rendered by
 ``bot.slack.home_blocks.home_view``, each to members of the channel it ran in (``conversations.members``).
-Whoever opened it is remembered (a bounded set) and their Home is published again when an operation
-ends: one cheap index lookup a second notices the newest ``finished`` event (from Slack or the CLI
-on the same database), and each user gets at most one publish per ``HOME_MIN_INTERVAL_S``.
+Whoever opened it is remembered (a bounded set) and their Home is published again when an operation is asked
+for, approved (its host's lock taken) or ends, or the watch runs: one cheap lookup a second notices the newest
+of those events (from Slack, the CLI or the watch on the same database), so a restart in progress and a
+watch's change, recovery or "changing" host show without waiting for an operation to end. Bounded: a burst of
+events is published a poll after its last (at most ``HOME_SETTLE_MAX_S`` after its first), each user at most
+once per ``HOME_MIN_INTERVAL_S``, all users together within views.publish's tier
+(``HOME_PUBLISHES_PER_MINUTE``; the rest at a later poll).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +28,21 @@ from bot.slack.home_watch import watch_home_blocks
 from bot.slack.listening import Body, BotContext
 from bot.slack.policies import policy_blocks
 from commands.clock import utc_now
-from commands.store.trail import last_finished_id, last_per_host
+from commands.store.db import AuditStore
+from commands.store.trail import last_per_host
+from commands.vocabulary import EventKind
 
 log = logging.getLogger("proofbot.slack")
 
 HOME_VIEWERS_MAX = 500  # users whose Home is kept fresh; the least recently seen is dropped
 HOME_POLL_S = 1.0
 HOME_MIN_INTERVAL_S = 3.0
+HOME_SETTLE_MAX_S = 5.0  # a burst of events is published a poll after its last, or this long after its first
+HOME_PUBLISHES_PER_MINUTE = 90  # every user's together: under views.publish's Tier 4 (100 a minute)
+# The events after which a Home may read differently: an operation asked for or approved (a host's lock taken: "IN
+# PROGRESS"), ended however it ended, a watch run (its states, "changing").
+HOME_EVENTS = (EventKind.REQUESTED, EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED, EventKind.CANCELLED,
+               EventKind.INTERRUPTED, EventKind.FINISHED, EventKind.WATCH_RUN)
 MEMBERS_TTL_S = 30.0  # how long a channel's members are trusted: a user removed from it sees it this long at most
 MEMBERS_PAGES_MAX = 20  # of 1000 members each
 MEMBERS_CHANNELS_MAX = 1000
@@ -39,7 +51,7 @@ MEMBERS_CHANNELS_MAX = 1000
 @dataclass
 class _Viewer:
     published_at: float  # time.monotonic()
-    seen_finished: int  # the newest finished event their Home showed
+    seen: int  # the newest of HOME_EVENTS their Home showed
 
 
 @dataclass
@@ -89,6 +101,13 @@ class HomeState:
     workspace_url: str | None = None
     refresher: asyncio.Task[None] | None = None
     members: Members = field(default_factory=Members)
+    published: deque[float] = field(default_factory=deque)  # time.monotonic() of each publish in the last minute
+
+    def budget(self, now: float) -> int:
+        """Publishes still allowed in the sliding minute (HOME_PUBLISHES_PER_MINUTE)."""
+        while self.published and now - self.published[0] >= 60.0:
+            self.published.popleft()
+        return HOME_PUBLISHES_PER_MINUTE - len(self.published)
 
 
 async def on_home_opened(context: BotContext, home: HomeState, event: Body, client: AsyncWebClient) -> None:
@@ -101,10 +120,11 @@ async def on_home_opened(context: BotContext, home: HomeState, event: Body, clie
 
 
 async def publish(context: BotContext, home: HomeState, client: AsyncWebClient, user: str) -> None:
-    seen = await last_finished_id(context.audit)
+    seen = await last_home_event_id(context.audit)
     if home.workspace_url is None:
         home.workspace_url = str((await client.auth_test()).get("url") or "") or None
     view = await _view_for(context, home, client, user)
+    home.published.append(time.monotonic())
     await client.views_publish(user_id=user, view=view)
     home.viewers[user] = _Viewer(time.monotonic(), seen)
     home.viewers.move_to_end(user)
@@ -144,14 +164,32 @@ async def _view_for(context: BotContext, home: HomeState, client: AsyncWebClient
     return view
 
 
+async def last_home_event_id(store: AuditStore) -> int:
+    """The id of the newest of ``HOME_EVENTS`` (0: none yet): the table read backwards by id to the first of them,
+    a few rows (they are most of what is written), never a scan of one kind's every event."""
+    marks = ", ".join("?" for _ in HOME_EVENTS)
+    row = await store.snapshot(lambda db: next(iter(db.query(
+        f"SELECT id FROM events WHERE kind IN ({marks}) ORDER BY id DESC LIMIT 1", list(HOME_EVENTS))), {}))
+    return int(row.get("id") or 0)
+
+
 async def _refresh(context: BotContext, home: HomeState, client: AsyncWebClient) -> None:
-    """Publish again to every remembered viewer whose Home is older than the newest finished operation."""
+    """Publish again to every remembered viewer whose Home is older than the newest of ``HOME_EVENTS``, once the
+    events have settled, within the per-user interval and the workspace's budget."""
+    last, burst_since = 0, None  # the newest event seen, and since when events keep coming
     while True:
         await asyncio.sleep(HOME_POLL_S)
-        newest = await last_finished_id(context.audit)
+        newest = await last_home_event_id(context.audit)
         now = time.monotonic()
+        if newest != last:  # still being written (a run's trail, its watch-run last): wait for a quiet poll
+            last, burst_since = newest, burst_since if burst_since is not None else now
+            if now - burst_since < HOME_SETTLE_MAX_S:
+                continue
+        burst_since = None
         for user, viewer in list(home.viewers.items()):
-            if viewer.seen_finished < newest and now - viewer.published_at >= HOME_MIN_INTERVAL_S:
+            if home.budget(now) <= 0:
+                break  # the rest on a later poll: their Home is still older than `newest`
+            if viewer.seen < newest and now - viewer.published_at >= HOME_MIN_INTERVAL_S:
                 try:
                     await publish(context, home, client, user)
                 except SlackApiError as exc:  # one user's Home failing must not stop the others'

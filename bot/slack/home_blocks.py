@@ -89,7 +89,7 @@ def home_view(hosts: Sequence[str], groups: dict[str, tuple[str, ...]], last: di
     sections = _home_groups(groups, hosts)
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": "Last verdict per host"}},
-        context_block(f"{len(hosts)} hosts · updated {slack_date(updated_at)} · refreshed as operations finish "
+        context_block(f"{len(hosts)} hosts · updated {slack_date(updated_at)} · refreshed as operations start and end "
                       "· `/audit HOST` for more").to_dict(), *([context_block(scope).to_dict()] if scope else [])]
     full: list[dict[str, Any]] = []
     for name, members in sections:

@@ -75,6 +75,7 @@ class BotContext:
     approvables: dict[str, Approvable[Any]] = field(default_factory=dict)
     inflight: InFlight = field(init=False)  # Slack-started work in flight: limits.per_user, limits.total
     groups: GroupCache = field(default_factory=GroupCache)  # policies' user groups, members cached (TTL)
+    listeners: set[asyncio.Task[Any]] = field(default_factory=set)  # bolt's tasks running a listener now
 
     def __post_init__(self) -> None:
         self.inflight = InFlight(self.inventory.limits)
@@ -84,6 +85,14 @@ class BotContext:
         """A slot for this user's request, taken before the ack (instant); raises AlreadyRunning or OverLimit."""
         return self.inflight.start(Work(f"slack:{user}", operation, tuple(hosts), tuple(backups or ()), target,
                                         plan_id))
+
+    def listening(self) -> None:
+        """Said first by each listener (bolt runs it in a task of its own, after the ack): serve drains these
+        at shutdown before the store closes (bot/slack/serve.py)."""
+        task = asyncio.current_task()
+        if task is not None and task not in self.listeners:
+            self.listeners.add(task)
+            task.add_done_callback(self.listeners.discard)
 
     def keep(self, timer: asyncio.Task[None]) -> asyncio.Task[None]:
         """A background task serve owns (cancelled at shutdown): held until done, and its failure logged

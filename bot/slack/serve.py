@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -35,6 +35,25 @@ from commands.store.db import AuditStore
 from commands.store.log import bot_log
 
 API_URL_ENV = "PROOFBOT_SLACK_API_URL"
+# How long a stopping serve waits for requests in flight (docs/deployment.md): within `docker stop`'s 10 s grace;
+# PROOFBOT_DRAIN_S sets it to another orchestrator's (systemd's TimeoutStopSec, Kubernetes' grace period).
+DRAIN_S = 8.0
+DRAIN_ENV = "PROOFBOT_DRAIN_S"
+
+
+def drain_s() -> float:
+    """``PROOFBOT_DRAIN_S`` (seconds, 0 to 3600) or ``DRAIN_S``; anything else refused before serve starts."""
+    written = os.environ.get(DRAIN_ENV, "").strip()
+    if not written:
+        return DRAIN_S
+    try:
+        value = float(written)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise UsageError(f"{DRAIN_ENV}={written!r} is not a number of seconds from 0 to 3600",
+                         hint=f"unset it for the default, {DRAIN_S:g} s")
+    return value
 T = TypeVar("T")
 
 
@@ -95,17 +114,18 @@ async def serve(inventory: Inventory, db: Path | str, *, http_port: int | None, 
                 metrics_at: MetricsAt | None = None) -> int:
     configure_logging()
     bot_token = _require("SLACK_BOT_TOKEN", "the bot token (xoxb-…) of the Slack app")
+    drain = drain_s()
     api_url = os.environ.get(API_URL_ENV) or None
     # PostgreSQL: replicas share the database; each lock and plan names its holder and lease instead.
     with only_serve_of(db) if isinstance(db, Path) else contextlib.nullcontext():
         # The watch, /verify, restarts and restores share warm SSH connections (ssh.idle_close_s), closed at exit.
         async with warm_connections():
             return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind,
-                                metrics_at=metrics_at)
+                                metrics_at=metrics_at, drain=drain)
 
 
 async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: str | None, *, http_port: int | None,
-                 bind: str, metrics_at: MetricsAt | None) -> int:
+                 bind: str, metrics_at: MetricsAt | None, drain: float = DRAIN_S) -> int:
     # Signals first: SIGTERM and Ctrl-C stop the bot at any moment, also while Slack cannot be reached.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -136,7 +156,8 @@ async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: 
                 await stop.wait()
             finally:
                 await stop_watch(watching)
-                await close()
+                await close()  # no new requests; those in flight end (or are cancelled) before the store closes
+                await _drain(context.listeners, drain)
                 await bot_log(audit).bot_stopped()
     finally:
         if stop_metrics is not None:
@@ -173,6 +194,22 @@ async def _start(app: AsyncApp, context: BotContext, app_token: str | None, http
     async def close() -> None:
         await handler.close_async()  # type: ignore[no-untyped-call]
     return close
+
+
+async def _drain(listeners: set[asyncio.Task[Any]], deadline_s: float) -> None:
+    """Wait up to ``deadline_s`` for the listeners in flight, then cancel the rest (awaited): none of them ever
+    writes to a closed store. A cancelled operation is told interrupted in its thread by the next serve."""
+    running = set(listeners)
+    if not running:
+        return
+    logging.info("proofbot stopping: waiting up to %g s for %d request(s) in flight", deadline_s, len(running))
+    _, late = await asyncio.wait(running, timeout=deadline_s)
+    if late:
+        logging.warning("%d request(s) still running after %g s: cancelled; the next serve tells their threads "
+                        "they were interrupted", len(late), deadline_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
 
 async def _unless_stopped(stop: asyncio.Event, starting: Awaitable[T]) -> T | None:

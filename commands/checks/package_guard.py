@@ -22,15 +22,15 @@ PREFIX = "proofbot-guard: "
 
 # pb_chain PATH: every dir from PATH up to / and PATH itself are root-owned, not group- or other-writable, no
 # symlink; pb_follow PATH: PATH's symlinks followed (at most 8), each link's dir and the final target checked so,
-# the target left in $p. ``engine_guard`` runs a container engine's CLI through the same two. WRITABLE: find's
-# test of a path others could change (``functions``).
+# the target left in $p. Stricter than ``owner_guard``'s rule on purpose: only root's interpreter, whoever the SSH
+# user is (it reads another account's environment as data).
 _FUNCTIONS = r"""pb_chain() {
   q=$1; set --
   case $q in /*) ;; *) echo "$q: not an absolute path"; return 1 ;; esac
   while [ -n "$q" ]; do set -- "$@" "$q"; q=${q%/*}; done
   why=$(find -P / "$@" -maxdepth 0 \( -type l -printf '%p is a symlink\n' -quit \) -o \
     \( ! -user 0 -printf '%p is owned by %u (uid %U)\n' -quit \) -o \
-    \( WRITABLE -printf '%p is writable by group %g or others (mode %m)\n' -quit \) 2>&1)
+    \( -perm /022 -printf '%p is writable by group %g or others (mode %m)\n' -quit \) 2>&1)
   [ -z "$why" ] || { printf '%s\n' "$why"; return 1; }
 }
 pb_follow() {
@@ -46,9 +46,9 @@ pb_follow() {
 """
 
 
-def functions(writable: str = "-perm /022") -> str:
-    """pb_chain and pb_follow, with ``writable`` as find's test of a path others can change."""
-    return _FUNCTIONS.replace("WRITABLE", writable)
+def functions() -> str:
+    """pb_chain and pb_follow."""
+    return _FUNCTIONS
 
 
 # $1: the probe's source, $2: the environment's interpreter (data only, never run), $3: the dist, $4 (optional):

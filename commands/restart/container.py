@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from commands.checks.check import Reads
 from commands.checks.compose import parse_found
-from commands.checks.compose_guard import guard_argv, guarded_paths, refusal
+from commands.checks.compose_guard import guard_argv, guarded_paths, optional_paths, refusal
 from commands.checks.docker_state import DockerState, parse_docker_state
+from commands.checks.engine_guard import refusal as engine_refusal
 from commands.command_result import CommandResult
 from commands.errors import Refused, UsageError
 from commands.inventory import Service
@@ -109,16 +110,18 @@ ACT_GUARD = "act-guard"
 
 
 def act_guard(service: Service) -> list[Reads]:
-    """A compose restart's ``docker-compose`` and compose file, guarded in the same batch as the state read
+    """A compose restart's ``docker-compose``, compose file and ``.env``, guarded in the same batch as the state read
     that plans and re-checks it (the engine's CLI has its own guard at every run); none for another manager."""
     if service.manager != "compose":
         return []
-    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service)),))]
+    return [Reads(ACT_GUARD, (guard_argv(guarded_paths(service), optional_paths(service)),))]
 
 
 def refuse_unguarded(host: str, service: Service, results: list[CommandResult]) -> None:
-    """Raise ``Refused`` when a guard in these results refused: nothing is restarted (nothing was run)."""
+    """Raise ``Refused`` when a guard in these results refused (compose's, or the engine's at the state read: its CLI
+    or its socket): nothing is restarted (nothing was run)."""
     for result in results:
-        if why := refusal(result):
+        if why := refusal(result) or engine_refusal(result):
             raise Refused(f"{host}: not restarting {service.unit}: {why}",
-                          hint="make it owned by root and writable by no one else (chown root:root, chmod go-w)")
+                          hint="make it owned by root (or the SSH user) and writable by no other user (chown root, "
+                          "chmod go-w; a daemon's socket may stay writable by its group docker)")

@@ -69,7 +69,7 @@ def ssh_ids(result: CommandResult) -> tuple[int, int] | None:
 
 
 def untrusted_dirs(where: Where, ids: tuple[int, int], live: str) -> list[str]:
-    """Dirs on the way that a user other than root and the SSH user can write, each with who.
+    """Dirs on the way that a user other than root and the SSH user can write, or own, each with who.
 
     A sticky parent (``/tmp``) is fine: nobody can rename or remove another user's entry in
     it, and the entry below is judged in turn. The dir written into may not be sticky either:
@@ -84,8 +84,8 @@ def untrusted_dirs(where: Where, ids: tuple[int, int], live: str) -> list[str]:
         if mode & 0o1000 and path not in written:
             continue
         who = []
-        if mode & 0o200 and owner not in (0, uid):
-            who.append(f"owner uid {owner}")
+        if owner not in (0, uid):  # without its write bit too: an owner can chmod its dir back at any time
+            who.append(f"owner uid {owner}" + ("" if mode & 0o200 else " (who may chmod it)"))
         if mode & 0o020 and group not in (0, gid):
             who.append(f"group gid {group}")
         if mode & 0o002:

@@ -17,6 +17,7 @@ class Cause(StrEnum):
     CONNECTION = "connection"  # the host could not be asked (unreachable, key, login, link, output)
     BASTION = "bastion"  # a jump host on the way could not be reached or logged into
     DEADLINE = "deadline"  # the fleet's per-host deadline ended the verify
+    FLEET_DEADLINE = "fleet-deadline"  # the fleet's own deadline came before this host's turn: never started
 
 
 # Refusals of a key that the host presented and that must never be answered with advice to trust it:

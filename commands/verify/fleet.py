@@ -8,6 +8,7 @@ moment it is asked, so a front-end can show it before the first host is reached.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections import Counter
@@ -16,6 +17,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from commands.clock import utc_now
+from commands.findings import could_not_check
+from commands.fleet.deadline import fleet_deadline_s, not_reached_reason
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
@@ -23,6 +26,7 @@ from commands.operation import OnFinding, OperationResult, Origin, new_operation
 from commands.store.db import AuditStore
 from commands.store.kinds import Finished
 from commands.store.log import audit_log
+from commands.verify.causes import CAUSE, Cause
 from commands.verify.operation import verify
 from commands.verify.plan import FleetPlan, VerifyPlan
 from commands.vocabulary import Operation, Verdict
@@ -64,32 +68,61 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
                        on_host_finding: OnHostFinding | None = None,
                        operation_id: str | None = None,
                        without_backup: dict[str, str] | None = None,
-                       host_slots: AbstractAsyncContextManager[None] | None = None) -> FleetResult:
-    """Verify every planned host, ``fleet.max_parallel`` at a time, each within ``fleet.host_deadline_s``;
+                       host_slots: AbstractAsyncContextManager[None] | None = None,
+                       deadline_s: float | None = None) -> FleetResult:
+    """Verify every planned host, ``fleet.max_parallel`` at a time, each within ``fleet.host_deadline_s``, the whole
+    within ``deadline_s`` (default ``fleet_deadline_s`` of max_parallel; a host not started in time: could not check);
     ``without_backup`` (from ``plan_fleet``) is recorded with the request: whose files were not compared, why;
     ``host_slots`` (``commands.inflight``), entered around each host's verify, bounds hosts across fleets."""
     operation_id = operation_id or new_operation_id()
     started_at, started = utc_now(), time.monotonic()
+    deadline_s = deadline_s or fleet_deadline_s(len(plans), fleet.host_deadline_s, fleet.max_parallel)
+    # the last moment a host's verify may start: it then has its whole own deadline before the fleet's
+    start_by = asyncio.get_running_loop().time() + deadline_s - fleet.host_deadline_s
     log = audit_log(audit, Operation.VERIFY, operation_id, None, origin.actor)
     await log.requested(origin, fleet={"target": target, "hosts": [plan.host.name for plan in plans],
                                        # what each host is to be compared with: a re-verify of a host
                                        # that never started (an interrupted fleet) reads it here
                                        "backups": {plan.host.name: plan.backup_name for plan in plans},
                                        "max_parallel": fleet.max_parallel,
-                                       "host_deadline_s": fleet.host_deadline_s,
+                                       "host_deadline_s": fleet.host_deadline_s, "deadline_s": deadline_s,
                                        **({"without_backup": without_backup} if without_backup else {})})
 
     async def one(plan: VerifyPlan) -> OperationResult:
         on_finding = on_host_finding(plan.host.name) if on_host_finding else None
-        async with host_slots or contextlib.nullcontext():  # waiting for a slot is not the host's deadline
+        slot = host_slots or contextlib.nullcontext()
+        try:
+            async with asyncio.timeout_at(start_by):  # waiting for a slot is not the host's deadline: the fleet's
+                await slot.__aenter__()
+        except TimeoutError:
+            return await late(plan)
+        try:
             return await verify(plan, origin=origin, audit=audit, on_finding=on_finding,
                                 deadline_s=fleet.host_deadline_s, fleet_operation_id=operation_id)
+        finally:
+            await slot.__aexit__(None, None, None)
+
+    async def late(plan: VerifyPlan) -> OperationResult:
+        """A host whose turn came past the fleet's deadline: each check could not be checked, in the log as any
+        host's verify (``/audit HOST`` lists it), never a pass and never left out."""
+        result = not_reached(plan, deadline_s)
+        host_log = audit_log(audit, Operation.VERIFY, result.operation_id, plan.host.name, origin.actor)
+        await host_log.requested(origin, backup=plan.backup_name, checks=plan.check_names(),
+                                 fleet_operation_id=operation_id)
+        for finding in result.checks:
+            await host_log.check(finding)
+        await host_log.finished(Finished.of(result))
+        if on_finding := (on_host_finding(plan.host.name) if on_host_finding else None):
+            for finding in result.checks:
+                await on_finding(finding)
+        return result
 
     async def done(_index: int, result: OperationResult) -> None:
         if on_host_done is not None:
             await on_host_done(result)
 
-    results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done)
+    results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done, start_by=start_by,
+                                late=late)
     outcome = FleetResult(operation_id, Operation.VERIFY, target, started_at, time.monotonic() - started, results)
     await log.finished(Finished(outcome.verdict, duration_s=round(outcome.duration_s, 3),
                                 counts=dict(sorted(outcome.counts().items())),
@@ -97,3 +130,11 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
     return outcome
 
 
+
+
+def not_reached(plan: VerifyPlan, deadline_s: float) -> OperationResult:
+    """The result of a host the fleet's deadline left unstarted: the reason on its first check, the rest the same."""
+    first, *rest = plan.check_names() or ["verify"]
+    findings = [could_not_check(first, not_reached_reason(deadline_s), details={CAUSE: Cause.FLEET_DEADLINE}),
+                *(could_not_check(name, f"not checked: the same cause as `{first}`") for name in rest)]
+    return OperationResult(new_operation_id(), Operation.VERIFY, plan.host.name, utc_now(), 0.0, findings)

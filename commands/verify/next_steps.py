@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 
 from commands.findings import Finding, NextStep
-from commands.restart.container import is_container
 from commands.verify.causes import CAUSE, KEY_REFUSAL, REFUSED_KEY_KINDS, Cause
 from commands.verify.plan import VerifyPlan
 from commands.vocabulary import CheckStatus, Operation
@@ -22,6 +21,11 @@ def with_next_step(finding: Finding, plan: VerifyPlan) -> Finding:
 
 def next_step(finding: Finding, plan: VerifyPlan) -> NextStep | None:
     step = _next_step(finding, plan)
+    if step is None or step.operation != Operation.RESTART:
+        return step
+    # Only a restart advice needs the restart machinery's map of engines: a verify that gives none never loads it.
+    from commands.restart.container import is_container
+
     service = plan.host.service
     if step is None or step.operation != Operation.RESTART or service is None or not is_container(service):
         return step

@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 from commands.checks.check import Check
 from commands.clock import utc_now
@@ -26,7 +27,7 @@ from commands.store.log import audit_log
 from commands.verify.causes import cause_of, timed_out
 from commands.verify.next_steps import with_next_step
 from commands.verify.plan import VerifyPlan
-from commands.verify.runner import batch_of, run_checks
+from commands.verify.runner import batch_of, finding_groups
 from commands.vocabulary import Operation
 
 
@@ -62,13 +63,15 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
     stats = {"connections": 0, "exec_round_trips": 0}
     log = audit_log(audit, Operation.VERIFY, operation_id, host.name, origin.actor)
 
-    async def found(finding: Finding) -> None:
+    async def found(*group: Finding) -> None:
+        """Findings known together: logged in one transaction, then shown, each in order."""
         await logged
-        finding = with_next_step(finding, plan)
-        findings.append(finding)
-        await log.check(finding)
+        group = tuple(with_next_step(finding, plan) for finding in group)
+        findings.extend(group)
+        await log.checks(group)
         if on_finding:
-            await on_finding(finding)
+            for finding in group:
+                await on_finding(finding)
 
     async def checked() -> None:
         # httpx (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
@@ -104,9 +107,8 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         left = [name for name in plan.check_names() if name not in done]
         first, *rest = left or [""]
         if left:  # the cause is said once (and its next step given once), on the first check it stopped
-            await found(could_not_check(first, said, details=details))
-        for name in rest:
-            await found(could_not_check(name, f"not checked: the same cause as `{first}`"))
+            await found(could_not_check(first, said, details=details),
+                        *(could_not_check(name, f"not checked: the same cause as `{first}`") for name in rest))
     result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
                              findings, stats=stats)
     await logged
@@ -119,11 +121,12 @@ async def _load_host_http() -> None:
         await asyncio.to_thread(importlib.import_module, "commands.host_http")
 
 
-async def _gather(plan: VerifyPlan, conn: HostConnection, found: OnFinding) -> None:
+async def _gather(plan: VerifyPlan, conn: HostConnection, found: Callable[..., Awaitable[None]]) -> None:
     """Every check of the plan through the one runner: the host's facts in one round trip, health and the
-    probe (one real request, when the host has one) over SSH channels meanwhile."""
-    async for finding in run_checks(conn, plan.checks(), plan.facts()):
-        await found(finding)
+    probe (one real request, when the host has one) over SSH channels meanwhile; the findings known
+    together are passed on together."""
+    async for group in finding_groups(conn, plan.checks(), plan.facts()):
+        await found(*group)
 
 
 def host_batch(plan: VerifyPlan) -> list[BatchStep]:

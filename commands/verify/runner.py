@@ -50,9 +50,19 @@ async def ask(conn: HostConnection, check: HttpCheck, request: HttpRequest | Fin
 
 async def run_checks(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
                      ) -> AsyncIterator[Finding]:
-    """Each check's finding, in the order of ``checks``, as soon as it is known: the HTTP checks are sent
-    when the batch starts (one whose ``needs`` change its request is sent again after the batch), and each is
-    awaited at its place in the order."""
+    """Each check's finding, in the order of ``checks``, as soon as it is known (see ``finding_groups``)."""
+    async for group in finding_groups(conn, checks, facts):
+        for finding in group:
+            yield finding
+
+
+async def finding_groups(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
+                         ) -> AsyncIterator[list[Finding]]:
+    """Every check's finding, in the order of ``checks``, in groups of those known together: the HTTP
+    checks are sent when the batch starts (one whose ``needs`` change its request is sent again after the
+    batch), and each is awaited at its place in the order. A group ends only where an HTTP check's answer
+    has not come yet, so a caller can log a group at once (one audit transaction) without holding back
+    anything it could have shown sooner."""
     batch = [*facts, *(check for check in checks if isinstance(check, Check))]
     asked = {check.name: asyncio.ensure_future(ask(conn, check)) for check in checks if isinstance(check, HttpCheck)}
     replaced: list[asyncio.Future[Finding]] = []
@@ -65,8 +75,20 @@ async def run_checks(conn: HostConnection, checks: Sequence[AnyCheck], facts: Se
                     replaced.append(asked[check.name])
                     replaced[-1].cancel()
                     asked[check.name] = asyncio.ensure_future(ask(conn, check, instead))
+        group: list[Finding] = []
         for check in checks:
-            yield parse(check, by_name) if isinstance(check, Check) else await asked[check.name]
+            answer = None if isinstance(check, Check) else asked[check.name]
+            if answer is not None and not answer.done() and group:
+                yield group
+                group = []
+            try:
+                group.append(parse(check, by_name) if isinstance(check, Check) else await asked[check.name])
+            except Exception:
+                if group:  # what was known before the failure is shown and logged, as one by one
+                    yield group
+                raise
+        if group:
+            yield group
     finally:
         for task in asked.values():
             if not task.done():

@@ -37,7 +37,7 @@ def result_json(result: Result) -> dict[str, Any]:
     return {"verdict": str(result.verdict), "causes": sorted(result.causes)}
 
 
-def _result(written: Mapping[str, Any]) -> Result:
+def result_of_json(written: Mapping[str, Any]) -> Result:
     return Result(Verdict(written["verdict"]), frozenset(str(cause) for cause in written.get("causes") or ()))
 
 
@@ -54,9 +54,10 @@ def change_json(change: HostChange) -> dict[str, Any]:
                                                 if change.earlier else {})}
 
 
-def _change(written: Mapping[str, Any]) -> HostChange:
-    return HostChange(str(written["host"]), Change(written["change"]), None, _result(written),
-                      _moment(str(written["since"])), tuple(_change(step) for step in written.get("earlier") or ()))
+def change_of(written: Mapping[str, Any]) -> HostChange:
+    """A change as ``change_json`` wrote it (``before`` is not kept)."""
+    return HostChange(str(written["host"]), Change(written["change"]), None, result_of_json(written),
+                      _moment(str(written["since"])), tuple(change_of(step) for step in written.get("earlier") or ()))
 
 
 @dataclass
@@ -77,7 +78,7 @@ class Remembered:
         for host, written in self.pending.items():
             state = watch.hosts.get(host, HostState())
             began = written.get("since")
-            watch.hosts[host] = HostState(state.confirmed, state.since, _result(written), int(written["streak"]),
+            watch.hosts[host] = HostState(state.confirmed, state.since, result_of_json(written), int(written["streak"]),
                                           _moment(str(began)) if began else None)
         watch.held = list(self.digest)
         watch.watching_since = self.watching_since
@@ -98,7 +99,7 @@ def _read(db: sqlite_utils.Database, targets: list[str]) -> dict[str, Remembered
         target = json.loads(row["run"]).get("target")
         if target in found and row["host"]:
             change = json.loads(row["change"])
-            found[target].confirmed[str(row["host"])] = (_result(change), _moment(str(change["since"])))
+            found[target].confirmed[str(row["host"])] = (result_of_json(change), _moment(str(change["since"])))
     missing = set(targets)
     for offset in range(0, RUNS_READ_MAX, RUNS_PAGE):  # newest first, a page at a time, until each is found
         page = list(db.query("SELECT at, details FROM events WHERE kind = ? ORDER BY at DESC, id DESC "
@@ -117,7 +118,7 @@ def _read(db: sqlite_utils.Database, targets: list[str]) -> dict[str, Remembered
 def _take_up(memory: Remembered, run: Mapping[str, Any], at: str) -> None:
     memory.last_run, memory.last_run_at = run, at
     memory.pending = dict(run.get("pending") or {})
-    memory.digest = [_change(change) for change in run.get("digest") or ()]
+    memory.digest = [change_of(change) for change in run.get("digest") or ()]
     since = run.get("watching_since")
     memory.watching_since = _moment(since) if since else None
 

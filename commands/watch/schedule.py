@@ -127,17 +127,20 @@ class Watch:
             raise
 
     async def _judge_and_say(self, entry: WatchEntry, fleet: FleetResult) -> TargetRun:
+        """Recorded first, then posted: a process killed between the two has its change in the log, and the next
+        serve finds the message in Slack by its key or posts it then (bot/slack/watch_resend.py); killed after
+        the post, the change is already known. Never said twice, never lost."""
         now = self.clock.now()
         results = {operation.host: result_of(operation) for operation in fleet.results}
         held = await self.held_until(list(results), now)
         state = self.states[entry.target]
         said = state.observe(now, results, held)
-        for announcement in said:
-            await self.post(entry, announcement, fleet)
         run = TargetRun(entry.target, now, fleet, said, state.confirmed, [change.host for change in state.held],
                         state.pending(), tuple(state.held), state.watching_since)
         if self.on_run is not None:
             await self.on_run(run)
+        for announcement in said:
+            await self.post(entry, announcement, fleet)
         return run
 
     async def run_once(self) -> list[TargetRun]:

@@ -32,6 +32,7 @@ METHOD_TIERS = {
     "files.getUploadURLExternal": 4,
     "files.completeUploadExternal": 4,
     "apps.connections.open": 1,
+    "conversations.history": 1,  # Tier 3 for Marketplace apps; 1 a minute for the others since 2025
 }
 POST_PER_SECOND = 1.0
 POST_BURST = 5

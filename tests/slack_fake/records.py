@@ -118,6 +118,10 @@ class Message:
     thread_ts: str | None
     posted_at: float
     edits: list[MessageEdit] = field(default_factory=list)
+    metadata: JSON | None = None  # chat.postMessage's `metadata` (event_type, event_payload), as history returns it
+    # When it was posted (time.time()): what Slack's ts is; the fake's ts count from a fixed start instead, so
+    # conversations.history's oldest/latest are compared with this.
+    posted_epoch: float = 0.0
 
     @property
     def is_reply(self) -> bool:
@@ -134,6 +138,8 @@ class Message:
             d["blocks"] = self.blocks
         if self.thread_ts is not None:
             d["thread_ts"] = self.thread_ts
+        if self.metadata is not None:
+            d["metadata"] = self.metadata
         return d
 
 

@@ -136,6 +136,7 @@ class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
             "views.open": (self._views_open, "bot", None),
             "views.publish": (self._views_publish, "bot", None),
             "conversations.members": (self._conversations_members, "bot", None),  # scope by channel type
+            "conversations.history": (self._conversations_history, "bot", None),  # scope by channel type
             "usergroups.list": (self._usergroups_list, "bot", "usergroups:read"),
             "usergroups.users.list": (self._usergroups_users_list, "bot", "usergroups:read"),
         }

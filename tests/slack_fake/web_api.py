@@ -3,6 +3,7 @@ views, conversations.members, apps.connections.open): a mixin of `FakeSlack`."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -128,7 +129,8 @@ class WebApiMethods:
         content = self._content(args)
         thread_ts = self._thread_root("chat.postMessage", channel, _opt_str(args.get("thread_ts")))
         ts = self._next_ts()
-        msg = Message(channel, ts, content.text, content.blocks, thread_ts, time.monotonic())
+        msg = Message(channel, ts, content.text, content.blocks, thread_ts, time.monotonic(),
+                      metadata=_metadata(args.get("metadata")), posted_epoch=time.time())
         self.messages[(channel, ts)] = msg
         self._warn_missing_fallback("chat.postMessage", content, f"{channel}/{ts}")
         return {"channel": channel, "ts": ts, "message": msg.as_dict()}
@@ -254,6 +256,27 @@ class WebApiMethods:
         return {"members": members[start:end],
                 "response_metadata": {"next_cursor": str(end) if end < len(members) else ""}}
 
+    def _conversations_history(self, args: JSON) -> JSON:
+        """The channel's top-level messages, newest first, posted within ``oldest``/``latest`` (exclusive; the
+        wall-clock time of the post, which Slack's ts is and the fake's is not); ``limit``
+        at most HISTORY_LIMIT (Slack's cap for apps outside the Marketplace since 2025); ``metadata`` only with
+        ``include_all_metadata``; channels:history or groups:history by its type."""
+        ch = self._visible_channel(args.get("channel"))
+        self._require_scope("groups:history" if ch.is_private else "channels:history", self.scopes)
+        limit = int(args.get("limit") or HISTORY_LIMIT)
+        if not 1 <= limit <= 1000:
+            raise SlackError("invalid_limit")
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
+        found = sorted((m for m in self.messages.values() if m.channel == ch.id and not m.is_reply
+                        and oldest < m.posted_epoch < latest), key=lambda m: float(m.ts), reverse=True)
+        start = int(_opt_str(args.get("cursor")) or 0)
+        shown = found[start:start + min(limit, HISTORY_LIMIT)]
+        with_metadata = str(args.get("include_all_metadata")).lower() in ("true", "1")
+        messages = [{k: v for k, v in m.as_dict().items() if with_metadata or k != "metadata"} for m in shown]
+        more = start + len(shown) < len(found)
+        return {"messages": messages, "has_more": more,
+                "response_metadata": {"next_cursor": str(start + len(shown)) if more else ""}}
+
     def _views_publish(self, args: JSON) -> JSON:
         user = _opt_str(args.get("user_id"))
         if user is None:
@@ -295,3 +318,18 @@ class WebApiMethods:
         upload.content = data
         self._notify()
         return web.Response(text=f"OK - {len(data)}", content_type="text/plain")
+
+
+HISTORY_LIMIT = 15  # conversations.history's most messages a call for apps outside the Marketplace (2025)
+
+
+def _metadata(raw: Any) -> JSON | None:
+    """chat.postMessage's ``metadata``: ``event_type`` (letters, digits, underscores) and an ``event_payload``
+    object; anything else is refused as Slack refuses it."""
+    value = _json_value(raw, "invalid_metadata_format")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("event_payload"), dict) or not re.fullmatch(
+            r"[A-Za-z0-9_]{1,255}", str(value.get("event_type") or "")):
+        raise SlackError("invalid_metadata_format")
+    return {"event_type": value["event_type"], "event_payload": value["event_payload"]}
