@@ -65,3 +65,18 @@ async def test_threads_at_once_in_one_channel_all_show_their_verdict() -> None:
             assert slack.message(CHANNEL, ts).text == f"{name} verify: PASS"
             assert [reply.text for reply in slack.thread(CHANNEL, ts)] == [
                 f"{name} check {step}: pass" for step in range(1, replies + 1)]
+
+
+async def test_a_reply_slack_refuses_is_skipped_and_the_verdict_still_lands() -> None:
+    """One reply Slack answers with an error (not a rate limit: no waiting for it) is left out, logged; the
+    replies after it and the verdict on the parent are still posted."""
+    async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+        client = RedactingWebClient(token=slack.bot_token, base_url=slack.api_url)
+        thread = await OperationThread.open(client, CHANNEL, ("verifying ct129", section("verifying ct129")))
+        thread.reply(("check 1: pass", section("check 1: pass")))
+        thread.reply(("check 2: pass", [{"type": "no_such_block"}]))  # Slack: invalid_blocks
+        thread.reply(("check 3: pass", section("check 3: pass")))
+        await thread.finish(("ct129 verify: PASS", section("ct129 verify: PASS")))
+        assert [call.error for call in slack.calls_to("chat.postMessage")].count("invalid_blocks") == 1
+        assert [reply.text for reply in slack.thread(CHANNEL, thread.ts)] == ["check 1: pass", "check 3: pass"]
+        assert slack.message(CHANNEL, thread.ts).text == "ct129 verify: PASS"
