@@ -59,7 +59,8 @@ class Metrics:
         self.slack_429 = Counter("proofbot_slack_rate_limited", "HTTP 429 answers from the Slack Web API (each "
                                  "one, retried or not)", registry=r)
         self.leases = Counter("proofbot_lease_takeovers", "Operations taken over from a replica whose lease "
-                              "expired (0 until the PostgreSQL store's leases land)", registry=r)
+                              "expired: each one interrupted (a rollout and its host under way count one each) "
+                              "and each pending plan adopted", registry=r)
         self.in_flight = Gauge("proofbot_operations_in_flight", "Slack-started operations running now",
                                registry=r)
         self.in_flight.set_function(lambda: float(in_flight()))

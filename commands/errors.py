@@ -20,6 +20,7 @@ finding, never an exception. Each class carries the exit code the CLI maps it to
         ├── CommandTimedOut
         ├── ConnectionLost
         └── MissingOutput
+    CouldNotRecord                exit 3: the audit database did not take a write (down, restarting, unreachable)
 """
 
 from __future__ import annotations
@@ -112,3 +113,9 @@ class MissingOutput(CouldNotCheck):
 
 class BastionUnreachable(HostUnreachable):
     """A jump host (``ssh.jump``) could not be reached or logged into: no host behind it was asked."""
+
+
+class CouldNotRecord(ProofbotError):
+    """The audit database could not be reached or did not take a write: what was not recorded is not claimed.
+    Not a CouldNotCheck: an operation that handles a lost SSH link must not take this for one (exit 3 all the
+    same)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.errors import UsageError
+from commands.errors import CouldNotRecord, UsageError
 from commands.store import pg
 from commands.store.chain import verify_chain
 from commands.store.db import AuditStore, db_path, db_target
@@ -128,7 +128,7 @@ async def test_every_table_and_view_has_the_same_columns_on_both(pg_url: str, tm
 
 def test_a_server_that_cannot_be_reached_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
     url = f"postgresql://bot:s3cret@/proofbot?host={tmp_path}&connect_timeout=2"
-    with pytest.raises(UsageError) as refused:
+    with pytest.raises(CouldNotRecord) as refused:  # exit 3, as a host that cannot be reached
         AuditStore.open(url)
     assert "cannot open audit database" in refused.value.message and "s3cret" not in refused.value.message
     assert str(tmp_path) in refused.value.message  # where it looked (the socket's folder)

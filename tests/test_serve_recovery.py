@@ -42,6 +42,7 @@ class Bot:
     def __init__(self, slack: FakeSlack, inventory: Path, db: Path) -> None:
         self.slack, self.inventory, self.db = slack, inventory, db
         self.port = free_port()
+        self.args: list[str] = []  # more serve options (e.g. --metrics-port)
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -49,7 +50,7 @@ class Bot:
                "PROOFBOT_SLACK_API_URL": self.slack.api_url}
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
-            "--inventory", str(self.inventory), "--db", str(self.db), cwd=REPO, env=env,
+            "--inventory", str(self.inventory), "--db", str(self.db), *self.args, cwd=REPO, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         # A generous bound: under a loaded CI machine the interpreter's start alone has taken over 20 s.
         # A bot that exits fails at once, not at the deadline.

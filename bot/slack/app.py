@@ -26,10 +26,10 @@ from bot.slack.home import HomeState, on_home_opened, on_member_joined
 from bot.slack.home_blocks import help_message
 from bot.slack.listening import Body, BotContext, Listener, SlackCommand
 from bot.slack.modal_blocks import REASON_BLOCK, REJECT_REASON_VIEW
-from bot.slack.once import handled_once
+from bot.slack.once import handled_once, release_if_unstarted
 from bot.slack.plans import on_reject_reason
 from bot.slack.redacting import RedactingWebClient
-from commands.errors import ProofbotError
+from commands.errors import CouldNotRecord, ProofbotError
 from commands.inflight import SHOWN_MAX
 from commands.operation import Origin
 from commands.redact import redact
@@ -88,7 +88,12 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
     async def on_error(error: Exception, body: dict[str, Any], respond: AsyncRespond | None,
                        client: AsyncWebClient, response: BoltResponse | None) -> BoltResponse | None:
         in_modal = body.get("type") == "view_submission"
-        if isinstance(error, ProofbotError):
+        if isinstance(error, CouldNotRecord):  # nothing more can be audited now: say so, claim nothing
+            log.warning("could not record: %s", error)
+            said = f"{error.message}. {error.hint}"
+            text = error_message("proofbot could not record this in its audit log",
+                                 escape(f"{error.message}. {error.hint}"))
+        elif isinstance(error, ProofbotError):
             action = (body.get("actions") or [{}])[0]
             user = body.get("user_id") or body.get("user", {}).get("id", "?")
             submitted = _metadata(body) if in_modal else {}
@@ -109,6 +114,7 @@ def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None
             said = f"proofbot hit an internal error ({type(error).__name__}): nothing was decided"
             text = error_message(f"proofbot hit an internal error ({type(error).__name__})",
                                  "nothing further ran; the details are in the bot's log")
+        await release_if_unstarted(context, body)  # after a refusal's audit: a refused delivery stays claimed
         if in_modal and response is not None:  # shown in the modal, under the reason box (plain text)
             return BoltResponse(status=200, body={"response_action": "errors",
                                                   "errors": {REASON_BLOCK: redact(said)[:2000]}})

@@ -65,16 +65,35 @@ def interrupted_message(op: Interrupted) -> Message:
                                                        action_id=FLEET_REVERIFY, value=op.operation_id,
                                                        style="primary")])]
         return f"proofbot restarted: verify of {op.fleet_target} was interrupted", [b.to_dict() for b in blocks]
-    if op.fleet_target is not None:  # a rollout: the group is typed again, and its plan shows every host's state
-        text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running; the hosts "
-                f"not finished by then are marked interrupted. Operation `{op.operation_id}` is marked interrupted: "
-                f"run `/{op.operation} {op.fleet_target}` again for a verdict.")
+    if op.fleet_target is not None:  # a rollout: where each host stood; nothing is restarted again without a plan
+        text = (f":warning: proofbot stopped while this {op.operation} of {op.fleet_target} was running. "
+                f"{rollout_states_words(op.hosts)}Operation `{op.operation_id}` is marked interrupted; no host is "
+                f"restarted again without a new plan (`/restart {op.fleet_target}` shows every host as it is now).")
         return (f"proofbot restarted: {op.operation} of {op.fleet_target} was interrupted",
                 [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()])
-    text = (f":warning: proofbot stopped while this {op.operation} of {op.host} was running. The last step "
+    stopped = op.reason == Interrupted.reason  # else its own write failed: proofbot kept running
+    why = "proofbot stopped" if stopped else "the audit database did not take a write"
+    text = (f":warning: {why} while this {op.operation} of {op.host} was running. The last step "
             f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
             f"after that. Operation `{op.operation_id}` is marked interrupted.")
     blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
               ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
                                                    style="primary")])]
-    return f"proofbot restarted: {op.operation} of {op.host} was interrupted", [b.to_dict() for b in blocks]
+    return (f"proofbot restarted: {op.operation} of {op.host} was interrupted" if stopped
+            else f"{op.operation} of {op.host} was interrupted: {why}", [b.to_dict() for b in blocks])
+
+
+ROLLOUT_STATE_WORDS = {"done": "restarted and proven", "failed": "restarted, its proof failed",
+                       "unknown": "under way when it stopped, its state is unknown: verify it",
+                       "untouched": "not reached, never restarted"}
+
+
+def rollout_states_words(hosts: Sequence[tuple[str, str]], most: int = 20) -> str:
+    """``gpu1: restarted and proven. gpu2: under way…`` by state, at most ``most`` names each (bounded)."""
+    said = []
+    for state, words in ROLLOUT_STATE_WORDS.items():
+        names = [host for host, s in hosts if s == state]
+        if names:
+            shown = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+            said.append(f"{shown}: {words}. ")
+    return "".join(said)

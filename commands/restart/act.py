@@ -87,28 +87,33 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     except Locked as exc:
         await run.log.refused(Refusal(str(exc), holder=exc.holder))
         raise
-    try:
-        await run.execute()
-    except PlanVoid as exc:
-        await run.log.refused(Refusal(str(exc), plan_hash=plan.plan_hash))
-        raise
-    except BaseException as exc:
-        await asyncio.shield(run.log.interrupted(repr(exc), what_is_known=run.watch.timeline()))
-        raise
-    finally:
-        await run.progress.close()
-        await locks.release(audit, lock)
-    findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
-    for finding in findings:
-        await run.log.check(finding)
-        if on_finding:
-            await on_finding(finding)
-    extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,
-                             "ready_after_s": round(run.watch.ready_s, 3) if run.watch.ready_s is not None else None,
-                             "pid_changes": len(run.watch.new_pids), "plan_hash": plan.plan_hash}
-    result = OperationResult(plan.operation_id, Operation.RESTART, plan.host.name, run.started_at,
-                             time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
-    await run.log.finished(Finished.of(result, **extra))
+    try:  # the host is given up only after ``finished``: a process killed before it leaves a lease that ends
+        try:
+            await run.execute()
+        except PlanVoid as exc:
+            await run.log.refused(Refusal(str(exc), plan_hash=plan.plan_hash))
+            raise
+        except BaseException as exc:
+            await asyncio.shield(run.log.interrupted(repr(exc), what_is_known=run.watch.timeline()))
+            raise
+        finally:
+            await run.progress.close()
+        findings = restart_findings(plan, run.watch, run.probe, poll_interval_s)
+        for finding in findings:
+            await run.log.check(finding)
+            if on_finding:
+                await on_finding(finding)
+        extra: dict[str, Any] = {"old_pid": plan.before.main_pid, "new_pid": run.watch.new_pid,
+                                 "ready_after_s": round(run.watch.ready_s, 3) if run.watch.ready_s is not None
+                                 else None, "pid_changes": len(run.watch.new_pids), "plan_hash": plan.plan_hash}
+        result = OperationResult(plan.operation_id, Operation.RESTART, plan.host.name, run.started_at,
+                                 time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
+        await run.log.finished(Finished.of(result, **extra))
+    finally:  # a rollout's host goes back to the rollout (commands/restart/rollout.py), which frees it
+        if fleet_operation_id is not None:
+            await asyncio.shield(locks.hand_over(audit, lock, fleet_operation_id, Operation.ROLLOUT))
+        else:
+            await asyncio.shield(locks.release(audit, lock))
     return result
 
 

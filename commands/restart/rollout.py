@@ -282,25 +282,27 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
     taken = await begin_apply(plan, decided, origin.actor, audit, fleet=fleet, channel=origin.channel,
                               thread_ts=origin.thread_ts)
     run.locks = {lock.host: lock for lock in taken}
-    try:
-        halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
-    except BaseException as exc:
-        await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
-            host: outcome.state for host, outcome in run.outcomes.items()}))
-        raise
+    try:  # the locks still held are freed only after ``finished``: until then the rollout always holds one,
+        # so a replica killed mid-rollout leaves a lease that ends, and another interrupts the rollout
+        try:
+            halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
+        except BaseException as exc:
+            await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
+                host: outcome.state for host, outcome in run.outcomes.items()}))
+            raise
+        for restart_plan in plan.hosts:
+            run.outcomes.setdefault(restart_plan.host.name, HostOutcome(
+                restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
+        result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
+                               [run.outcomes[p.host.name] for p in plan.hosts], halted)
+        await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
+        await run.log.finished(Finished(
+            result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
+            hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
+            extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
+                   "untouched": result.named("untouched")}))
     finally:
         await run.release_untaken()
-    for restart_plan in plan.hosts:
-        run.outcomes.setdefault(restart_plan.host.name, HostOutcome(
-            restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
-    result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
-                           [run.outcomes[p.host.name] for p in plan.hosts], halted)
-    await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
-    await run.log.finished(Finished(
-        result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
-        hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
-        extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
-               "untouched": result.named("untouched")}))
     return result
 
 
@@ -326,8 +328,13 @@ async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_don
                 outcome = HostOutcome(name, "untouched", reason=void.message)
             else:
                 outcome = HostOutcome.restarted(name, result)
-            finally:
-                await locks.release(run.audit, lock)
+            finally:  # restart() gave the host back to the rollout when it ended (this is a no-op then), or
+                # never got that far; the last batch's hosts are kept, freed after the rollout's ``finished``
+                back = await locks.hand_over(run.audit, lock, run.plan.operation_id, OPERATION)
+                if number == len(batches):
+                    run.locks[name] = back
+                else:
+                    await locks.release(run.audit, back)
             run.outcomes[name] = outcome
             if on_host_done is not None:
                 await on_host_done(outcome)

@@ -15,6 +15,8 @@ import os
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -48,6 +50,17 @@ def db_path(explicit: str | None) -> Path:
     return target
 
 
+@dataclass
+class WriteTally:
+    """The writes committed while one Slack delivery is handled (bot/slack/once.py): none, nothing started."""
+
+    writes: int = 0
+
+
+# Set per delivery; the tasks its listener starts share the one tally (a context copy holds the same object).
+WRITES: ContextVar[WriteTally | None] = ContextVar("proofbot_writes", default=None)
+
+
 class AuditStore:
     def __init__(self, db: sqlite_utils.Database | None, pg: PgBackend | None = None) -> None:
         self._sqlite = db
@@ -55,6 +68,10 @@ class AuditStore:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
         self._renewer: Renewer | None = None
         self._apart: tuple[ThreadPoolExecutor, list[PgBackend]] | None = None  # write_apart's thread, connection
+        # Operations of this process whose write the database did not take (operation, host by id): settled,
+        # finished interrupted, once it takes writes again (commands/store/recovery.py settle_unrecorded).
+        self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
+        self.unclaimed: set[str] = set()  # deliveries to release once it takes writes again (deliveries.py)
 
     @property
     def dialect(self) -> str:
@@ -180,7 +197,11 @@ class AuditStore:
         """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
 
         ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
-        return await self._run(lambda: self._write_now(work))
+        value = await self._run(lambda: self._write_now(work))
+        tally = WRITES.get()
+        if tally is not None:
+            tally.writes += 1
+        return value
 
     async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
         """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""

@@ -1,7 +1,9 @@
 """Slack deliveries claimed once across every replica: a row keyed by the delivery's id (an Events API
 ``event_id``, else a digest of the payload), inserted before anything runs; a retry finds it and starts nothing.
 
-Rows older than KEEP_S go as new ones come (Slack retries within minutes), so the table stays small.
+Rows older than KEEP_S go as new ones come (Slack retries within minutes), so the table stays small. A claim
+whose handling wrote nothing before it failed (its first write refused, the database gone) is released, so
+Slack's retry runs it (docs/deployment.md "Two replicas behind Socket Mode").
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from commands.store.db import AuditStore
+from commands.errors import CouldNotRecord
+from commands.store.db import AuditStore, WriteTally
 from commands.store.leases import process_holder
 
 KEEP_S = 3600.0
@@ -29,3 +32,20 @@ def claim_in(db: Any, delivery_id: str, kind: str, now: float | None = None) -> 
 
 async def claim(store: AuditStore, delivery_id: str, kind: str) -> bool:
     return await store.write_apart(lambda db: claim_in(db, delivery_id, kind))
+
+
+def unclaim_in(db: Any, delivery_id: str) -> None:
+    """This process's claim of the delivery goes (another replica's is left alone)."""
+    db.execute("DELETE FROM deliveries WHERE id = ? AND replica = ?", [delivery_id, process_holder()])
+
+
+async def release_unstarted(store: AuditStore, delivery_id: str, tally: WriteTally) -> bool:
+    """After the handling of a claimed delivery failed: release the claim if nothing was written since (nothing
+    started, so a retry may run it); True if released now or, the database being away, once it is back."""
+    if tally.writes:
+        return False
+    try:
+        await store.write(lambda db: unclaim_in(db, delivery_id))
+    except CouldNotRecord:  # released by the store's next settling turn (commands/store/recovery.py)
+        store.unclaimed.add(delivery_id)
+    return True

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from commands.clock import utc_now
-from commands.errors import Locked
+from commands.errors import CouldNotRecord, Locked
 from commands.holder import pid_alive
 from commands.store.db import AuditStore
 from commands.store.events import first_row, from_row
@@ -81,7 +81,11 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
 
 
 async def release(store: AuditStore, lock: LockHolder) -> None:
-    await store.write(lambda db: free(db, lock.host, lock.operation_id))
+    try:
+        await store.write(lambda db: free(db, lock.host, lock.operation_id))
+    except CouldNotRecord:  # freed once the database is back (commands/store/recovery.py settle_unrecorded)
+        store.unrecorded.setdefault(lock.operation_id, (lock.operation, lock.host))
+        raise
 
 
 def free(db: sqlite_utils.Database, host: str, operation_id: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commands import observe
+from commands.errors import CouldNotRecord
 from commands.store.events import Event, append_event, plain
 from commands.store.kinds import (
     Approved,
@@ -111,7 +112,12 @@ class AuditLog(Subject):
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
-        return await store.write(lambda db: self.append(db, body, details))
+        try:
+            return await store.write(lambda db: self.append(db, body, details))
+        except CouldNotRecord:
+            if self.operation_id is not None:  # finished (interrupted) once the database is back
+                store.unrecorded.setdefault(self.operation_id, (self.operation, self.host))
+            raise
 
     async def requested(self, origin: Origin, **facts: Any) -> Event:
         return await self._write(Requested.of(origin, **facts))

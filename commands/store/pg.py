@@ -4,7 +4,9 @@ written once for both backends.
 
 Sync psycopg on the store's one worker thread, not async psycopg: the store hands *synchronous* callables
 (shared with SQLite) into a transaction, so an async driver would need a second, async copy of every one.
-psycopg-pool keeps one connection and replaces it when PostgreSQL restarts. Every write transaction
+psycopg-pool keeps one connection, checks it before each transaction and replaces it when PostgreSQL restarts;
+every wait is bounded (docs/deployment.md "PostgreSQL restarting"), and a write that cannot be made is
+CouldNotRecord, never a hang. Every write transaction
 takes one transaction-scoped advisory lock first: writes are serialised exactly as SQLite's BEGIN
 IMMEDIATE serialises them, so the chain stays one chain and check-then-insert (locks, plans) cannot race.
 """
@@ -12,12 +14,14 @@ IMMEDIATE serialises them, so the chain stays one chain and check-then-insert (l
 from __future__ import annotations
 
 import itertools
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from commands.errors import UsageError
+from commands.errors import CouldNotRecord, UsageError
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,6 +31,20 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 # The one lock every write transaction takes ('proofbot' in ASCII, truncated to a bigint).
 WRITE_LOCK = 0x70726F6F66626F74
 CONNECT_TIMEOUT_S = 10
+# How long a transaction waits for a connection while the server is away: short, since a Slack command waits
+# for its claim before its 3 s ack, and a restart of PostgreSQL itself takes about a second.
+POOL_TIMEOUT_S = 2.0
+# Once a wait ran out, the next ones (an operation's failing step, then its ending, then its lock) wait this
+# little until a connection comes back: the user hears "could not record" in about 2 s, not 2 s per write. A
+# connection the pool makes meanwhile is handed out at once, so nothing slows the recovery.
+FAILING_WAIT_S = 0.2
+# How long the pool keeps reconnecting in the background (backoff 1, 2, 4 s…) before it waits for the next
+# transaction to try again at once: a database back after a long outage is found by the next write, not after
+# the pool's doubling backoff has grown to minutes.
+RECONNECT_TIMEOUT_S = 10.0
+# A TCP peer that vanishes without a reset (a failover, a cut link) is found dead in about 30 s, not hours.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+              "tcp_user_timeout": 30_000}
 LOCK_TIMEOUT = "10s"  # as SQLite's busy timeout: a write waits this long for another writer
 STATEMENT_TIMEOUT = "120s"
 PRIMARY_KEYS = {"locks": "host"}  # every other table's key is `id`
@@ -112,6 +130,7 @@ class PgBackend:
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        self._failed_at = -math.inf  # when a wait for a connection last ran out
         try:
             given = conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
@@ -122,8 +141,9 @@ class PgBackend:
                                          f"-c statement_timeout={STATEMENT_TIMEOUT}"]))
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             url, min_size=1, max_size=1, open=False, check=ConnectionPool.check_connection,
+            timeout=POOL_TIMEOUT_S, reconnect_timeout=RECONNECT_TIMEOUT_S,
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S,
-                    "options": options}, name="proofbot-audit")
+                    "options": options, **KEEPALIVES}, name="proofbot-audit")
         # One direct attempt first: the pool retries until its timeout and keeps the server's words in its log.
         failed = _connect_error(url)
         try:
@@ -133,26 +153,50 @@ class PgBackend:
             failed = str(exc)
         if failed is not None:
             self._pool.close()
-            raise UsageError(f"cannot open audit database {redacted_url(url)}: {failed}",
-                             hint="check the PostgreSQL URL (--db / PROOFBOT_DB) and that the server runs")
+            raise CouldNotRecord(f"cannot open audit database {redacted_url(url)}: {failed}",
+                                 hint="check the PostgreSQL URL (--db / PROOFBOT_DB) and that the server runs; "
+                                      "nothing was done")
 
     def atomic(self, write: bool, work: Callable[[PgDatabase], T], *, chained: bool = True) -> T:
-        """``chained``: a write waits for every other writer (the chain head stays still); a write that keys
-        itself (a delivery claim's primary key) passes ``False`` and queues behind none of them."""
-        with self._pool.connection() as conn:
-            # A read is one snapshot.
-            conn.execute(b"BEGIN ISOLATION LEVEL READ COMMITTED" if write
-                         else b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                if write and chained:
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-                value = work(PgDatabase(conn))
-                conn.execute(b"COMMIT")
-            except BaseException:
-                with suppress(Exception):  # a broken connection is the pool's to replace
-                    conn.execute(b"ROLLBACK")
-                raise
-            return value
+        """work(db) in one transaction; CouldNotRecord when the server cannot be reached or drops it (never
+        retried here: the work may have told its caller things, and a COMMIT cut short may have been taken).
+        ``chained``: a write waits for every other writer; a write that keys itself (a delivery claim's primary
+        key) passes ``False`` and queues behind none of them."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        committing = False
+        wait = FAILING_WAIT_S if time.monotonic() - self._failed_at < 2 * POOL_TIMEOUT_S else POOL_TIMEOUT_S
+        try:
+            with self._pool.connection(timeout=wait) as conn:
+                # A write waits for every other writer (the chain head stays still); a read is one snapshot.
+                conn.execute(b"BEGIN ISOLATION LEVEL READ COMMITTED" if write
+                             else b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    if write and chained:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+                    value = work(PgDatabase(conn))
+                    committing = True
+                    conn.execute(b"COMMIT")
+                except BaseException:
+                    with suppress(Exception):  # a broken connection is the pool's to replace
+                        conn.execute(b"ROLLBACK")
+                    raise
+                return value
+        except PoolTimeout:
+            self._failed_at = time.monotonic()
+            raise self._could_not_record(f"no connection within {wait:g} s (the server is down, "
+                                         "restarting or unreachable)", committing) from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            words = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise self._could_not_record(words, committing) from None
+
+    def _could_not_record(self, why: str, committing: bool) -> CouldNotRecord:
+        what = ("the write was cut off while it committed: it may or may not be in the log" if committing
+                else "nothing of it was written")
+        return CouldNotRecord(f"could not record in the audit database {redacted_url(self.url)}: {why}; {what}",
+                              hint="the audit log holds every step up to the last one recorded; proofbot "
+                                   "reconnects by itself when the database is back: then verify the host")
 
     def close(self) -> None:
         self._pool.close()
