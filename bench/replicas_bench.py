@@ -157,12 +157,12 @@ async def floor_round(plans: list[Any], audit: Any) -> Round:
                  cpu=[time.process_time() - cpu])
 
 
-def summary(rounds: dict[str, list[Round]]) -> None:
+def summary(rounds: dict[str, list[Round]], verifies: int) -> None:
     """Medians over the repeats, and the ratios two/one and each against the floor."""
     def med(label: str, pick: Callable[[Round], float]) -> float:
         return statistics.median(pick(r) for r in rounds[label])
 
-    print("\n| 50 concurrent /verify | slowest ack | p50 ack | total (median) | min - max | x one process |")
+    print(f"\n| {verifies} concurrent /verify | slowest ack | p50 ack | total (median) | min - max | x one process |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     floor = med("one process", lambda r: r.total_s)
     for label in ("two replicas", "one replica", "one process"):
@@ -286,7 +286,7 @@ async def main() -> int:
         await asyncio.wait_for(child.wait(), 60)
         if cluster is not None:
             cluster.stop()
-    summary(rounds)
+    summary(rounds, args.verifies)
     wrong = problems(rounds)
     for problem in wrong[:20]:
         print(f"PROBLEM: {problem}")
