@@ -95,3 +95,25 @@ async def test_the_replica_that_runs_an_approved_plan_holds_its_host_under_its_o
         assert lock.lease_holder == holder == process_holder() and pid == os.getpid()
     finally:
         store.close()
+
+
+async def test_a_claim_does_not_wait_for_the_chains_writers(pg_url: str) -> None:
+    """A delivery is claimed before its ack: it must not queue behind the audit log's appends (the chain's advisory
+    lock, held here by another connection as a long append would) nor behind this store's own writes."""
+    import asyncio
+
+    import psycopg
+
+    from commands.store.pg import WRITE_LOCK
+
+    store = AuditStore.open(pg_url)
+    try:
+        with psycopg.connect(pg_url) as writer:
+            writer.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])  # held until this block ends
+            appending = asyncio.ensure_future(store.write(lambda db: db.execute("SELECT 1")))  # queued behind it
+            assert await asyncio.wait_for(claim(store, "event:EvBusy", "event"), 30) is True
+            assert await asyncio.wait_for(claim(store, "event:EvBusy", "event"), 30) is False
+            assert not appending.done(), "the chain's writers were held all along"
+        await appending
+    finally:
+        store.close()

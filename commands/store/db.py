@@ -67,6 +67,7 @@ class AuditStore:
         self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
         self._renewer: Renewer | None = None
+        self._apart: tuple[ThreadPoolExecutor, list[PgBackend]] | None = None  # write_apart's thread, connection
         # Operations of this process whose write the database did not take (operation, host by id): settled,
         # finished interrupted, once it takes writes again (commands/store/recovery.py settle_unrecorded).
         self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
@@ -130,9 +131,30 @@ class AuditStore:
             return self._pg.atomic(True, work)  # type: ignore[arg-type]  # same API
         return self._atomic("BEGIN IMMEDIATE", work)
 
+    async def write_apart(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+        """A write outside the hash chain that must not wait for the log (a Slack delivery claim, before the ack):
+        on PostgreSQL its own thread and connection, under no writer's lock, so it never queues behind the appends
+        of the operations running (at 50 verifies at once those held acks past Slack's 3 s); on SQLite ``write``."""
+        if self._pg is None:
+            return await self.write(work)
+        if self._apart is None:
+            self._apart = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-apart"), [])
+        worker, backend = self._apart
+        url = self._pg.url
+
+        def run() -> T:
+            if not backend:  # connected in its own thread, on first use
+                backend.append(PgBackend(url))
+            return backend[0].atomic(True, work, chained=False)  # type: ignore[arg-type]  # same API
+        return await asyncio.get_running_loop().run_in_executor(worker, run)
+
     def close(self) -> None:
         if self._renewer is not None:
             self._renewer.stop()
+        if self._apart is not None:
+            self._apart[0].shutdown(wait=True, cancel_futures=True)
+            for backend in self._apart[1]:
+                backend.close()
         self._worker.shutdown(wait=True, cancel_futures=True)
         if self._pg is not None:
             self._pg.close()

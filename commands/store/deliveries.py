@@ -22,7 +22,8 @@ def claim_in(db: Any, delivery_id: str, kind: str, now: float | None = None) -> 
     """In the caller's write transaction: True if this delivery is new (claimed now), False if seen before."""
     moment = time.time() if now is None else now
     db.execute("DELETE FROM deliveries WHERE claimed_at < ?", [moment - KEEP_S])
-    # The primary key decides between two replicas claiming at once; the write lock makes it one at a time.
+    # The primary key decides between two replicas claiming at once (on PostgreSQL the second INSERT waits for the
+    # first's transaction, then does nothing); no chain lock is needed (AuditStore.write_apart).
     claimed = list(db.query("INSERT INTO deliveries (id, kind, claimed_at, replica) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (id) DO NOTHING RETURNING id",
                             [delivery_id, kind, moment, process_holder()]))
@@ -30,7 +31,7 @@ def claim_in(db: Any, delivery_id: str, kind: str, now: float | None = None) -> 
 
 
 async def claim(store: AuditStore, delivery_id: str, kind: str) -> bool:
-    return await store.write(lambda db: claim_in(db, delivery_id, kind))
+    return await store.write_apart(lambda db: claim_in(db, delivery_id, kind))
 
 
 def unclaim_in(db: Any, delivery_id: str) -> None:

@@ -157,9 +157,11 @@ class PgBackend:
                                  hint="check the PostgreSQL URL (--db / PROOFBOT_DB) and that the server runs; "
                                       "nothing was done")
 
-    def atomic(self, write: bool, work: Callable[[PgDatabase], T]) -> T:
+    def atomic(self, write: bool, work: Callable[[PgDatabase], T], *, chained: bool = True) -> T:
         """work(db) in one transaction; CouldNotRecord when the server cannot be reached or drops it (never
-        retried here: the work may have told its caller things, and a COMMIT cut short may have been taken)."""
+        retried here: the work may have told its caller things, and a COMMIT cut short may have been taken).
+        ``chained``: a write waits for every other writer; a write that keys itself (a delivery claim's primary
+        key) passes ``False`` and queues behind none of them."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
@@ -171,7 +173,7 @@ class PgBackend:
                 conn.execute(b"BEGIN ISOLATION LEVEL READ COMMITTED" if write
                              else b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 try:
-                    if write:
+                    if write and chained:
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
                     value = work(PgDatabase(conn))
                     committing = True
