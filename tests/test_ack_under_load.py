@@ -2,17 +2,21 @@
 commands at once, through the real bolt app, on a database slow to commit (a real trigger makes each INSERT into
 ``deliveries`` take 0.3 s, as fsync does on a loaded disk): every ack is under Slack's 3 s, because the claims that
 arrive together are written by one statement (bot/slack/once.py ``Claims``), not one after the other (which took
-at least 20 x 0.3 s). A retry delivered in the same burst still starts nothing."""
+at least 20 x 0.3 s). A retry delivered in the same burst still starts nothing. And the log no longer formats and
+redacts asyncssh's per-channel INFO lines on the event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import io
+import logging
 from collections import Counter
 from pathlib import Path
 
 import psycopg
 
+from bot.logs import configure_logging
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
@@ -71,3 +75,19 @@ async def test_claims_written_together_still_claim_each_delivery_once(store_targ
                                                                                                 False]
     finally:
         store.close()
+
+
+def test_the_log_keeps_asyncssh_warnings_and_drops_its_per_channel_lines() -> None:
+    """What an operator reads: asyncssh's warnings, not its ~25 INFO lines per verified host (each one redacted on
+    the event loop, which at 50 verifies at once held Slack acks); proofbot's own INFO lines stay."""
+    out = io.StringIO()
+    handler = configure_logging(stream=out)
+    try:
+        logging.getLogger("asyncssh").info("[conn=0, chan=1] Closing channel")
+        logging.getLogger("asyncssh").warning("[conn=0] Connection lost")
+        logging.getLogger("proofbot.slack").info("proofbot listening")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger("asyncssh").setLevel(logging.NOTSET)
+    assert "Connection lost" in out.getvalue() and "proofbot listening" in out.getvalue()
+    assert "Closing channel" not in out.getvalue()
