@@ -18,6 +18,7 @@ import psycopg
 
 from bot.logs import configure_logging
 from bot.slack.app import BotContext, build_app
+from bot.slack.once import Claims
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
 from commands.store.deliveries import claim_all_in
@@ -91,3 +92,20 @@ def test_the_log_keeps_asyncssh_warnings_and_drops_its_per_channel_lines() -> No
         logging.getLogger("asyncssh").setLevel(logging.NOTSET)
     assert "Connection lost" in out.getvalue() and "proofbot listening" in out.getvalue()
     assert "Closing channel" not in out.getvalue()
+
+
+async def test_a_claim_that_cannot_be_written_fails_each_waiter_and_never_hangs(tmp_path: Path) -> None:
+    """Claims written together fail together: each waiting delivery gets the store's error (the app's error handler
+    answers it), none waits for ever, and the next claim is tried afresh."""
+    store = AuditStore.open(tmp_path / "a.db")
+    claims = Claims(lambda: store)
+    store.close()  # the database gone: every write refused
+    results = await asyncio.wait_for(asyncio.gather(claims.claim("event:Ev1", "event"),
+                                                    claims.claim("event:Ev2", "event"), return_exceptions=True), 30)
+    assert all(isinstance(result, Exception) for result in results), results
+    reopened = AuditStore.open(tmp_path / "a.db")
+    try:
+        store = reopened
+        assert await asyncio.wait_for(claims.claim("event:Ev1", "event"), 30) is True
+    finally:
+        reopened.close()
