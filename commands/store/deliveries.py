@@ -20,14 +20,28 @@ KEEP_S = 3600.0
 
 def claim_in(db: Any, delivery_id: str, kind: str, now: float | None = None) -> bool:
     """In the caller's write transaction: True if this delivery is new (claimed now), False if seen before."""
+    return claim_all_in(db, [(delivery_id, kind)], now)[0]
+
+
+def claim_all_in(db: Any, deliveries: list[tuple[str, str]], now: float | None = None) -> list[bool]:
+    """Several (id, kind) claimed in the caller's write transaction by one INSERT: for each, True if claimed now;
+    an id seen before, or earlier in the same list, is False (its first occurrence alone is claimed)."""
     moment = time.time() if now is None else now
     db.execute("DELETE FROM deliveries WHERE claimed_at < ?", [moment - KEEP_S])
     # The primary key decides between two replicas claiming at once (on PostgreSQL the second INSERT waits for the
     # first's transaction, then does nothing); no chain lock is needed (AuditStore.write_apart).
-    claimed = list(db.query("INSERT INTO deliveries (id, kind, claimed_at, replica) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT (id) DO NOTHING RETURNING id",
-                            [delivery_id, kind, moment, process_holder()]))
-    return bool(claimed)
+    fresh = list(dict.fromkeys(delivery_id for delivery_id, _ in deliveries))
+    kinds = dict(reversed(deliveries))  # each id's first kind
+    rows = ", ".join(["(?, ?, ?, ?)"] * len(fresh))
+    values = [v for delivery_id in fresh for v in (delivery_id, kinds[delivery_id], moment, process_holder())]
+    claimed = {row["id"] for row in db.query(f"INSERT INTO deliveries (id, kind, claimed_at, replica) VALUES {rows} "
+                                             "ON CONFLICT (id) DO NOTHING RETURNING id", values)}
+    firsts: set[str] = set()
+    result = []
+    for delivery_id, _ in deliveries:
+        result.append(delivery_id in claimed and delivery_id not in firsts)
+        firsts.add(delivery_id)
+    return result
 
 
 async def claim(store: AuditStore, delivery_id: str, kind: str) -> bool:
