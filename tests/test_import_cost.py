@@ -46,3 +46,19 @@ def test_a_verify_running_loads_no_restart_or_restore() -> None:
                        "import commands.checks.managers")
     assert {"commands.verify.operation", "commands.verify.next_steps", "httpx"} <= loaded
     assert sorted(name for name in ("commands.restart", "commands.restore") if name in loaded) == []
+
+
+# What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
+# detect-secrets and its `requests` (commands.secret_shapes has the patterns), httpx's command-line client and
+# what it pulls (click, rich, pygments), and pydantic's plugin search over every installed distribution.
+NEVER_FOR_A_VERIFY = ("detect_secrets", "requests", "urllib3", "click", "rich", "pygments", "pydantic_plugins_searched")
+
+
+def test_a_verify_running_loads_no_secret_scanner_no_http_cli_and_no_plugin_search() -> None:
+    loaded = loaded_by("import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
+                       "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
+                       "import commands.host_http, commands.redact, commands.inventory, pydantic.plugin._loader\n"
+                       "assert commands.redact.redact('k: AKIAABCDEFGHIJKLMNOP') == 'k: [REDACTED]'\n"
+                       "if pydantic.plugin._loader._plugins is not None: sys.modules['pydantic_plugins_searched'] = sys")
+    assert "commands.redact" in loaded and "httpx" in loaded
+    assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
