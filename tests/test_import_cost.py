@@ -59,6 +59,7 @@ def test_a_verify_running_loads_no_secret_scanner_no_http_cli_and_no_plugin_sear
                        "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
                        "import commands.host_http, commands.redact, commands.inventory, pydantic.plugin._loader\n"
                        "assert commands.redact.redact('k: AKIAABCDEFGHIJKLMNOP') == 'k: [REDACTED]'\n"
-                       "if pydantic.plugin._loader._plugins is not None: sys.modules['pydantic_plugins_searched'] = sys")
+                       "if pydantic.plugin._loader._plugins is not None:\n"
+                       "    sys.modules['pydantic_plugins_searched'] = sys")
     assert "commands.redact" in loaded and "httpx" in loaded
     assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
