@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
+import sys
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,12 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 import httpcore
+
+# httpx's __init__ imports its command-line client (httpx._main) whenever click and rich are installed (they are,
+# for other packages): ~50 ms of CPU a cold verify never uses (click, rich, pygments). A None in sys.modules makes
+# that import fail and httpx keeps its stub ``main``; nothing in proofbot runs httpx's CLI.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx
 from anyio.streams.tls import TLSStream
 

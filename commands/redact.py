@@ -1,7 +1,7 @@
 """The one redaction layer: every command, output, diff, plan, audit detail and message passes here.
 
 Two sources of rules. Token *shapes* (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT,
-PyPI, npm, private-key headers, URL credentials…) come from detect-secrets' regex plugins,
+PyPI, npm, private-key headers, URL credentials…) come from detect-secrets' regex plugins (commands.secret_shapes),
 a maintained catalogue; each match's secret groups are masked where they stand. Config
 *syntax* is ours, because a detector built to scan source files looks for shapes, not for
 ``password: hunter2`` in YAML, ``key = x`` in INI, ``"api_key": "x"`` in JSON, ``--token X``
@@ -28,45 +28,28 @@ import functools
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 MASK = "[REDACTED]"
 OFF_LOOP_CHARS = 32_000  # below this, redaction costs less than a thread hop
 T = TypeVar("T")
-
-# Public addresses are evidence here (where a host is), not secrets. The other four backtrack
-# catastrophically on one long line a host can write: Cloudant, IBM Cloud IAM and SoftLayer put
-# `(?: *)` next to a ` +` separator (cubic in blanks: `password` + 2,000 spaces took 36 s), npm's
-# `//.+/:_authToken` is quadratic (30 s for a 240 KB line). Their shapes stay masked by the rules
-# below: `key = value` / `key: value` under any secret name, `_authToken=`, npm_ tokens.
-_NOT_SECRETS = {"IPPublicDetector", "CloudantDetector", "IbmCloudIamDetector", "SoftlayerDetector", "NpmDetector"}
-
 
 _detector_lock = threading.Lock()
 _detector: tuple[re.Pattern[str], ...] | None = None
 
 
 def _detector_patterns() -> tuple[re.Pattern[str], ...]:
-    """detect-secrets' regex plugins' patterns, loaded on first use (by any thread, once).
-
-    Loading them imports ~0.1 s of CPU (requests among it): a verify spends that in the audit
-    writer's thread while its SSH handshake is in flight, not before it starts.
-    """
+    """detect-secrets' regex plugins' patterns (commands.secret_shapes), compiled on first use (by any thread, once)."""
     global _detector
     if _detector is not None:
         return _detector
     with _detector_lock:
         if _detector is None:
-            from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-            from detect_secrets.plugins.base import RegexBasedDetector
+            from commands.secret_shapes import DETECTOR_PATTERNS
 
-            patterns: list[re.Pattern[str]] = []
-            plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
-            for detector in plugins.values():  # ``denylist`` is a class attribute on each regex plugin
-                if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _NOT_SECRETS:
-                    patterns.extend(cast("Iterable[re.Pattern[str]]", detector.denylist))
-            _detector = tuple(patterns)
+            _detector = tuple(re.compile(pattern, flags) for _plugin, pattern, flags in DETECTOR_PATTERNS)
         return _detector
+
 
 # Words that make a key secret when they END its name (split at _ - . and camelCase).
 _SECRET_WORDS = frozenset({

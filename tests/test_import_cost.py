@@ -37,12 +37,22 @@ def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
     assert {"commands.restart", "commands.host_http", "httpx"} <= loaded
 
 
-def test_a_verify_running_loads_no_restart_or_restore() -> None:
-    """Once running too (its parts, the checks' parsers, next steps, HTTP and the audit log), a verify
-    loads neither the restart machinery nor restore: imports it has no use for."""
-    loaded = loaded_by("import bot.cli.main, importlib\nfrom bot.cli.verify import RUNNING_PARTS\n"
+# What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
+# restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); httpx's
+# command-line client's rich and pygments; pydantic's plugin search over every installed distribution.
+NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
+                      "pygments", "pydantic_plugins_searched")
+
+
+def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_or_plugin_search() -> None:
+    """Once running too (its parts, the checks' parsers, next steps, HTTP, redaction and the audit log), a verify
+    loads only what it uses: imports it has no use for cost every cold process CPU."""
+    loaded = loaded_by("import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
                        "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
                        "import commands.verify.next_steps, commands.host_http, commands.store.log, commands.redact\n"
-                       "import commands.checks.managers")
-    assert {"commands.verify.operation", "commands.verify.next_steps", "httpx"} <= loaded
-    assert sorted(name for name in ("commands.restart", "commands.restore") if name in loaded) == []
+                       "import commands.checks.managers, commands.inventory, pydantic.plugin._loader\n"
+                       "assert commands.redact.redact('k: AKIAABCDEFGHIJKLMNOP') == 'k: [REDACTED]'\n"
+                       "if pydantic.plugin._loader._plugins is not None:\n"
+                       "    sys.modules['pydantic_plugins_searched'] = sys")
+    assert {"commands.verify.operation", "commands.verify.next_steps", "httpx", "commands.redact"} <= loaded
+    assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
