@@ -113,6 +113,9 @@ async def test_a_fleet_whose_process_died_is_interrupted_once_with_its_unfinishe
         hosts = {"ct129": fleet_entry(seeded_host), "ct130": fleet_entry(clean_host),
                  "ct131": fleet_entry(clean_host, proxy.port,
                                       proxied_known_hosts(clean_host, proxy.port, tmp_path / "kh"))}
+        # The black-holed host must still hang when the others finish, however slow the machine: its connect
+        # waits out the kill (the template's 5 s connect timeout could end it first on a loaded machine).
+        hosts["ct131"]["ssh"]["connect_timeout_s"] = 250
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(fleet_document(hosts, clean_host, host_deadline_s=300))
         child = await asyncio.create_subprocess_exec(
