@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+from commands.store.db import AuditStore
 from tests.conftest import REPO
 
 # Loaded while the handshake is in flight (bot.cli.verify RUNNING_PARTS, the audit log, redaction, HTTP), or never.
@@ -39,15 +41,39 @@ def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
 
 # What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
 # restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); httpx's
-# command-line client's rich and pygments; pydantic's plugin search over every installed distribution.
+# command-line client's rich and pygments; pydantic's plugin search over every installed distribution; sqlite-utils
+# and its click, pluggy, dateutil and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
-                      "pygments", "pydantic_plugins_searched")
+                      "pygments", "pydantic_plugins_searched", "sqlite_utils", "click", "dateutil", "pluggy",
+                      "sqlite_fts4")
+# A verify's writes to an audit DB already migrated: its request, a batch of checks, its ending.
+WRITES = """
+import asyncio
+from commands.findings import Evidence, Finding
+from commands.operation import Origin
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished
+from commands.store.log import audit_log
+async def write(path):
+    store = AuditStore.open(path)
+    try:
+        log = audit_log(store, 'verify', 'op-1', 'ct129', 'root')
+        await log.requested(Origin(actor='root', via='cli'), checks=['health'])
+        await log.checks([Finding('health', 'pass', 'ok', Evidence('true', 0, '', 0.01))])
+        await log.finished(Finished('pass'))
+    finally:
+        store.close()
+"""
 
 
-def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_or_plugin_search() -> None:
-    """Once running too (its parts, the checks' parsers, next steps, HTTP, redaction and the audit log), a verify
-    loads only what it uses: imports it has no use for cost every cold process CPU."""
-    loaded = loaded_by("import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
+def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_plugin_search_or_sqlite_utils(
+        tmp_path: Path) -> None:
+    """Once running too (its parts, the checks' parsers, next steps, HTTP, redaction and the audit log written), a
+    verify loads only what it uses: imports it has no use for cost every cold process CPU."""
+    db = tmp_path / "audit.db"
+    AuditStore.open(db).close()  # migrated, as every database but a new one is
+    loaded = loaded_by(f"{WRITES}\nasyncio.run(write({str(db)!r}))\n"
+                       "import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
                        "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
                        "import commands.verify.next_steps, commands.host_http, commands.store.log, commands.redact\n"
                        "import commands.checks.managers, commands.inventory, pydantic.plugin._loader\n"
