@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from commands.errors import UsageError
+from commands.errors import CouldNotRecord, UsageError
 from commands.store.events import Event, event_of
 from commands.store.leases import Renewer, process_holder, renew
 from commands.store.lite import LiteDatabase, not_taken, sqlite_could_not_record
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
+BUSY_TIMEOUT_S = 10.0  # how long a write waits for another process's write lock before it is CouldNotRecord
 T = TypeVar("T")
 
 
@@ -78,7 +79,7 @@ class AuditStore:
         self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
         self.unclaimed: set[str] = set()  # deliveries to release once it takes writes again (deliveries.py)
         # Operations whose write was not taken: they write nothing more here, ever (commands/store/log.py).
-        self.cut_off: dict[str, None] = {}
+        self.cut_off: dict[str, CouldNotRecord] = {}  # each with the failure that stopped it
 
     @property
     def dialect(self) -> str:
@@ -104,7 +105,8 @@ class AuditStore:
         try:
             if path.parent and not path.parent.exists():
                 raise UsageError(f"audit database folder {path.parent} does not exist", hint="pass --db PATH")
-            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
             db = LiteDatabase(conn)

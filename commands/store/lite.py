@@ -130,5 +130,7 @@ def sqlite_could_not_record(path: Path | str, exc: sqlite3.Error, cause: str, co
     if opening:
         return CouldNotRecord(f"cannot open audit database {path}: {why}",
                               hint=f"nothing was done; {_WHAT_TO_DO[cause].format(path=path)}")
-    return could_not_record(str(path), why, committing, "the audit log holds every step up to the last one "
-                            f"recorded; {_WHAT_TO_DO[cause].format(path=path)}")
+    # A COMMIT SQLite refused wrote no commit frame (atomic commit): only an I/O error while it synced the
+    # write-ahead log may leave one that the next open replays.
+    return could_not_record(str(path), why, committing and cause in ("io", "corrupt"), "the audit log holds every "
+                            f"step up to the last one recorded; {_WHAT_TO_DO[cause].format(path=path)}")
