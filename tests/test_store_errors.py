@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import commands.store.db
-from commands.errors import CouldNotRecord
+from commands.errors import CouldNotRecord, UsageError
 from commands.operation import Origin
 from commands.store.db import AuditStore
 from commands.store.lite import not_taken
@@ -67,3 +67,24 @@ def test_which_sqlite_result_codes_are_the_file_not_the_sql(code: int, cause: st
     error.sqlite_errorcode = code
     assert not_taken(error) == cause
     assert not_taken(sqlite3.OperationalError("no code")) is None
+
+
+async def test_a_database_locked_past_the_timeout_while_opening_is_could_not_record_and_a_wrong_file_is_usage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commands.store.db, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "audit.db"
+    other = sqlite3.connect(path, isolation_level=None)  # a rollback-journal file another process holds whole
+    try:
+        other.execute("CREATE TABLE t (x)")
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(CouldNotRecord) as failed:
+            AuditStore.open(path)
+        assert failed.value.message == f"cannot open audit database {path}: database is locked"
+        assert failed.value.hint.startswith("nothing was done; another process held the database's write lock")
+    finally:
+        other.close()
+    wrong = tmp_path / "inventory.yml"
+    wrong.write_text("hosts: {}\n" * 200)
+    with pytest.raises(UsageError, match="file is not a database") as refused:
+        AuditStore.open(wrong)
+    assert refused.value.exit_code == 2 and refused.value.hint == "pass --db PATH"

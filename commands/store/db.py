@@ -112,8 +112,9 @@ class AuditStore:
             db = LiteDatabase(conn)
         except sqlite3.Error as exc:
             cause = not_taken(exc)
-            if cause is not None:  # the file is there but will not take writes: as a failed write says it
+            if cause not in (None, "corrupt"):  # the file will not take writes: as a failed write says it
                 raise sqlite_could_not_record(path, exc, cause, False, opening=True) from None
+            # Not SQLite's at all (--db naming the inventory, say): the wrong file was given.
             raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
         return cls._opened(cls(db, path=path))
 
