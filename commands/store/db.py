@@ -29,7 +29,6 @@ from commands.store.leases import Renewer, process_holder, renew
 from commands.store.lite import LiteDatabase, not_taken, sqlite_could_not_record
 from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
 from commands.store.pg import PgBackend, is_pg_url, redacted_url
-from commands.store.pg_schema import pg_has_table
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -95,6 +94,8 @@ class AuditStore:
         """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated. ``existing``: a
         PostgreSQL database without an audit log is refused, not given one (a reader checks a file's existence)."""
         if isinstance(path, str) and is_pg_url(path):
+            from commands.store.pg_schema import pg_has_table  # with schema.py: not loaded by a run on SQLite
+
             backend = PgBackend(path)
             if existing and not backend.atomic(False, lambda db: pg_has_table(db, "events")):
                 backend.close()
