@@ -5,10 +5,8 @@ either and ends refused. One loopback lab host (real sshd and supervisord), SQLi
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -25,6 +23,7 @@ from commands.store.db import AuditStore
 from commands.store.recovery import UNRECORDED, settle_unrecorded
 from commands.vocabulary import EventKind
 from tests.store_sql import rows
+from tests.test_interrupted_truth import RefusedWrites
 from tests.test_replicas import main_pid, starts
 
 REFUSE_RESTART_SENT = """
@@ -32,19 +31,6 @@ CREATE TRIGGER refuse_restart_sent BEFORE INSERT ON events
 WHEN NEW.kind = 'step' AND json_extract(NEW.details, '$.step') = 'restart-sent'
 BEGIN SELECT RAISE(ABORT, 'injected'); END
 """
-
-
-class RefusedWrites:
-    """A write the SQLite trigger aborts is refused as a database that is down refuses it (CouldNotRecord)."""
-
-    def __init__(self, store: AuditStore) -> None:
-        self.write = store.write
-
-    async def __call__(self, work: Any) -> Any:
-        try:
-            return await self.write(work)
-        except sqlite3.DatabaseError as exc:
-            raise CouldNotRecord(f"injected: {exc}") from None
 
 
 @pytest_asyncio.fixture(scope="module")

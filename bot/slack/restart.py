@@ -21,7 +21,7 @@ from bot.slack.restart_blocks import (
 )
 from bot.slack.thread import OperationThread
 from bot.slack.thread_blocks import finding_message, verdict_message
-from commands.errors import PlanVoid, UsageError
+from commands.errors import CouldNotRecord, PlanVoid, UsageError
 from commands.findings import Finding
 from commands.inflight import Ticket
 from commands.inventory import Host
@@ -98,6 +98,9 @@ async def restart_in_thread(context: BotContext, client: AsyncWebClient, click: 
         status = f":no_entry_sign: {void.message}; nothing was restarted"
         await thread.finish(restart_status_message(plan, requester, status))
         return
+    except CouldNotRecord as failed:  # said on the plan for the channel; the approver's ephemeral follows (app.py)
+        await thread.finish(restart_status_message(plan, requester, f"{approved} — :warning: {failed.message}"))
+        raise
     final_text, final_blocks = verdict_message(result, requester, None)
     head = restart_status_message(plan, requester, approved)[1]
     await thread.finish((final_text, head + final_blocks))
