@@ -377,6 +377,10 @@ async def test_postgresql_stopped_at_restart_sent_means_not_restarted_and_nothin
     print(f"\ndatabase back to the restart's interrupted note: {time.monotonic() - back:.1f} s")
     note = json.dumps(next(m for m in slack.thread(CHANNEL, plan.ts) if "interrupted" in m.text).blocks)
     assert "the audit database did not take a write" in note and "`before`" in note, note
+    await slack.wait_until(lambda: "interrupted" in slack.message(CHANNEL, plan.ts).text, timeout=30,
+                           what="the restart's plan message saying interrupted")
+    parent = json.dumps(slack.message(CHANNEL, plan.ts).blocks)  # the plan kept, with who approved it
+    assert "Restart plan for ct129" in parent and f"approved by <@{APPROVER}>" in parent and "*interrupted*" in parent
     finished = [d for kind, op, d in bot.events() if op == plan_id and kind == "finished"]
     assert [d["verdict"] for d in finished] == ["interrupted"], finished
     assert not [d for kind, op, d in bot.events() if op == plan_id and d.get("step") == "restart-sent"]
