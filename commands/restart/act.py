@@ -80,6 +80,7 @@ def not_recorded(host: str, exc: CouldNotRecord) -> CouldNotRecord:
                           hint=f"{host}'s service runs as before, same PID; ask again once the audit database "
                                "takes writes (proofbot reconnects by itself)")
 
+
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
                   poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S,

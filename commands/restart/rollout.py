@@ -358,29 +358,26 @@ async def _one_host(run: _Rollout, host_plan: RestartPlan, number: int, batches:
                     on_host_progress: OnHostProgress | None, poll_interval_s: float, settle_s: float) -> HostOutcome:
     """One host of batch ``number``: handed its lock, restarted through the single-host path, given back."""
     name = host_plan.host.name
-    if (why := halt()) is not None:  # a sibling already failed: this host is not started at all
-        outcome = HostOutcome(name, "untouched", reason=f"not restarted: {why}")
+    if on_host_start is not None:
+        await on_host_start(name, number, batches)
+    lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, Operation.RESTART)
+    try:  # the first batch restarts on the state the apply just re-read; a later one re-reads first
+        result = await restart(host_plan, origin=run.origin, audit=run.audit,
+                               on_progress=on_host_progress(name) if on_host_progress else None,
+                               poll_interval_s=poll_interval_s, settle_s=settle_s,
+                               fleet_operation_id=run.plan.operation_id,
+                               checked=run.plan.reread.get(name) if number == 1 else None, halt=halt)
+    except (PlanVoid, NotSent) as void:  # NotSent: a sibling failed before this host's restart was sent
+        outcome = HostOutcome(name, "untouched", reason=void.message)
     else:
-        if on_host_start is not None:
-            await on_host_start(name, number, batches)
-        lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, Operation.RESTART)
-        try:  # the first batch restarts on the state the apply just re-read; a later one re-reads first
-            result = await restart(host_plan, origin=run.origin, audit=run.audit,
-                                   on_progress=on_host_progress(name) if on_host_progress else None,
-                                   poll_interval_s=poll_interval_s, settle_s=settle_s,
-                                   fleet_operation_id=run.plan.operation_id,
-                                   checked=run.plan.reread.get(name) if number == 1 else None, halt=halt)
-        except (PlanVoid, NotSent) as void:
-            outcome = HostOutcome(name, "untouched", reason=void.message)
+        outcome = HostOutcome.restarted(name, result)
+    finally:  # restart() gave the host back to the rollout when it ended (this is a no-op then), or
+        # never got that far; the last batch's hosts are kept, freed after the rollout's ``finished``
+        back = await locks.hand_over(run.audit, lock, run.plan.operation_id, OPERATION)
+        if number == batches:
+            run.locks[name] = back
         else:
-            outcome = HostOutcome.restarted(name, result)
-        finally:  # restart() gave the host back to the rollout when it ended (this is a no-op then), or
-            # never got that far; the last batch's hosts are kept, freed after the rollout's ``finished``
-            back = await locks.hand_over(run.audit, lock, run.plan.operation_id, OPERATION)
-            if number == batches:
-                run.locks[name] = back
-            else:
-                await locks.release(run.audit, back)
+            await locks.release(run.audit, back)
     run.outcomes[name] = outcome
     if on_host_done is not None:
         await on_host_done(outcome)
