@@ -376,6 +376,8 @@ async def test_postgresql_stopped_at_restart_sent_means_not_restarted_and_nothin
                            timeout=60, what="the restart's thread told it was interrupted")
     print(f"\ndatabase back to the restart's interrupted note: {time.monotonic() - back:.1f} s")
     note = json.dumps(next(m for m in slack.thread(CHANNEL, plan.ts) if "interrupted" in m.text).blocks)
+    assert any("not restarted: proofbot could not record it" in m.text for m in slack.thread(CHANNEL, plan.ts)), \
+        "the channel reads it too, not only the approver"
     assert "the audit database did not take a write" in note and "`before`" in note, note
     await slack.wait_until(lambda: "interrupted" in slack.message(CHANNEL, plan.ts).text, timeout=30,
                            what="the restart's plan message saying interrupted")
