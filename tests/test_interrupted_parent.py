@@ -18,15 +18,17 @@ from bot.slack import restart as slack_restart
 from bot.slack.listening import BotContext
 from bot.slack.recovery import take_over_leases
 from bot.slack.restart_blocks import restart_plan_message
-from commands.inventory import parse_inventory
+from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
 from commands.restart.plan import RestartPlan, ServiceSnapshot
 from commands.store import approvals
+from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
 from commands.store.log import audit_log
 from commands.vocabulary import Operation, PlanState
 from tests.lab.waits import until
+from tests.slack_fake.records import Message
 from tests.slack_fake.server import FakeSlack
 from tests.test_replicas_store import DEAD
 
@@ -34,11 +36,18 @@ CHANNEL = "C0OPS"
 APPROVER = "U0APPROVER"
 
 
-async def test_a_restart_interrupted_keeps_its_plan_and_who_approved_on_its_parent(tmp_path: Path) -> None:
-    inventory = parse_inventory(yaml.safe_dump({
+def inventory_of(*names: str) -> Inventory:
+    return parse_inventory(yaml.safe_dump({
         "channels": [CHANNEL], "approvals": {"approvers": [APPROVER]},
-        "hosts": {"ct129": {"address": "10.0.0.1", "service": {
-            "manager": "supervisord", "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"}}}}), "i.yml")
+        "hosts": {name: {"address": "10.0.0.1", "service": {
+            "manager": "supervisord", "unit": "sglang", "health_url": "http://127.0.0.1:30000/health"}}
+            for name in names}}), "i.yml")
+
+
+async def interrupted_parent(tmp_path: Path, today: Inventory) -> tuple[Message, PendingPlan]:
+    """An approved restart of ct129 whose replica died; the parent as a live replica (its inventory ``today``)
+    leaves it once it took the restart over."""
+    inventory = inventory_of("ct129")
     plan = RestartPlan("op-dead", inventory.hosts["ct129"], ServiceSnapshot(4242, True, "RUNNING"))
     store = AuditStore.open(tmp_path / "a.db")
     try:
@@ -57,7 +66,7 @@ async def test_a_restart_interrupted_keeps_its_plan_and_who_approved_on_its_pare
             lock = LockHolder("ct129", "op-dead", Operation.RESTART, "slack:U0REQ", 1, "replica-b",
                               "2026-12-01T00:00:00Z", lease_holder=DEAD, lease_expires=time.time() - 1)
             await store.write(lambda db: db.table("locks").insert(asdict(lock)))
-            context = BotContext(inventory, store)
+            context = BotContext(today, store)
             context.approvables["restart"] = slack_restart.APPROVABLE
             turns = asyncio.create_task(take_over_leases(context, client, every_s=0.05))
             try:
@@ -65,15 +74,27 @@ async def test_a_restart_interrupted_keeps_its_plan_and_who_approved_on_its_pare
             finally:
                 turns.cancel()
                 await asyncio.gather(turns, return_exceptions=True)
-            shown = slack.message(CHANNEL, parent)
-        said = json.dumps(shown.blocks)
-        assert shown.text.startswith("restart of ct129: interrupted (the proofbot replica running this stopped"), \
-            shown.text
-        assert "Restart plan for ct129" in said and "requested by <@U0REQ>" in said, "what was planned, by whom"
-        assert "4242" in said, "the process it was planned against"
-        assert f"approved by <@{APPROVER}> at {decided.decided_at}" in said, "who approved, when"
-        assert "*interrupted* (the proofbot replica running this stopped (its lease ended))" in said, said
-        assert "what is known is in this thread" in said and "op-dead" in said
-        assert not [b for b in shown.blocks if b.get("type") == "actions"], "Approve/Reject can no longer work"
+            return slack.message(CHANNEL, parent), decided
     finally:
         store.close()
+
+
+async def test_a_restart_interrupted_keeps_its_plan_and_who_approved_on_its_parent(tmp_path: Path) -> None:
+    shown, decided = await interrupted_parent(tmp_path, inventory_of("ct129"))
+    said = json.dumps(shown.blocks)
+    assert shown.text.startswith("restart of ct129: interrupted (the proofbot replica running this stopped"), \
+        shown.text
+    assert "Restart plan for ct129" in said and "requested by <@U0REQ>" in said, "what was planned, by whom"
+    assert "4242" in said, "the process it was planned against"
+    assert f"approved by <@{APPROVER}> at {decided.decided_at}" in said, "who approved, when"
+    assert "*interrupted* (the proofbot replica running this stopped (its lease ended))" in said, said
+    assert "what is known is in this thread" in said and "op-dead" in said
+    assert not [b for b in shown.blocks if b.get("type") == "actions"], "Approve/Reject can no longer work"
+
+
+async def test_a_plan_that_no_longer_rebuilds_leaves_the_short_notice(tmp_path: Path) -> None:
+    """ct129 gone from the live replica's inventory: its plan cannot be shown as it was; the notice alone."""
+    shown, _ = await interrupted_parent(tmp_path, inventory_of("ct130"))
+    assert shown.text.startswith("restart of ct129: interrupted (the proofbot replica running this stopped")
+    assert "Restart plan" not in json.dumps(shown.blocks) and "what is known is in this thread" in shown.text
+    assert not [b for b in shown.blocks if b.get("type") == "actions"]

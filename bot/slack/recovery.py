@@ -52,7 +52,11 @@ async def _tell(context: BotContext, client: AsyncWebClient, interrupted: list[I
         text, blocks = interrupted_message(op)
         await _one_call(op, "post in the thread of", client.chat_postMessage(
             channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks))
-        text, blocks = await parent_message(context, op)
+        try:
+            text, blocks = await parent_message(context, op)
+        except Exception as exc:  # the store away again, or a plan unreadable: the short notice, and go on
+            log.warning("could not show the plan of %s again: %s", op.operation_id, exc)
+            text, blocks = interrupted_parent_message(op)
         await _one_call(op, "update the parent message of", client.chat_update(
             channel=op.channel, ts=op.thread_ts, text=text, blocks=blocks))
 
