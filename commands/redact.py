@@ -145,6 +145,7 @@ _LIST_VALUE = re.compile(r"\[([^\[\]]{0,4000})\]")
 _BLOCK_SCALAR = re.compile(rf"^([+\- ]?)([ \t]*)(?:-[ \t]+)?({_KEY})[ \t]*:[ \t]*([|>][-+0-9]*)?[ \t]*$")
 
 
+@functools.lru_cache(maxsize=1024)  # the same detail keys come back for every finding of every host
 def is_secret_name(name: str) -> bool:
     """Whether a key, field or variable name says its value is a secret (its last word decides)."""
     words = [w for w in _WORD_SPLIT.split(name.strip("\"'")) if w]
