@@ -16,7 +16,8 @@ value: config values may hold spaces. Mid-line (a command line, a query string) 
 ends at whitespace, a quote or ``&``. Over-masking is the accepted failure; a leak is not.
 
 Redaction is CPU work proportional to the text: callers trim first (``commands.findings.trim``)
-and large texts go through ``redact_off_loop`` so the event loop keeps answering. Every rule must
+and large texts go through ``redact_off_loop`` so the event loop keeps answering. A rule runs only when its
+gate (``commands.redact_gates``: a literal or word every match of it holds) is in the text. Every rule must
 stay linear on one long line a host can write (no two quantifiers that can split the same blanks,
 every look-ahead scan bounded): tests/test_redact.py feeds it 200 KB adversarial lines.
 """
