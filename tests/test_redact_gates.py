@@ -86,7 +86,7 @@ _matches = st.one_of(*(_from(pattern) for pattern in [*SHAPES, *RULES]))
 _texts = st.lists(st.one_of(_matches, st.sampled_from(PIECES), st.text(max_size=12)), max_size=8).map("".join)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(_texts)
 def test_gated_and_full_redaction_agree(text: str) -> None:
     gated, full = both(text)
