@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
@@ -29,6 +29,9 @@ class Engine(Strict):
     the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
     Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
+
+    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
+    model_config = ConfigDict(defer_build=True)
 
     cli: str = "docker"
     host: str | None = None
