@@ -60,6 +60,30 @@ def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_or_pl
     assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
 
 
+# A container's checks (engine, compose, their guards and state parsers, the in-container probe) and the packages'.
+CONTAINER_AND_PACKAGE_CHECKS = ("commands.checks.container_files", "commands.checks.container_probe",
+                                "commands.checks.docker", "commands.checks.docker_state", "commands.checks.compose",
+                                "commands.checks.engine_guard", "commands.checks.owner_guard",
+                                "commands.checks.package", "commands.checks.package_probe", "commands.checks.deb")
+PLANNED = """
+from commands.inventory import parse_inventory
+from commands.verify.plan import VerifyPlan
+service = {"health_url": "http://127.0.0.1:1/health", "probe": {"url": "http://127.0.0.1:1/p"}}
+host = {"address": "127.0.0.1", "service": {**service, %s},
+        "backups": {"b": {"dir": "/srv/b", "files": {"a.py": "/srv/a.py"}, "watch": ["/srv"]}}}
+inventory = parse_inventory(repr({"hosts": {"h1": host}}), "inventory.yml")
+plan = VerifyPlan.for_host(inventory.host("h1"), "b")
+print(plan.check_names(), plan.facts())
+"""
+
+
+def test_a_verify_loads_container_and_package_checks_only_for_a_host_that_has_them() -> None:
+    supervised = loaded_by(PLANNED % '"manager": "supervisord", "unit": "sglang"')
+    containers = loaded_by(PLANNED % '"manager": "docker", "container": "sglang"')
+    assert sorted(name for name in CONTAINER_AND_PACKAGE_CHECKS if name in supervised) == []
+    assert {"commands.checks.container_files", "commands.checks.docker", "commands.checks.compose"} <= containers
+
+
 # The CLI process as the `proofbot` script starts it: records whether the cyclic GC runs (and over what) when each
 # command's work begins; serve's own loop and a verify's session are replaced by recorders, nothing connects.
 GC_SEEN = """
