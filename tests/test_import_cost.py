@@ -8,12 +8,13 @@ handshake started ahead is in flight).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 from commands.store.db import AuditStore
-from tests.conftest import REPO
+from tests.conftest import REPO, write_inventory
 
 # Loaded while the handshake is in flight (bot.cli.verify RUNNING_PARTS, the audit log, redaction, HTTP), or never.
 NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx",
@@ -82,3 +83,71 @@ def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_plugi
                        "    sys.modules['pydantic_plugins_searched'] = sys")
     assert {"commands.verify.operation", "commands.verify.next_steps", "httpx", "commands.redact"} <= loaded
     assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
+
+
+# A container's checks (engine, compose, their guards and state parsers, the in-container probe) and the packages'.
+CONTAINER_AND_PACKAGE_CHECKS = ("commands.checks.container_files", "commands.checks.container_probe",
+                                "commands.checks.docker", "commands.checks.docker_state", "commands.checks.compose",
+                                "commands.checks.engine_guard", "commands.checks.owner_guard",
+                                "commands.checks.package", "commands.checks.package_probe", "commands.checks.deb")
+PLANNED = """
+from commands.inventory import parse_inventory
+from commands.verify.plan import VerifyPlan
+service = {"health_url": "http://127.0.0.1:1/health", "probe": {"url": "http://127.0.0.1:1/p"}}
+host = {"address": "127.0.0.1", "service": {**service, %s},
+        "backups": {"b": {"dir": "/srv/b", "files": {"a.py": "/srv/a.py"}, "watch": ["/srv"]}}}
+inventory = parse_inventory(repr({"hosts": {"h1": host}}), "inventory.yml")
+plan = VerifyPlan.for_host(inventory.host("h1"), "b")
+print(plan.check_names(), plan.facts())
+"""
+
+
+def test_a_verify_loads_container_and_package_checks_only_for_a_host_that_has_them() -> None:
+    supervised = loaded_by(PLANNED % '"manager": "supervisord", "unit": "sglang"')
+    containers = loaded_by(PLANNED % '"manager": "docker", "container": "sglang"')
+    assert sorted(name for name in CONTAINER_AND_PACKAGE_CHECKS if name in supervised) == []
+    assert {"commands.checks.container_files", "commands.checks.docker", "commands.checks.compose"} <= containers
+
+
+# The CLI process as the `proofbot` script starts it: records whether the cyclic GC runs (and over what) when each
+# command's work begins; serve's own loop and a verify's session are replaced by recorders, nothing connects.
+GC_SEEN = """
+import gc, json, sys
+sys.argv[0] = "/usr/local/bin/proofbot"
+import bot.cli.main, bot.cli.session, bot.slack.serve
+seen = {"while starting": gc.isenabled()}
+async def serving(*args, **kwargs):
+    seen["serve"] = [gc.isenabled(), gc.get_freeze_count()]
+    return 0
+async def refused(self, *args):
+    seen["verify"] = [gc.isenabled(), gc.get_freeze_count()]
+bot.slack.serve.serve, bot.cli.session.Session.refused = serving, refused
+bot.cli.main.main(["serve" if sys.argv[1] == "serve" else "verify", "--inventory", sys.argv[2], "--db", sys.argv[3],
+                   *(["h1"] if sys.argv[1] == "verify" else [])])
+print(json.dumps(seen))
+"""
+
+
+def gc_seen(command: str, tmp_path: Path) -> dict[str, object]:
+    inventory = write_inventory(tmp_path / "inventory.yml", {"hosts": {"h1": {"address": "127.0.0.1"}}})
+    run = subprocess.run([sys.executable, "-c", GC_SEEN, command, str(inventory), str(tmp_path / "audit.db")],
+                         cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    seen: dict[str, object] = json.loads(run.stdout.splitlines()[-1])
+    return seen
+
+
+def test_the_cli_starts_without_the_cyclic_gc_and_runs_its_command_with_it(tmp_path: Path) -> None:
+    """A command starts (its ~600 modules, its inventory) with the GC off, then works with it on, over only what
+    it makes from then on (the start-up's objects frozen); serve, which runs for months, over everything."""
+    verify, serve = gc_seen("verify", tmp_path), gc_seen("serve", tmp_path)
+    assert verify["while starting"] is False and serve["while starting"] is False
+    enabled, frozen = verify["verify"]  # type: ignore[misc]
+    assert enabled is True and frozen > 10_000
+    assert serve["serve"] == [True, 0]
+
+
+def test_importing_the_cli_elsewhere_leaves_the_cyclic_gc_alone() -> None:
+    """Tests and other programs that import bot.cli (not the `proofbot` process) keep their GC running."""
+    assert "enabled True" in subprocess.run(
+        [sys.executable, "-c", "import gc, bot.cli.main\nprint('enabled', gc.isenabled())"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True).stdout
