@@ -40,10 +40,11 @@ def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
 # What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
 # restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); rich and
 # pygments; pydantic's plugin search over every installed distribution; an HTTP client's machinery (h11 speaks
-# plain http over the channel: httpx, httpcore, anyio, certifi and the TLS module load only for an https URL).
+# plain http over the channel: no httpx, httpcore, cookie jar or idna; anyio, certifi and the TLS module load only
+# for an https URL).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
-                      "pygments", "pydantic_plugins_searched", "httpx", "httpcore", "anyio", "certifi",
-                      "commands.host_tls")
+                      "pygments", "pydantic_plugins_searched", "httpx", "httpcore", "anyio", "certifi", "idna",
+                      "http.cookiejar", "commands.host_tls")
 
 
 def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_or_plugin_search() -> None:
