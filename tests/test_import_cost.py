@@ -1,7 +1,7 @@
 """Tier 1: what `proofbot verify` loads before it connects (start-up is most of a one-host verify's time).
 
 The figures are bench/fleet_bench.py's; here only which code a verify's start-up loads: not
-the Slack stack, not restart or restore, and not the checks' parsers, the renderer, httpx,
+the Slack stack, not restart or restore, and not the checks' parsers, the renderer, h11,
 detect-secrets or sqlite-utils before SSH connects (a worker thread loads them while the
 handshake started ahead is in flight).
 """
@@ -17,7 +17,7 @@ from commands.store.db import AuditStore
 from tests.conftest import REPO, write_inventory
 
 # Loaded while the handshake is in flight (bot.cli.verify RUNNING_PARTS, the audit log, redaction, HTTP), or never.
-NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx",
+NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx", "h11",
                          "commands.host_http", "detect_secrets", "sqlite_utils", "commands.verify.operation",
                          "bot.cli.results_text", "bot.words", "commands.store.db",
                          "commands.store.events")
@@ -37,16 +37,19 @@ def test_a_verify_connects_before_loading_the_audit_log_the_checks_or_the_render
 
 def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
     loaded = loaded_by("import bot.cli.main\nfrom commands.restart import restart")
-    assert {"commands.restart", "commands.host_http", "httpx"} <= loaded
+    assert {"commands.restart", "commands.host_http", "h11"} <= loaded
 
 
 # What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
-# restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); httpx's
-# command-line client's rich and pygments; pydantic's plugin search over every installed distribution; sqlite-utils
-# and its click, pluggy, dateutil and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py).
+# restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); rich and
+# pygments; pydantic's plugin search over every installed distribution; sqlite-utils and its click, pluggy, dateutil
+# and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py); an HTTP client's machinery (h11
+# speaks plain http over the channel: no httpx, httpcore, cookie jar or idna; anyio, certifi and the TLS module load
+# only for an https URL).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
                       "pygments", "pydantic_plugins_searched", "sqlite_utils", "click", "dateutil", "pluggy",
-                      "sqlite_fts4")
+                      "sqlite_fts4", "httpx", "httpcore", "anyio", "certifi", "idna", "http.cookiejar",
+                      "commands.host_tls")
 # A verify's writes to an audit DB already migrated: its request, a batch of checks, its ending.
 WRITES = """
 import asyncio
@@ -81,7 +84,7 @@ def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_plugi
                        "assert commands.redact.redact('k: AKIAABCDEFGHIJKLMNOP') == 'k: [REDACTED]'\n"
                        "if pydantic.plugin._loader._plugins is not None:\n"
                        "    sys.modules['pydantic_plugins_searched'] = sys")
-    assert {"commands.verify.operation", "commands.verify.next_steps", "httpx", "commands.redact"} <= loaded
+    assert {"commands.verify.operation", "commands.verify.next_steps", "h11", "commands.redact"} <= loaded
     assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
 
 
