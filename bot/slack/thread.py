@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.metrics import RateLimitCounting
 from bot.slack.blocks import Message
 from bot.slack.outbox import outbox_of, parent_edits_of
 from bot.slack.thread_blocks import details_file, findings_of, summary_message
@@ -40,10 +41,12 @@ class OperationThread:
         self.ts = ts
         self._outbox = outbox_of(client, channel)
         self._edits = parent_edits_of(client)
-        # Progress is edited once, never retried on a 429 (the client would wait the Retry-After, holding the verdict)
+        # Progress is edited once, never retried on a 429 (the client would wait the Retry-After, holding the verdict);
+        # the 429 still counts in serve's metrics.
         self._progress_client = copy.copy(client)
-        self._progress_client.retry_handlers = [handler for handler in client.retry_handlers
-                                                if not isinstance(handler, AsyncRateLimitErrorRetryHandler)]
+        self._progress_client.retry_handlers = [
+            RateLimitCounting(max_retry_count=0) if isinstance(handler, AsyncRateLimitErrorRetryHandler) else handler
+            for handler in client.retry_handlers]
         self._replies: list[tuple[asyncio.Future[Any], str]] = []
         self._last_update = time.monotonic()
         self._progress: Message | None = None
