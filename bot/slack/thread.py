@@ -47,7 +47,7 @@ class OperationThread:
         self._progress_client.retry_handlers = [
             RateLimitCounting(max_retry_count=0) if isinstance(handler, AsyncRateLimitErrorRetryHandler) else handler
             for handler in client.retry_handlers]
-        self._replies: list[tuple[asyncio.Future[Any], str]] = []
+        self._replies: list[asyncio.Future[Any]] = []
         self._last_update = time.monotonic()
         self._progress: Message | None = None
         self._progress_task: asyncio.Task[None] | None = None
@@ -64,8 +64,15 @@ class OperationThread:
 
     def reply(self, message: Message) -> None:
         text, blocks = message
-        self._replies.append((self._outbox.send(functools.partial(
-            self.client.chat_postMessage, channel=self.channel, thread_ts=self.ts, text=text, blocks=blocks)), text))
+        posted = self._outbox.send(functools.partial(
+            self.client.chat_postMessage, channel=self.channel, thread_ts=self.ts, text=text, blocks=blocks))
+        posted.add_done_callback(functools.partial(self._said_if_refused, text))  # whoever waits for it, or no one
+        self._replies.append(posted)
+
+    def _said_if_refused(self, text: str, posted: asyncio.Future[Any]) -> None:
+        if not posted.cancelled() and (exc := posted.exception()) is not None:
+            log.warning("Slack did not take the reply %r of thread %s in %s: %s", text[:80], self.ts, self.channel,
+                        exc)
 
     def update(self, message: Message) -> None:
         """Show progress on the parent, at most once per UPDATE_INTERVAL_S (the latest wins)."""
@@ -84,12 +91,7 @@ class OperationThread:
                                                         text=text, blocks=blocks))
         except SENDING as exc:  # the replies still go; the log has the verdict
             log.warning("Slack did not take the final edit of thread %s in %s: %s", self.ts, self.channel, exc)
-        for future, what in self._replies:
-            try:
-                await future
-            except SENDING as exc:
-                log.warning("Slack did not take the reply %r of thread %s in %s: %s", what[:80], self.ts,
-                            self.channel, exc)
+        await asyncio.gather(*self._replies, return_exceptions=True)  # each refusal logged as it came
         self._replies.clear()
 
     async def post_summary(self, audit: AuditStore, operation_id: str) -> None:
@@ -108,8 +110,8 @@ class OperationThread:
 
     async def abandon(self) -> None:
         """Take back the replies not posted yet and stop showing progress."""
-        for future, _ in self._replies:
-            future.cancel()
+        for posted in self._replies:
+            posted.cancel()
         self._replies.clear()
         await self._stop_progress()
 
