@@ -64,9 +64,6 @@ class ChannelOutbox:
             self._sender = asyncio.create_task(self._send())
         return future
 
-    def waiting(self) -> int:
-        return sum(1 for _, future in (*self._parents, *self._rest) if not future.done())
-
     async def _send(self) -> None:
         while self._parents or self._rest:
             call, future = (self._parents or self._rest).popleft()
