@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.slack import outbox
+from bot.slack import thread as thread_module
 from bot.slack.outbox import ParentEdits
 from bot.slack.redacting import RedactingWebClient
 from bot.slack.thread import OperationThread
@@ -29,7 +31,21 @@ def message(text: str) -> tuple[str, list[dict[str, object]]]:
     return text, section(text)
 
 
-async def test_verdicts_and_new_parents_go_before_the_replies_waiting_in_the_channel() -> None:
+async def test_when_slack_keeps_up_the_verdict_comes_after_its_whole_evidence() -> None:
+    async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+        client = RedactingWebClient(token=slack.bot_token, base_url=slack.api_url)
+        thread = await OperationThread.open(client, CHANNEL, message("verifying h1"))
+        for n in range(1, REPLIES + 1):
+            thread.reply(message(f"h1 check {n}: pass"))
+        await thread.finish(message("h1 verify: PASS"))
+        replies = slack.thread(CHANNEL, thread.ts)
+        assert [reply.text for reply in replies] == [f"h1 check {n}: pass" for n in range(1, REPLIES + 1)]
+        assert slack.message(CHANNEL, thread.ts).edits[-1].at >= replies[-1].posted_at, "PASS before its evidence"
+
+
+async def test_verdicts_and_new_parents_go_before_the_replies_waiting_in_the_channel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(thread_module, "VERDICT_WAITS_FOR_EVIDENCE_S", 0.2)  # Slack's pace: the wait runs out
     async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
         slack.set_rate_limit("chat.postMessage", max_calls=2, per_seconds=1.0)  # Slack's pace, quicker
         client = RedactingWebClient(token=slack.bot_token, base_url=slack.api_url)

@@ -26,6 +26,9 @@ from bot.slack.thread_blocks import details_file, findings_of, summary_message
 from commands.store.db import AuditStore
 
 UPDATE_INTERVAL_S = 2.0
+# A verdict waits this long for its own evidence replies: when Slack keeps up, the thread is whole before the
+# parent says PASS (what a reader expects); at Slack's per-channel pace behind other threads, it goes anyway.
+VERDICT_WAITS_FOR_EVIDENCE_S = 10.0
 log = logging.getLogger("proofbot.slack")
 SENDING = (SlackApiError, aiohttp.ClientError, TimeoutError)
 
@@ -33,7 +36,8 @@ SENDING = (SlackApiError, aiohttp.ClientError, TimeoutError)
 class OperationThread:
     """A thread's replies go through its channel's outbox (bot/slack/outbox.py), in order, each Slack will take
     posted, one it refuses logged and left out; its parent's edits (progress, then the verdict) go apart from them,
-    so the verdict is shown when the operation ends, while its evidence may still be on its way to the thread."""
+    so the verdict is shown once its evidence is posted, or at most VERDICT_WAITS_FOR_EVIDENCE_S after the operation
+    ends while its evidence is still on its way to the thread (Slack's pace, other threads ahead in the channel)."""
 
     def __init__(self, client: AsyncWebClient, channel: str, ts: str) -> None:
         self.client = client
@@ -83,8 +87,11 @@ class OperationThread:
             self._progress_task = asyncio.create_task(self._show_progress())
 
     async def finish(self, message: Message) -> None:
-        """Put the final message on the parent now, then wait until every reply queued is posted (or refused)."""
+        """Put the final message on the parent once the replies queued are posted (or after a bounded wait for them),
+        then wait until every reply queued is posted (or refused)."""
         await self._stop_progress()
+        if self._replies:
+            await asyncio.wait(self._replies, timeout=VERDICT_WAITS_FOR_EVIDENCE_S)
         text, blocks = message
         try:
             await self._edits.verdict(functools.partial(self.client.chat_update, channel=self.channel, ts=self.ts,
