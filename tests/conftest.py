@@ -141,26 +141,22 @@ def _garbage_collected_between_modules(request: pytest.FixtureRequest) -> None:
     """Collect the previous module's cyclic garbage before this module runs. A socket an earlier module left
     unclosed inside a reference cycle is otherwise found by whichever later test the collector happens to run
     in (two CI runs failed an unrelated lab test on one from 127.0.0.1): here it is said on stderr, naming the
-    module before, and does not fail a module that did not leak it. Leaks freed at once (no cycle) still fail
-    the test that made them, as every warning does."""
+    module before and, under ``PYTHONTRACEMALLOC=20``, where the socket was made; it does not fail a module that
+    did not leak it. Leaks freed at once (no cycle) still fail the test that made them, as every warning does."""
     import gc
+    import tracemalloc
+    import warnings
 
-    found: list[str] = []
-
-    def hook(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, ResourceWarning):
-            found.append(str(unraisable.exc_value))
-        else:
-            previous(unraisable)
-
-    previous = sys.unraisablehook
-    sys.unraisablehook = hook
-    try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         gc.collect()
-    finally:
-        sys.unraisablehook = previous
     before = _LEAK_REPORT[-1] if _LEAK_REPORT else "(session start)"
-    for leak in found:
+    for found in caught:
+        if not issubclass(found.category, ResourceWarning):
+            warnings.warn_explicit(found.message, found.category, found.filename, found.lineno, source=found.source)
+            continue
+        made = tracemalloc.get_object_traceback(found.source) if found.source is not None else None
+        where = "\n  made at:\n    " + "\n    ".join(made.format()) if made else ""
         print(f"proofbot tests: collected before {request.node.name}, left by a module before it "
-              f"(last was {before}): {leak}", file=sys.__stderr__)
+              f"(last was {before}): {found.message}{where}", file=sys.__stderr__)
     _LEAK_REPORT.append(request.node.name)
