@@ -7,14 +7,16 @@ stand-in service) runs in a child process; it is named N times in the inventory 
 different operations, as N people verifying N hosts are. Each slash command is signed and POSTed as Slack sends it
 (tests/slack_fake), from N users, all at once; each replica is a real ``proofbot serve --http`` process.
 Run: sudo .venv/bin/python -m bench.replicas_bench [--verifies 50] [--repeats 2] [--channels 1] [--slack-limits]
-    [--pg URL]
+    [--replicas both|1|2] [--pg URL]
 
 Figures per round: every ack's time (Slack's limit is 3 s), and the time from the first request sent to the
 last verdict shown (the parent message's edit to "hNN verify: …"); each verdict must be shown exactly once.
 The inventory raises ``limits.total`` to N (the default, 16 in flight per replica, would refuse the rest) and
 keeps every other default (``ssh.max_connections`` 32 per process). The fake takes every Web API call, so the figures
 are proofbot's; ``--slack-limits`` applies Slack's documented rate limits (chat.postMessage ~1 a second per channel,
-chat.update 50 a minute per app), under which N verifies in one channel take about N x 10 s of Slack's pace.
+chat.update 50 a minute per app) to the measured rounds (the warm-up takes every call), and each round then also
+prints when the verdicts reached their parents (first, median, the Nth) and when the last evidence reply was posted:
+in one channel Slack's pace, about a message a second, sets the second.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import yaml
 
 ROUND_TIMEOUT_S = 600
 SETTLE_TIMEOUT_S = 60
+LIMITED_TIMEOUT_S = 1500  # under Slack's limits: ~11 messages a verify at ~1 a second in one channel
 HOST_START_TIMEOUT_S = 120
 
 
@@ -82,6 +85,8 @@ class Round:
     refused: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    verdict_at: list[float] = field(default_factory=list)  # each verdict's edit of its parent, s from the start
+    last_reply_s: float = 0.0  # the last evidence reply posted in any of the round's threads, s from the start
 
     def line(self) -> str:
         acks = f"slowest ack {max(self.acks) * 1000:6.0f} ms, p50 {statistics.median(self.acks) * 1000:5.0f} ms, " \
@@ -89,11 +94,20 @@ class Round:
         twice = sum(1 for n in self.verdicts.values() if n > 1)
         cpu = ", replica CPU " + " / ".join(f"{c:.1f} s" for c in self.cpu) if self.cpu else ""
         return (f"  {self.label:<14} {acks}total {self.total_s:6.2f} s, verdicts {len(self.verdicts)}"
-                f" (shown twice: {twice}, not pass: {len(self.failed)}, refused: {len(self.refused)}){cpu}")
+                f" (shown twice: {twice}, not pass: {len(self.failed)}, refused: {len(self.refused)}){cpu}"
+                f"{self.pace()}")
+
+    def pace(self) -> str:
+        """When the verdicts reached their parents and the last reply its thread (Slack's pace, with its limits)."""
+        if not self.verdict_at:
+            return ""
+        at = sorted(self.verdict_at)
+        return (f"\n    verdicts on their parents: first {at[0]:.1f} s, median {statistics.median(at):.1f} s, "
+                f"#{len(at)} {at[-1]:.1f} s; last evidence reply {self.last_reply_s:.1f} s")
 
 
 async def slack_round(slack: Any, replicas: Sequence[Any], hosts: list[str], channels: list[str],
-                      label: str) -> Round:
+                      label: str, timeout_s: float = ROUND_TIMEOUT_S) -> Round:
     """Every host's /verify at once, request i to replica i mod R, in channel i mod C; until every verdict shows."""
     from tests.slack_fake.signing import slash_command_body
 
@@ -125,24 +139,27 @@ async def slack_round(slack: Any, replicas: Sequence[Any], hosts: list[str], cha
         return shown
 
     wanted = len(hosts) - len(refused)
-    await slack.wait_until(lambda: len(verdicts()) >= wanted, timeout=ROUND_TIMEOUT_S, what=f"{wanted} verdicts")
+    await slack.wait_until(lambda: len(verdicts()) >= wanted, timeout=timeout_s, what=f"{wanted} verdicts")
     shown = verdicts()
     total = max(at for found in shown.values() for at, _ in found) - started
-    await settled(slack, parents)
+    await settled(slack, parents, SETTLE_TIMEOUT_S if timeout_s == ROUND_TIMEOUT_S else timeout_s)
+    replies = [m.posted_at for c in channels for ts in parents for m in slack.thread(c, ts)
+               if not m.text.startswith("Summary")]
     failed = [found[0][1] for found in shown.values() if not found[0][1].split(": ", 1)[1].startswith("PASS")]
     return Round(label, [a.elapsed for a in acks], total, {h: len(v) for h, v in shown.items()}, refused, failed,
-                 [cpu_s(r.pid) - b for r, b in zip(replicas, cpu_before, strict=True)])
+                 [cpu_s(r.pid) - b for r, b in zip(replicas, cpu_before, strict=True)],
+                 [found[0][0] - started for found in shown.values()], max(replies, default=started) - started)
 
 
-async def settled(slack: Any, parents: set[str]) -> None:
+async def settled(slack: Any, parents: set[str], timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     """Until every thread's last post (its details file, after the summary): a verify holds its place among the
     operations in flight until then, and the next round's same request would be refused as already running."""
     def done() -> set[str]:
         return {str(c.args.get("thread_ts")) for c in slack.calls_to("files.completeUploadExternal")}
     try:
-        await slack.wait_until(lambda: parents <= done(), timeout=SETTLE_TIMEOUT_S, what="every thread's last post")
+        await slack.wait_until(lambda: parents <= done(), timeout=timeout_s, what="every thread's last post")
     except TimeoutError:
-        print(f"  ({len(parents - done())} threads had no details file after {SETTLE_TIMEOUT_S} s)", flush=True)
+        print(f"  ({len(parents - done())} threads had no details file after {timeout_s} s)", flush=True)
 
 
 async def floor_round(plans: list[Any], audit: Any) -> Round:
@@ -166,15 +183,16 @@ def summary(rounds: dict[str, list[Round]], verifies: int) -> None:
     print(f"\n| {verifies} concurrent /verify | slowest ack | p50 ack | total (median) | min - max | x one process |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     floor = med("one process", lambda r: r.total_s)
-    for label in ("two replicas", "one replica", "one process"):
+    for label in [label for label in ("two replicas", "one replica", "one process") if rounds[label]]:
         totals = [r.total_s for r in rounds[label]]
         acks = [a for r in rounds[label] for a in r.acks]
         ack_cells = (f"{max(acks) * 1000:.0f} ms | {statistics.median(acks) * 1000:.0f} ms" if acks else "- | -")
         print(f"| {label} | {ack_cells} | {statistics.median(totals):.2f} s | {min(totals):.2f} - {max(totals):.2f} s"
               f" | {statistics.median(totals) / floor:.2f}x |")
-    two, one = med("two replicas", lambda r: r.total_s), med("one replica", lambda r: r.total_s)
-    print(f"\ntwo replicas / one replica: {two / one:.2f}x; two replicas / one process: {two / floor:.2f}x; "
-          f"one replica / one process: {one / floor:.2f}x")
+    if rounds["two replicas"] and rounds["one replica"]:
+        two, one = med("two replicas", lambda r: r.total_s), med("one replica", lambda r: r.total_s)
+        print(f"\ntwo replicas / one replica: {two / one:.2f}x; two replicas / one process: {two / floor:.2f}x; "
+              f"one replica / one process: {one / floor:.2f}x")
     single = rounds.get("one /verify")
     if single:
         print(f"one /verify alone through a replica: {statistics.median(r.total_s for r in single):.2f} s "
@@ -209,7 +227,10 @@ async def bench(args: argparse.Namespace, lab: dict[str, Any], db: str, scratch:
     channels = [f"C0BENCH{c}" for c in range(args.channels)]
     rounds: dict[str, list[Round]] = {"two replicas": [], "one replica": [], "one process": [], "one /verify": []}
     async with FakeSlack(channels={c: c.lower() for c in channels}, signing_secret=SECRET) as slack:
-        slack.rate_limits.enabled = args.slack_limits
+        slack.rate_limits.enabled = False  # the warm-up takes every call; --slack-limits applies to the rounds
+        timeout_s = LIMITED_TIMEOUT_S if args.slack_limits else ROUND_TIMEOUT_S
+        measured = [(label, targets) for label, targets in (("two replicas", "2"), ("one replica", "1"))
+                    if args.replicas in ("both", targets)]
         a, b = Replica(slack, inventory, db), Replica(slack, inventory, db)  # type: ignore[arg-type]
         try:
             await a.start()  # one after the other: the first applies the migrations
@@ -224,16 +245,18 @@ async def bench(args: argparse.Namespace, lab: dict[str, Any], db: str, scratch:
             try:
                 async with warm_connections():
                     print((await floor_round(plans, audit)).line().replace("one process", "warm-up"), flush=True)
+                    slack.rate_limits.enabled = args.slack_limits
                     for n in range(args.repeats):
                         print(f"round {n + 1} of {args.repeats}", flush=True)
-                        for label, targets in (("two replicas", [a, b]), ("one replica", [a])):
-                            done = await slack_round(slack, targets, hosts, channels, label)
+                        for label, which in measured:
+                            targets = [a, b] if which == "2" else [a]
+                            done = await slack_round(slack, targets, hosts, channels, label, timeout_s)
                             rounds[label].append(done)
                             print(done.line(), flush=True)
                         done = await floor_round(plans, audit)
                         rounds["one process"].append(done)
                         print(done.line(), flush=True)
-                    done = await slack_round(slack, [a], hosts[:1], channels, "one /verify")
+                    done = await slack_round(slack, [a], hosts[:1], channels, "one /verify", timeout_s)
                     rounds["one /verify"].append(done)
                     print(done.line(), flush=True)
             finally:
@@ -255,6 +278,8 @@ async def main() -> int:
     parser.add_argument("--channels", type=int, default=1, help="spread the requests over this many channels")
     parser.add_argument("--slack-limits", action="store_true",
                         help="the fake answers 429 past Slack's documented rate limits (default: it takes every call)")
+    parser.add_argument("--replicas", choices=("both", "1", "2"), default="both",
+                        help="measure two replicas, one, or both (default), each round")
     parser.add_argument("--pg", metavar="URL", help="a PostgreSQL database (default: a private cluster)")
     parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

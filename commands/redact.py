@@ -16,7 +16,8 @@ value: config values may hold spaces. Mid-line (a command line, a query string) 
 ends at whitespace, a quote or ``&``. Over-masking is the accepted failure; a leak is not.
 
 Redaction is CPU work proportional to the text: callers trim first (``commands.findings.trim``)
-and large texts go through ``redact_off_loop`` so the event loop keeps answering. Every rule must
+and large texts go through ``redact_off_loop`` so the event loop keeps answering. A rule runs only when its
+gate (``commands.redact_gates``: a literal or word every match of it holds) is in the text. Every rule must
 stay linear on one long line a host can write (no two quantifiers that can split the same blanks,
 every look-ahead scan bounded): tests/test_redact.py feeds it 200 KB adversarial lines.
 """
@@ -30,24 +31,31 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from commands import redact_gates as gates
+
 MASK = "[REDACTED]"
 OFF_LOOP_CHARS = 32_000  # below this, redaction costs less than a thread hop
 T = TypeVar("T")
 
 _detector_lock = threading.Lock()
-_detector: tuple[re.Pattern[str], ...] | None = None
+_detector: tuple[tuple[re.Pattern[str], gates.Gate | None], ...] | None = None
+_gates: gates.Gates | None = None
 
 
-def _detector_patterns() -> tuple[re.Pattern[str], ...]:
-    """detect-secrets' regex plugins' patterns (commands.secret_shapes), compiled on first use (by any thread, once)."""
-    global _detector
+def _detector_patterns() -> tuple[tuple[re.Pattern[str], gates.Gate | None], ...]:
+    """detect-secrets' regex plugins' patterns (commands.secret_shapes), compiled on first use (by any thread,
+    once), each with its gate (None: always run)."""
+    global _detector, _gates
     if _detector is not None:
         return _detector
     with _detector_lock:
         if _detector is None:
             from commands.secret_shapes import DETECTOR_PATTERNS
 
-            _detector = tuple(re.compile(pattern, flags) for _plugin, pattern, flags in DETECTOR_PATTERNS)
+            detector = tuple((re.compile(pattern, flags), gates.DETECTOR_GATES.get(pattern))
+                             for _plugin, pattern, flags in DETECTOR_PATTERNS)
+            _gates = gates.Gates((*gates.RULE_GATES, *(gate for _p, gate in detector if gate is not None)))
+            _detector = detector
         return _detector
 
 
@@ -138,6 +146,7 @@ _LIST_VALUE = re.compile(r"\[([^\[\]]{0,4000})\]")
 _BLOCK_SCALAR = re.compile(rf"^([+\- ]?)([ \t]*)(?:-[ \t]+)?({_KEY})[ \t]*:[ \t]*([|>][-+0-9]*)?[ \t]*$")
 
 
+@functools.lru_cache(maxsize=1024)  # the same detail keys come back for every finding of every host
 def is_secret_name(name: str) -> bool:
     """Whether a key, field or variable name says its value is a secret (its last word decides)."""
     words = [w for w in _WORD_SPLIT.split(name.strip("\"'")) if w]
@@ -270,29 +279,49 @@ def _redact_remembered(text: str) -> str:
     return _redact(text)
 
 
-def _redact(text: str) -> str:
-    text = _PEM_BLOCK.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
+def _redact(text: str, gated: bool = True) -> str:
+    """Every rule over the text; with ``gated``, only the rules whose gate (commands.redact_gates) is open: a
+    closed gate proves its rule matches nothing, so both give the same text (tests/test_redact_gates.py)."""
+    detector = _detector_patterns()
+    seen = _gates.open(text) if gated and _gates is not None else None
+
+    def may(gate: gates.Gate) -> bool:
+        return seen is None or gate in seen
+
+    names = may(gates.NAMES)
+    if may(gates.PEM):
+        text = _PEM_BLOCK.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     text = _BASE64_LINE.sub(lambda m: m.group(1) + MASK, text)
     if "-----END" in text or MASK in text:
         text = _pem_tails(text)
-    text = _AUTH_HEADER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + MASK, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    text = _URL_USER_TOKEN.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    text = _DISCORD_WEBHOOK.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
-    for pattern in _detector_patterns():
-        text = _mask_groups(pattern, text)
-    text = _PASSWORD_OPTION.sub(lambda m: m.group(1) + MASK, text)
-    text = _FLAG_WITH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    text = _NETRC_PASSWORD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
-    text = _PGPASS.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
-    if "|" in text or ">" in text or _EMPTY_VALUE_LINE.search(text):
-        text = _block_scalars(text)
-    text = _splice(text, [*_keyed_spans(_QUOTED_PAIR, text), *_keyed_spans(_XML_ELEMENT, text),
-                          *_keyed_spans(_CONFIG_SET, text)])
-    text = _splice(text, _assignment_spans(text))
-    text = _splice(text, _keyed_spans(_WORD_THEN_QUOTED, text))
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    text = _TOKEN_SHAPES.sub(MASK, text)
+    if may(gates.HEADER):
+        text = _AUTH_HEADER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + MASK, text)
+    if may(gates.URL):
+        text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+        text = _URL_USER_TOKEN.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+        text = _DISCORD_WEBHOOK.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    for pattern, gate in detector:
+        if gate is None or may(gate):
+            text = _mask_groups(pattern, text)
+    if may(gates.PROGRAMS):
+        text = _PASSWORD_OPTION.sub(lambda m: m.group(1) + MASK, text)
+    if names:
+        text = _FLAG_WITH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+        text = _NETRC_PASSWORD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    if may(gates.PGPASS):
+        text = _PGPASS.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    if names:
+        if "|" in text or ">" in text or _EMPTY_VALUE_LINE.search(text):
+            text = _block_scalars(text)
+        text = _splice(text, [*_keyed_spans(_QUOTED_PAIR, text), *_keyed_spans(_XML_ELEMENT, text),
+                              *_keyed_spans(_CONFIG_SET, text)])
+        text = _splice(text, _assignment_spans(text))
+    if may(gates.WORD_QUOTED):
+        text = _splice(text, _keyed_spans(_WORD_THEN_QUOTED, text))
+    if may(gates.BEARER):
+        text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    if may(gates.TOKEN_SHAPES):
+        text = _TOKEN_SHAPES.sub(MASK, text)
     for _ in range(CONTINUED_LINES):  # a value split over lines with `\`: one more line each pass
         if MASK + "\\\n" not in text:
             break

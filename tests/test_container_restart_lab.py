@@ -232,6 +232,8 @@ async def test_a_slack_restart_of_a_container_is_approved_by_click_and_proven_in
                 assert "restart: PASS" in parent.text, parent.text
                 new, started = ctlab.service_pid("svc"), ctlab.inspect("svc", "{{.State.StartedAt}}")
                 assert new != old
+                await slack.wait_until(lambda: any(m.text.startswith("Summary of operation")  # evidence: after
+                                                   for m in slack.thread(CHANNEL, plan.ts)), what="the summary")
                 replies = [reply.text for reply in slack.thread(CHANNEL, plan.ts)]
                 proof = [text for text in replies if f"PID {old} → StartedAt {started[:19]}" in text]
                 assert proof and f"PID {new}; up " in proof[0], replies

@@ -24,7 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from bot.demo.host import DemoHost, demo_host
 from commands.checks.health import HttpOutcome, health_finding
-from commands.host_http import _default_ssl_context, fetch_via_host, run_probe
+from commands.host_http import _ascii_host, _default_ssl_context, _headers, fetch_via_host, run_probe
 from commands.operation import Origin
 from commands.restart import plan_restart, restart
 from commands.ssh import connect
@@ -205,3 +205,14 @@ async def test_url_userinfo_is_neither_sent_nor_in_the_host_header(lab: DemoHost
     assert outcome.status == 200
     assert b"s3cret" not in stats.requests[0] and b"alice" not in stats.requests[0]
     assert b"authorization" not in stats.requests[0].lower()
+
+
+def test_the_callers_headers_win_over_the_defaults_but_the_body_is_never_compressed() -> None:
+    sent = _headers("127.0.0.1", 8000, False, {"host": "api.internal", "ACCEPT-ENCODING": "gzip", "X-Key": "v"}, b"{}")
+    assert sent == [("Accept", "*/*"), ("Connection", "close"), ("User-Agent", "proofbot"), ("Content-Length", "2"),
+                    ("Content-Type", "application/json"), ("host", "api.internal"), ("X-Key", "v"),
+                    ("Accept-Encoding", "identity")]
+    # the Host header names the port only when it is not the scheme's; an IPv6 address in brackets
+    assert _headers("::1", 443, True, {}, None)[0] == ("Host", "[::1]")
+    assert _headers("::1", 8443, True, {}, None)[0] == ("Host", "[::1]:8443")
+    assert _ascii_host("bücher.example") == "xn--bcher-kva.example"

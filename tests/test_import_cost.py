@@ -1,20 +1,23 @@
 """Tier 1: what `proofbot verify` loads before it connects (start-up is most of a one-host verify's time).
 
 The figures are bench/fleet_bench.py's; here only which code a verify's start-up loads: not
-the Slack stack, not restart or restore, and not the checks' parsers, the renderer, httpx,
+the Slack stack, not restart or restore, and not the checks' parsers, the renderer, h11,
 detect-secrets or sqlite-utils before SSH connects (a worker thread loads them while the
 handshake started ahead is in flight).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.conftest import REPO
+from commands.store.db import AuditStore
+from tests.conftest import REPO, write_inventory
 
 # Loaded while the handshake is in flight (bot.cli.verify RUNNING_PARTS, the audit log, redaction, HTTP), or never.
-NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx",
+NOT_BEFORE_CONNECTING = ("slack_bolt", "slack_sdk", "aiohttp", "commands.restart", "commands.restore", "httpx", "h11",
                          "commands.host_http", "detect_secrets", "sqlite_utils", "commands.verify.operation",
                          "bot.cli.results_text", "bot.words", "commands.store.db",
                          "commands.store.events")
@@ -34,25 +37,120 @@ def test_a_verify_connects_before_loading_the_audit_log_the_checks_or_the_render
 
 def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
     loaded = loaded_by("import bot.cli.main\nfrom commands.restart import restart")
-    assert {"commands.restart", "commands.host_http", "httpx"} <= loaded
+    assert {"commands.restart", "commands.host_http", "h11"} <= loaded
 
 
 # What a running verify (redaction's patterns compiled, HTTP ready, an inventory's models built) has no use for:
-# restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); httpx's
-# command-line client's rich and pygments; pydantic's plugin search over every installed distribution.
+# restart and restore; detect-secrets and its `requests` (commands.secret_shapes has the patterns); rich and
+# pygments; pydantic's plugin search over every installed distribution; sqlite-utils and its click, pluggy, dateutil
+# and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py); an HTTP client's machinery (h11
+# speaks plain http over the channel: no httpx, httpcore, cookie jar or idna; anyio, certifi and the TLS module load
+# only for an https URL).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
-                      "pygments", "pydantic_plugins_searched")
+                      "pygments", "pydantic_plugins_searched", "sqlite_utils", "click", "dateutil", "pluggy",
+                      "sqlite_fts4", "httpx", "httpcore", "anyio", "certifi", "idna", "http.cookiejar",
+                      "commands.host_tls")
+# A verify's writes to an audit DB already migrated: its request, a batch of checks, its ending.
+WRITES = """
+import asyncio
+from commands.findings import Evidence, Finding
+from commands.operation import Origin
+from commands.store.db import AuditStore
+from commands.store.kinds import Finished
+from commands.store.log import audit_log
+async def write(path):
+    store = AuditStore.open(path)
+    try:
+        log = audit_log(store, 'verify', 'op-1', 'ct129', 'root')
+        await log.requested(Origin(actor='root', via='cli'), checks=['health'])
+        await log.checks([Finding('health', 'pass', 'ok', Evidence('true', 0, '', 0.01))])
+        await log.finished(Finished('pass'))
+    finally:
+        store.close()
+"""
 
 
-def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_or_plugin_search() -> None:
-    """Once running too (its parts, the checks' parsers, next steps, HTTP, redaction and the audit log), a verify
-    loads only what it uses: imports it has no use for cost every cold process CPU."""
-    loaded = loaded_by("import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
+def test_a_verify_running_loads_no_restart_restore_secret_scanner_http_cli_plugin_search_or_sqlite_utils(
+        tmp_path: Path) -> None:
+    """Once running too (its parts, the checks' parsers, next steps, HTTP, redaction and the audit log written), a
+    verify loads only what it uses: imports it has no use for cost every cold process CPU."""
+    db = tmp_path / "audit.db"
+    AuditStore.open(db).close()  # migrated, as every database but a new one is
+    loaded = loaded_by(f"{WRITES}\nasyncio.run(write({str(db)!r}))\n"
+                       "import bot.cli.main, importlib, sys\nfrom bot.cli.verify import RUNNING_PARTS\n"
                        "[importlib.import_module(part) for part in RUNNING_PARTS]\n"
                        "import commands.verify.next_steps, commands.host_http, commands.store.log, commands.redact\n"
                        "import commands.checks.managers, commands.inventory, pydantic.plugin._loader\n"
                        "assert commands.redact.redact('k: AKIAABCDEFGHIJKLMNOP') == 'k: [REDACTED]'\n"
                        "if pydantic.plugin._loader._plugins is not None:\n"
                        "    sys.modules['pydantic_plugins_searched'] = sys")
-    assert {"commands.verify.operation", "commands.verify.next_steps", "httpx", "commands.redact"} <= loaded
+    assert {"commands.verify.operation", "commands.verify.next_steps", "h11", "commands.redact"} <= loaded
     assert sorted(name for name in NEVER_FOR_A_VERIFY if name in loaded) == []
+
+
+# A container's checks (engine, compose, their guards and state parsers, the in-container probe) and the packages'.
+CONTAINER_AND_PACKAGE_CHECKS = ("commands.checks.container_files", "commands.checks.container_probe",
+                                "commands.checks.docker", "commands.checks.docker_state", "commands.checks.compose",
+                                "commands.checks.engine_guard", "commands.checks.owner_guard",
+                                "commands.checks.package", "commands.checks.package_probe", "commands.checks.deb")
+PLANNED = """
+from commands.inventory import parse_inventory
+from commands.verify.plan import VerifyPlan
+service = {"health_url": "http://127.0.0.1:1/health", "probe": {"url": "http://127.0.0.1:1/p"}}
+host = {"address": "127.0.0.1", "service": {**service, %s},
+        "backups": {"b": {"dir": "/srv/b", "files": {"a.py": "/srv/a.py"}, "watch": ["/srv"]}}}
+inventory = parse_inventory(repr({"hosts": {"h1": host}}), "inventory.yml")
+plan = VerifyPlan.for_host(inventory.host("h1"), "b")
+print(plan.check_names(), plan.facts())
+"""
+
+
+def test_a_verify_loads_container_and_package_checks_only_for_a_host_that_has_them() -> None:
+    supervised = loaded_by(PLANNED % '"manager": "supervisord", "unit": "sglang"')
+    containers = loaded_by(PLANNED % '"manager": "docker", "container": "sglang"')
+    assert sorted(name for name in CONTAINER_AND_PACKAGE_CHECKS if name in supervised) == []
+    assert {"commands.checks.container_files", "commands.checks.docker", "commands.checks.compose"} <= containers
+
+
+# The CLI process as the `proofbot` script starts it: records whether the cyclic GC runs (and over what) when each
+# command's work begins; serve's own loop and a verify's session are replaced by recorders, nothing connects.
+GC_SEEN = """
+import gc, json, sys
+sys.argv[0] = "/usr/local/bin/proofbot"
+import bot.cli.main, bot.cli.session, bot.slack.serve
+seen = {"while starting": gc.isenabled()}
+async def serving(*args, **kwargs):
+    seen["serve"] = [gc.isenabled(), gc.get_freeze_count()]
+    return 0
+async def refused(self, *args):
+    seen["verify"] = [gc.isenabled(), gc.get_freeze_count()]
+bot.slack.serve.serve, bot.cli.session.Session.refused = serving, refused
+bot.cli.main.main(["serve" if sys.argv[1] == "serve" else "verify", "--inventory", sys.argv[2], "--db", sys.argv[3],
+                   *(["h1"] if sys.argv[1] == "verify" else [])])
+print(json.dumps(seen))
+"""
+
+
+def gc_seen(command: str, tmp_path: Path) -> dict[str, object]:
+    inventory = write_inventory(tmp_path / "inventory.yml", {"hosts": {"h1": {"address": "127.0.0.1"}}})
+    run = subprocess.run([sys.executable, "-c", GC_SEEN, command, str(inventory), str(tmp_path / "audit.db")],
+                         cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    seen: dict[str, object] = json.loads(run.stdout.splitlines()[-1])
+    return seen
+
+
+def test_the_cli_starts_without_the_cyclic_gc_and_runs_its_command_with_it(tmp_path: Path) -> None:
+    """A command starts (its ~600 modules, its inventory) with the GC off, then works with it on, over only what
+    it makes from then on (the start-up's objects frozen); serve, which runs for months, over everything."""
+    verify, serve = gc_seen("verify", tmp_path), gc_seen("serve", tmp_path)
+    assert verify["while starting"] is False and serve["while starting"] is False
+    enabled, frozen = verify["verify"]  # type: ignore[misc]
+    assert enabled is True and frozen > 10_000
+    assert serve["serve"] == [True, 0]
+
+
+def test_importing_the_cli_elsewhere_leaves_the_cyclic_gc_alone() -> None:
+    """Tests and other programs that import bot.cli (not the `proofbot` process) keep their GC running."""
+    assert "enabled True" in subprocess.run(
+        [sys.executable, "-c", "import gc, bot.cli.main\nprint('enabled', gc.isenabled())"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True).stdout

@@ -39,7 +39,7 @@ from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import block_actions_body, slash_command_body
-from tests.test_replicas import Replica, new_plan, url
+from tests.test_replicas import Replica, main_pid, new_plan, starts, url
 from tests.test_serve_recovery import APPROVER, CHANNEL, INVITED, SECRET
 
 pytestmark = [pytest.mark.tier2, pytest.mark.timeout(300)]
@@ -272,13 +272,14 @@ def said_to(slack: FakeSlack, response_url: str) -> list[str]:
     return [json.dumps(r.body) for r in slack.responses_to(response_url)]
 
 
-def approve(slack: FakeSlack, message_ts: str, plan_id: str, response_url: str) -> bytes:
+def approve(slack: FakeSlack, message_ts: str, plan_id: str, response_url: str,
+            action: str = "restore_approve") -> bytes:
     return block_actions_body({
         "type": "block_actions", "user": {"id": APPROVER}, "api_app_id": "A0", "token": "t",
         "trigger_id": slack.trigger_id(APPROVER), "team": {"id": "T0TEST"},
         "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL},
         "channel": {"id": CHANNEL}, "message": {"ts": message_ts}, "response_url": response_url,
-        "actions": [{"type": "button", "action_id": "restore_approve", "block_id": "b", "value": plan_id,
+        "actions": [{"type": "button", "action_id": action, "block_id": "b", "value": plan_id,
                      "action_ts": f"{time.time():.6f}"}]})
 
 
@@ -316,3 +317,68 @@ def verdicts(slack: FakeSlack, host: str = "ct129") -> int:
 def requested_by(bot: Replica, user: str) -> list[str | None]:
     return [op for kind, op, d in bot.events() if kind == "requested" and d.get("origin", {}).get("actor")
             == f"slack:{user}"]
+
+
+# The restart's ``restart-sent`` write held in the database (a trigger that sleeps), so the stop lands exactly while
+# it is being written: the moment before the command would be sent.
+HOLD_RESTART_SENT = """
+CREATE FUNCTION pgfault_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  IF NEW.kind = 'step' AND NEW.details::text LIKE '%restart-sent%' THEN PERFORM pg_sleep(120); END IF;
+  RETURN NEW; END $$;
+CREATE TRIGGER pgfault_hold BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION pgfault_hold();
+"""
+
+
+def sql(db: str, statement: str) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        cursor = conn.execute(statement.encode())
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+async def test_postgresql_stopped_at_restart_sent_means_not_restarted_and_nothing_sent(
+        lab: Lab, cluster: StoppableCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    slack, bot = lab.slack, lab.bot
+    plan, plan_id = await new_plan(bot, "/restart", "ct129")
+    pid, started = await main_pid(lab.host), starts(lab.host)
+    response_url = slack.response_url()
+    sql(lab.db, HOLD_RESTART_SENT)
+    paused = False
+    try:
+        assert (await slack.deliver(url(bot), approve(slack, plan.ts, plan_id, response_url,
+                                                      "restart_approve"))).status_code == 200
+        await until("restart-sent being written", lambda: sql(
+            lab.db, "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"), timeout_s=60, interval_s=0.1)
+        await asyncio.to_thread(cluster.pause)
+        paused = True
+        await slack.wait_until(lambda: bool(said_to(slack, response_url)), timeout=60,
+                               what="the ephemeral saying the restart could not be recorded")
+    finally:
+        if paused:
+            await asyncio.to_thread(cluster.resume)
+        sql(lab.db, "DROP TRIGGER pgfault_hold ON events; DROP FUNCTION pgfault_hold()")
+    back = time.monotonic()
+    said = said_to(slack, response_url)[0]
+    assert "not restarted: proofbot could not record it" in said and "same PID" in said, said
+    assert "Traceback" not in said and "internal error" not in said
+    assert await main_pid(lab.host) == pid and starts(lab.host) == started, "nothing was sent: same PID, no start"
+    # Once the database is back, the same serve settles it: interrupted, the lock freed, the thread told.
+    await slack.wait_until(lambda: any("interrupted" in m.text for m in slack.thread(CHANNEL, plan.ts)),
+                           timeout=60, what="the restart's thread told it was interrupted")
+    print(f"\ndatabase back to the restart's interrupted note: {time.monotonic() - back:.1f} s")
+    note = json.dumps(next(m for m in slack.thread(CHANNEL, plan.ts) if "interrupted" in m.text).blocks)
+    assert any("not restarted: proofbot could not record it" in m.text for m in slack.thread(CHANNEL, plan.ts)), \
+        "the channel reads it too, not only the approver"
+    assert "the audit database did not take a write" in note and "`before`" in note, note
+    await slack.wait_until(lambda: "interrupted" in slack.message(CHANNEL, plan.ts).text, timeout=30,
+                           what="the restart's plan message saying interrupted")
+    parent = json.dumps(slack.message(CHANNEL, plan.ts).blocks)  # the plan kept, with who approved it
+    assert "Restart plan for ct129" in parent and f"approved by <@{APPROVER}>" in parent and "*interrupted*" in parent
+    finished = [d for kind, op, d in bot.events() if op == plan_id and kind == "finished"]
+    assert [d["verdict"] for d in finished] == ["interrupted"], finished
+    assert not [d for kind, op, d in bot.events() if op == plan_id and d.get("step") == "restart-sent"]
+    assert bot.lock_of("ct129") is None, "the host is free again"
+    assert await main_pid(lab.host) == pid and starts(lab.host) == started, "and nothing was sent later"
+    code, out, err = await proofbot(capsys, "audit", "verify", "--db", lab.db)
+    assert code == 0, out + err

@@ -64,6 +64,8 @@ async def test_sigterm_mid_verify_drains_it_then_exits_0(clean_host: DemoHost, t
     slack, events, said = await _sigterm_mid_verify(clean_host, tmp_path, answer_after_sigterm=True)
     assert events.count("finished") == 1, said  # the verify ended before the bot did
     assert any(message.text.startswith("Summary of operation") for message in slack.messages_in(CHANNEL))
+    # serve's Web API calls (its start, the thread, the details upload) reused its session's kept-alive connections
+    assert slack.connections <= len(slack.calls) // 2, (slack.connections, [c.method for c in slack.calls])
 
 
 async def test_sigterm_mid_verify_past_the_drain_deadline_cancels_it_and_exits_0(

@@ -45,6 +45,9 @@ async def test_approved_restart_shows_progress_and_proves_the_new_pid(rig: Rig) 
     progress = [edit.text for edit in parent.edits if "verifying" in edit.text]
     assert progress, "the parent shows progress while the restart is verified"
     assert any(f"PID {old_pid} →" in text for text in [*progress, parent.text])
+    # the verdict is on the parent when the restart ends; its evidence follows in the thread, the summary last
+    await rig.slack.wait_until(lambda: any(m.text.startswith("Summary of operation")
+                                           for m in rig.slack.thread(CHANNEL, plan.ts)), what="the summary")
     replies = rig.slack.thread(CHANNEL, plan.ts)
     assert any(f"{old_pid} → {new_pid}" in reply.text for reply in replies)
     assert rig.events("approved")[0]["requested_by"] == f"slack:{REQUESTER}"

@@ -156,6 +156,9 @@ async def test_approved_restore_replaces_the_file_and_proves_it(rig: Rig) -> Non
     assert "restore: PASS" in final.text
     assert not any(b["type"] == "actions" for b in final.blocks or [])
     assert "approved by <@U0APPROVER>" in json.dumps(final.blocks)
+    # the verdict is on the parent when the restore ends; its evidence follows in the thread, the summary last
+    await rig.slack.wait_until(lambda: any(m.text.startswith("Summary of operation")
+                                           for m in rig.slack.thread(CHANNEL, plan.ts)), what="the summary")
     steps = [m.text.split(":")[0] for m in rig.slack.thread(CHANNEL, plan.ts)]
     assert {"recheck", "snapshot", "replace", "file"} <= set(steps)
     [finished] = [e for e in rig.events("finished") if e.get("restored")]

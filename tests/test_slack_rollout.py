@@ -94,6 +94,8 @@ async def test_rolling_restart_in_slack_one_approval_progress_and_one_reply_per_
         assert "done 3, failed 0, untouched 0" in parent.text
         progress = [edit.text for edit in parent.edits if " restarted" in edit.text and "PASS" not in edit.text]
         assert any(f"/{len(NAMES)} restarted" in text for text in progress), [e.text for e in parent.edits]
+        # the verdict is on the parent when the rollout ends; its replies may still be on their way
+        await slack.wait_until(lambda: len(slack.thread(CHANNEL, plan.ts)) >= len(NAMES), what="a reply per host")
         replies = slack.thread(CHANNEL, plan.ts)
         assert [reply.text.split(" ", 1)[0] for reply in replies] == NAMES  # one reply per host, in order
         for reply, name in zip(replies, NAMES, strict=True):

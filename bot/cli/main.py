@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from bot.cli import started
 from bot.cli.arguments import OPERATION_ARGUMENTS, inventory_arguments, ping_arguments
 from bot.cli.command import CliCommand
 from bot.cli.output import SCHEMA_VERSION
@@ -179,10 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# The commands that open a session at once: the cyclic GC starts when it is open (``bot.cli.session``), after the
+# command's modules and inventory are loaded; every other command starts it here, before it runs.
+_OPENS_A_SESSION = (Operation.VERIFY, Operation.RESTART, Operation.RESTORE)
+
+
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from bot.demo.story import run_demo  # the lab host is only loaded for the demo
 
+        started()
         return await run_demo(args.db, keep=args.keep)
     if args.command == "serve":
         from bot.slack.serve import MetricsAt, is_served, serve  # Slack's libraries are only loaded for serve
@@ -191,12 +198,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
         if args.check:
             return 0 if is_served(db_path(getattr(args, "db", None))) else 1
         metrics_at = MetricsAt(args.metrics_port, args.metrics_address) if args.metrics_port else None
-        return await serve(inventory_of(args), db_target(getattr(args, "db", None)), http_port=args.http,
+        inventory = inventory_of(args)
+        started(freeze=False)  # a process that runs for months keeps the normal GC over everything
+        return await serve(inventory, db_target(getattr(args, "db", None)), http_port=args.http,
                            bind=args.host, metrics_at=metrics_at)
     if args.command == Operation.WATCH:
         from bot.cli.watch import run_watch
 
+        started(freeze=args.once)  # a watch that runs on keeps the normal GC, as serve; once (cron) is a verify
         return await run_watch(args)
+    if args.command not in _OPENS_A_SESSION:
+        started()
     if args.command in (Operation.PING, "inventory"):
         if args.command == Operation.PING:
             from bot.cli.ping import run_ping

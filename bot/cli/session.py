@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bot.cli import started
 from commands.errors import ProofbotError, Refused
 from commands.inventory import Inventory, inventory_path, load_inventory
 
@@ -53,6 +54,7 @@ async def session(args: argparse.Namespace, inventory: Inventory | None = None) 
     from commands.store.db import AuditStore, db_target
 
     audit = await asyncio.to_thread(AuditStore.open, db_target(getattr(args, "db", None)))
+    started()  # the command's modules, inventory and audit log are loaded: the cyclic GC runs from here
     try:
         yield Session(inventory, audit, Origin.local_user())
     finally:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
@@ -46,12 +47,14 @@ if set(COMMANDS) != {spec.name for spec in OPERATIONS}:  # the registry is the l
 
 
 def build_app(context: BotContext, *, bot_token: str, signing_secret: str | None = None,
-              api_url: str | None = None) -> AsyncApp:
+              api_url: str | None = None, session: aiohttp.ClientSession | None = None) -> AsyncApp:
+    """``session``: serve's (bot/slack/session.py), shared by every client made from the app's (bolt's per-request
+    ones, the redacting copies), so calls reuse its connections; without one slack_sdk opens one per call."""
     # Threads post one reply per check: on a 429 wait as Slack says (Retry-After) and go on.
     retry = [RateLimitCounting(max_retry_count=3),  # counts each 429 for serve's metrics
              AsyncConnectionErrorRetryHandler()]
-    client = (RedactingWebClient(token=bot_token, base_url=api_url, retry_handlers=retry) if api_url
-              else RedactingWebClient(token=bot_token, retry_handlers=retry))
+    client = (RedactingWebClient(token=bot_token, base_url=api_url, retry_handlers=retry, session=session) if api_url
+              else RedactingWebClient(token=bot_token, retry_handlers=retry, session=session))
     app = AsyncApp(client=client, signing_secret=signing_secret or "",
                    request_verification_enabled=signing_secret is not None)
     bot = context  # bolt hands listeners its own `context` by that name

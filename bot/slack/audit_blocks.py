@@ -102,6 +102,17 @@ def interrupted_parent_message(op: Interrupted) -> Message:
     return text, as_dicts([section_block(headline), context_block(f"operation `{escape(op.operation_id)}`")])
 
 
+def interrupted_plan_status(op: Interrupted, approvers: Sequence[str], decided_at: str | None) -> str:
+    """The status line under an interrupted operation's plan, which its parent keeps showing (what was planned,
+    who asked): who approved it, when, and that it was interrupted, why and where what is known is. Its buttons
+    are gone: an interrupted plan can no longer be approved or rejected; "Verify now" is in the thread."""
+    _, why = interrupted_why(op)
+    by = ", ".join(who(a if ":" in a else f"slack:{a}") for a in approvers) or who(None)
+    return (f":white_check_mark: approved by {by}" + (f" at {escape(decided_at)}" if decided_at else "")
+            + f" — :warning: *interrupted* ({escape(why)}); what is known is in this thread · operation "
+            f"`{escape(op.operation_id)}`")
+
+
 ROLLOUT_STATE_WORDS = {"done": "restarted and proven", "failed": "restarted, its proof failed",
                        "unknown": "under way when it stopped, its state is unknown: verify it",
                        "untouched": "not reached, never restarted"}

@@ -16,13 +16,16 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.audit_blocks import interrupted_message, interrupted_parent_message
+from bot.slack.audit_blocks import interrupted_message, interrupted_parent_message, interrupted_plan_status
+from bot.slack.blocks import Message
 from bot.slack.listening import BotContext
 from bot.slack.plans import arm_expiry, show_expired
 from commands import observe
+from commands.errors import ProofbotError, Refused
 from commands.store import approvals
 from commands.store.leases import RENEW_EVERY_S
 from commands.store.recovery import Interrupted, recover, take_over
+from commands.vocabulary import EventKind
 
 log = logging.getLogger("proofbot.recovery")
 SLACK_CALL_S = 15.0  # each post or update; the client's own timeout is per HTTP attempt, retries included
@@ -30,7 +33,7 @@ SLACK_CALL_S = 15.0  # each post or update; the client's own timeout is per HTTP
 
 async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[Interrupted]:
     interrupted, pending = await recover(context.audit)
-    await _tell(client, interrupted)
+    await _tell(context, client, interrupted)
     for plan in pending:
         if plan.expires_at <= time.time():
             if await approvals.expire_if_due(context.audit, plan.id) is not None:
@@ -40,7 +43,7 @@ async def recover_in_slack(context: BotContext, client: AsyncWebClient) -> list[
     return interrupted
 
 
-async def _tell(client: AsyncWebClient, interrupted: list[Interrupted]) -> None:
+async def _tell(context: BotContext, client: AsyncWebClient, interrupted: list[Interrupted]) -> None:
     """Each interrupted operation's thread is told what is known, and its parent message (left on its last
     progress line) says interrupted: one call each, bounded; a Slack failure is logged, the next one goes on."""
     for op in interrupted:
@@ -49,9 +52,36 @@ async def _tell(client: AsyncWebClient, interrupted: list[Interrupted]) -> None:
         text, blocks = interrupted_message(op)
         await _one_call(op, "post in the thread of", client.chat_postMessage(
             channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks))
-        text, blocks = interrupted_parent_message(op)
+        try:
+            text, blocks = await parent_message(context, op)
+        except Exception as exc:  # the store away again, or a plan unreadable: the short notice, and go on
+            log.warning("could not show the plan of %s again: %s", op.operation_id, exc)
+            text, blocks = interrupted_parent_message(op)
         await _one_call(op, "update the parent message of", client.chat_update(
             channel=op.channel, ts=op.thread_ts, text=text, blocks=blocks))
+
+
+async def parent_message(context: BotContext, op: Interrupted) -> Message:
+    """An approved plan's parent keeps the plan as shown (what was planned, who asked), with who approved it and
+    that it was interrupted; an operation without a plan (a verify), or whose plan no longer rebuilds against
+    today's inventory, gets the short notice."""
+    try:
+        pending = await approvals.get(context.audit, op.operation_id)
+    except Refused:  # no plan: a verify
+        return interrupted_parent_message(op)
+    approvable = context.approvables.get(pending.operation)
+    if approvable is None:
+        return interrupted_parent_message(op)
+    events = await context.audit.events_of(op.operation_id)
+    approved = next((e.details for e in events if e.kind == EventKind.APPROVED and isinstance(e.details, dict)), {})
+    approvers = [str(a) for a in approved.get("approvals") or []] or [pending.decided_by or ""]
+    status = interrupted_plan_status(op, [a for a in approvers if a], pending.decided_at)
+    try:
+        _, blocks = approvable.decided_for(context.inventory, pending, status)
+    except ProofbotError as exc:  # the inventory changed since: the plan cannot be shown as it was
+        log.info("interrupted %s: its plan is not shown again (%s)", op.operation_id, exc)
+        return interrupted_parent_message(op)
+    return interrupted_parent_message(op)[0], blocks
 
 
 async def _one_call(op: Interrupted, what: str, call: Awaitable[object]) -> None:
@@ -77,6 +107,6 @@ async def take_over_leases(context: BotContext, client: AsyncWebClient, every_s:
             continue
         for _ in [*interrupted, *adopted]:
             observe.lease_taken_over()
-        await _tell(client, interrupted)
+        await _tell(context, client, interrupted)
         for plan in adopted:
             arm_expiry(context, client, str(plan["id"]))

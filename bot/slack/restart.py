@@ -9,6 +9,7 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import rollout
+from bot.slack.blocks import as_dicts, escape, section_block
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.policies import shown_approvers
@@ -21,7 +22,7 @@ from bot.slack.restart_blocks import (
 )
 from bot.slack.thread import OperationThread
 from bot.slack.thread_blocks import finding_message, verdict_message
-from commands.errors import PlanVoid, UsageError
+from commands.errors import CouldNotRecord, PlanVoid, UsageError
 from commands.findings import Finding
 from commands.inflight import Ticket
 from commands.inventory import Host
@@ -98,6 +99,12 @@ async def restart_in_thread(context: BotContext, client: AsyncWebClient, click: 
         status = f":no_entry_sign: {void.message}; nothing was restarted"
         await thread.finish(restart_status_message(plan, requester, status))
         return
+    except CouldNotRecord as failed:  # said in the thread for the channel (it stays there once the parent says
+        # interrupted); the approver's ephemeral follows (app.py)
+        said = f":warning: {failed.message}. {failed.hint}"
+        thread.reply((said, as_dicts([section_block(escape(said))])))
+        await thread.finish(restart_status_message(plan, requester, f"{approved} — :warning: {escape(failed.message)}"))
+        raise
     final_text, final_blocks = verdict_message(result, requester, None)
     head = restart_status_message(plan, requester, approved)[1]
     await thread.finish((final_text, head + final_blocks))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -26,6 +27,7 @@ from bot.metrics import DEFAULT_ADDRESS, Metrics, start_metrics_server
 from bot.slack.app import build_app
 from bot.slack.listening import BotContext
 from bot.slack.recovery import recover_in_slack, take_over_leases
+from bot.slack.session import slack_session
 from bot.slack.watch import start_watch, stop_watch
 from commands.approvers import GroupCache
 from commands.errors import Refused, UsageError
@@ -119,13 +121,15 @@ async def serve(inventory: Inventory, db: Path | str, *, http_port: int | None, 
     # PostgreSQL: replicas share the database; each lock and plan names its holder and lease instead.
     with only_serve_of(db) if isinstance(db, Path) else contextlib.nullcontext():
         # The watch, /verify, restarts and restores share warm SSH connections (ssh.idle_close_s), closed at exit.
-        async with warm_connections():
+        # Slack's Web API calls share one session's kept-alive connections, closed after the drain, too.
+        async with warm_connections(), slack_session() as session:
             return await _serve(inventory, db, bot_token, api_url, http_port=http_port, bind=bind,
-                                metrics_at=metrics_at, drain=drain)
+                                metrics_at=metrics_at, drain=drain, session=session)
 
 
 async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: str | None, *, http_port: int | None,
-                 bind: str, metrics_at: MetricsAt | None, drain: float = DRAIN_S) -> int:
+                 bind: str, metrics_at: MetricsAt | None, drain: float = DRAIN_S,
+                 session: aiohttp.ClientSession | None = None) -> int:
     # Signals first: SIGTERM and Ctrl-C stop the bot at any moment, also while Slack cannot be reached.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -141,7 +145,7 @@ async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: 
         if metrics_at is not None:  # before Slack: a scrape shows a bot that cannot connect, too
             stop_metrics, port = await start_metrics_server(metrics, audit, metrics_at.address, metrics_at.port)
             logging.info("proofbot metrics at http://%s:%d/metrics", metrics_at.address, port)
-        app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url)
+        app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url, session=session)
         with metrics.installed():
             close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))
             if close is None:

@@ -22,8 +22,8 @@ from commands.checks.package import PackageCheck, parse_package, pasted, probe_r
 from commands.checks.package_guard import GUARD_ID, SCRIPT_TEXT, refusals
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
-from commands.inventory import Backup, Service
-from commands.inventory.containers import CONTAINER_MANAGERS
+from commands.inventory import Backup
+from commands.inventory.containers import in_container as in_container  # where the restore plan asks it
 from commands.vocabulary import CheckStatus
 
 PROBE_SOURCE = pasted("container_probe.py")
@@ -31,11 +31,6 @@ PROBE_ID = hashlib.sha256(PROBE_SOURCE.encode()).hexdigest()[:12]
 CONTAINER_FILES = "container-files"  # the fact's name: every live file's hash, read once for the file checks
 NO_ACCESS = "could not check: no access to the container's root"
 _NO_PID = "no running main PID: no container root to read files from"
-
-
-def in_container(service: Service | None) -> bool:
-    """Whether a service's files are read inside its container (a container manager's)."""
-    return service is not None and service.manager in CONTAINER_MANAGERS
 
 
 def probe_script(request: dict[str, Any], *, listing: bool) -> Script:

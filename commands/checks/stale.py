@@ -115,5 +115,6 @@ class StaleCheck(Check):
             return could_not_check("stale-process", why or "no running main PID to compare file times with")
         start_reads = as_read(list(read.own), process_start_argvs(pid))
         listing = parse_listing(read.of(FILE_TIMES)[0])
-        files = [path for path in listing.mtimes if path in self.files or os.path.dirname(path) in self.dirs]
+        restored, dirs = set(self.files), set(self.dirs)  # a watch dir may list thousands: no scan per path
+        files = [path for path in listing.mtimes if path in restored or os.path.dirname(path) in dirs]
         return stale_finding(parse_process_start(pid, *start_reads), files, listing, start_reads)

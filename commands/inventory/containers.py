@@ -5,15 +5,23 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
+
+if TYPE_CHECKING:
+    from commands.inventory.hosts import Service
 
 CONTAINER_MANAGERS = ("docker", "podman", "compose")
 CONTAINER_KEYS = ("container", "engine", "min_uptime_s", "project", "service", "compose_file")
 COMPOSE_KEYS = ("project", "service", "compose_file")
+
+
+def in_container(service: Service | None) -> bool:
+    """Whether a service's files are read inside its container (a container manager's)."""
+    return service is not None and service.manager in CONTAINER_MANAGERS
 # docker-compose 1.29 normalises a project name to these characters (cli/command.py normalize_name) and takes a
 # service name of these (config/config_schema); bounded.
 COMPOSE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -29,6 +37,9 @@ class Engine(Strict):
     the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
     Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
+
+    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
+    model_config = ConfigDict(defer_build=True)
 
     cli: str = "docker"
     host: str | None = None

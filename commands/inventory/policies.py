@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from commands.inventory.settings import Approvals, Strict, matching
 from commands.vocabulary import Operation
@@ -29,6 +29,9 @@ PLAN_ONLY = "plan-only"
 class Policy(Strict):
     """One rule: for these targets and operations, these approvers (ids or groups), N of them, from these
     channels; ``cli: plan-only`` makes the CLI print the plan instead of applying it."""
+
+    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
+    model_config = ConfigDict(defer_build=True)
 
     targets: list[str] = Field(min_length=1)
     operations: list[str] = Field(min_length=1)

@@ -9,7 +9,7 @@ from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from commands.inventory.settings import Strict, matching
 
@@ -75,6 +75,9 @@ class QuietHours:
 
 class WatchEntry(Strict):
     """One ``watch`` entry as written; durations and quiet hours stay strings here, parsed by validators."""
+
+    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
+    model_config = ConfigDict(defer_build=True)
 
     target: str
     every: str

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -38,7 +39,7 @@ from commands.checks.engine_guard import guarded
 from commands.checks.managers import checks_for
 from commands.clock import utc_at, utc_now
 from commands.command_result import CommandResult
-from commands.errors import CommandTimedOut, CouldNotCheck, Locked, PlanVoid
+from commands.errors import CommandTimedOut, CouldNotCheck, CouldNotRecord, Locked, PlanVoid, Refused
 from commands.findings import Finding
 from commands.host_http import fetch_via_host
 from commands.operation import OnFinding, OperationResult, Origin
@@ -63,11 +64,28 @@ COMMAND_GRACE_S = 30.0  # the restart command's own SSH timeout is ready_timeout
 UPTIME_MARGIN_S = 0.05  # a container's proving poll reads the host's clock this long after min_uptime_s
 START_TOLERANCE_S = 0.5  # same PID, start time this far off: another process reused the PID
 CMDLINE = "cmdline"
+Halt = Callable[[], str | None]  # why a restart not yet sent must not be sent now (None: go on)
+
+
+class NotSent(Refused):
+    """The restart command was never sent: ``halt`` said stop (a rollout's sibling part could not be recorded)
+    before it was. The part ends refused; its host runs as it did."""
+
+
+def not_recorded(host: str, exc: CouldNotRecord) -> CouldNotRecord:
+    """``restart-sent`` is written before the command is sent: when the database does not take it, nothing
+    was sent, and the user is told so (the operation is settled interrupted once the database is back)."""
+    return CouldNotRecord(f"not restarted: proofbot could not record it, so the restart of {host} was never "
+                          f"sent ({exc.message})",
+                          hint=f"{host}'s service runs as before, same PID; ask again once the audit database "
+                               "takes writes (proofbot reconnects by itself)")
+
 
 async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_progress: OnProgress | None = None,
                   on_finding: OnFinding | None = None, request_recorded: bool = False,
                   poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S,
-                  fleet_operation_id: str | None = None, checked: ServiceSnapshot | None = None) -> OperationResult:
+                  fleet_operation_id: str | None = None, checked: ServiceSnapshot | None = None,
+                  halt: Halt | None = None) -> OperationResult:
     """Restart the planned service and prove it came back right; every step goes to the audit log.
 
     Raises ``Locked`` (another mutating operation holds the host) or ``PlanVoid``
@@ -75,10 +93,11 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     ``request_recorded``: the caller already appended ``requested`` for plan.operation_id
     (e.g. when it showed the plan for approval). A restart that is one host of a rolling restart
     names the rollout (``fleet_operation_id``) in its request; ``checked``: the host's state as the caller
-    re-read it a moment ago against the plan (a rollout's first batch), so it is not read again.
+    re-read it a moment ago against the plan (a rollout's first batch), so it is not read again. ``halt``: asked
+    just before the command would be sent; a reason there ends the restart ``NotSent`` (refused, nothing sent).
     """
     run = _Run(plan, origin, audit, on_progress, poll_interval_s, settle_s)
-    run.checked = checked
+    run.checked, run.halt = checked, halt
     if not request_recorded:
         await run.log.requested(origin, plan_hash=plan.plan_hash, plan=plan.to_json(), checks=check_names(plan),
                                 fleet_operation_id=fleet_operation_id)
@@ -88,11 +107,15 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
     except Locked as exc:
         await run.log.refused(Refusal(str(exc), holder=exc.holder))
         raise
+    unrecorded = False
     try:  # the host is given up only after ``finished``: a process killed before it leaves a lease that ends
         try:
             await run.execute()
-        except PlanVoid as exc:
+        except (PlanVoid, NotSent) as exc:
             await run.log.refused(Refusal(str(exc), plan_hash=plan.plan_hash))
+            raise
+        except CouldNotRecord:  # this operation writes nothing more: settled interrupted once the database is back
+            unrecorded = True
             raise
         except BaseException as exc:
             await asyncio.shield(run.log.interrupted(repr(exc), what_is_known=run.watch.timeline()))
@@ -111,10 +134,16 @@ async def restart(plan: RestartPlan, *, origin: Origin, audit: AuditStore, on_pr
                                  time.monotonic() - run.started, findings, extra=extra, stats=run.stats)
         await run.log.finished(Finished.of(result, **extra))
     finally:  # a rollout's host goes back to the rollout (commands/restart/rollout.py), which frees it
-        if fleet_operation_id is not None:
-            await asyncio.shield(locks.hand_over(audit, lock, fleet_operation_id, Operation.ROLLOUT))
-        else:
-            await asyncio.shield(locks.release(audit, lock))
+        try:
+            if fleet_operation_id is not None:
+                await asyncio.shield(locks.hand_over(audit, lock, fleet_operation_id, Operation.ROLLOUT))
+            else:
+                await asyncio.shield(locks.release(audit, lock))
+        except CouldNotRecord:
+            if not unrecorded:
+                raise
+            # the database is still down: the lock is freed when it is settled, and the error the user must
+            # see is the one already raised (what was not recorded, and whether anything was sent)
     return result
 
 
@@ -156,6 +185,7 @@ class _Run:
         self.sent_at: float | None = None
         self.stats = {"connections": 0, "exec_round_trips": 0, "polls": 0}
         self.checked: ServiceSnapshot | None = None
+        self.halt: Halt | None = None
         self.last_state: CommandResult | None = None  # the last poll's state step (a container's address)
 
 
@@ -195,13 +225,21 @@ class _Run:
     async def _act_and_watch(self, conn: HostConnection) -> None:
         argv = restart_argv(self.service)
         watch = self.watch
+        if self.halt is not None and (why := self.halt()):
+            raise NotSent(f"not restarted: {why}; nothing was sent to {self.plan.host.name}",
+                          hint="its service runs as before")
+        # Recorded first, then sent: a write the database does not take leaves nothing sent (and says so),
+        # never a restart the log cannot tell.
+        try:
+            await self.log.step("restart-sent", command=shlex.join(argv))
+        except CouldNotRecord as exc:
+            raise not_recorded(self.plan.host.name, exc) from exc
         watch.command, watch.command_state = shlex.join(argv), CommandState.RUNNING
         self.sent_at = time.monotonic()
         command = asyncio.create_task(_run_act(conn, argv, self.service.manager in ACTS,
                                                self.service.ready_timeout_s + COMMAND_GRACE_S))
         self.report("restarting", force=True)
         try:
-            await self.log.step("restart-sent", command=watch.command)
             await self._wait_ready(conn, command)
             if watch.ready_s is not None and not watch.lost:
                 await self._probe_and_settle(conn)

@@ -36,7 +36,7 @@ from commands.inventory import FleetSettings, Host, Inventory
 from commands.operation import OperationResult, Origin
 from commands.plans import Decidable, PlanRequest, admit, begin_apply, hash_of, request_plan
 from commands.redact import redact_data
-from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, changes_since, restart
+from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, Halt, NotSent, changes_since, restart
 from commands.restart.plan import RestartPlan, ServiceSnapshot, plan_restart, read_snapshot
 from commands.restart.progress import OnProgress
 from commands.ssh import connect
@@ -308,48 +308,80 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
 
 async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_done: OnHostDone | None,
                    on_host_progress: OnHostProgress | None, poll_interval_s: float, settle_s: float) -> str:
-    """Each batch restarted concurrently and proven; returns why it halted ("" when it did not)."""
+    """Each batch restarted concurrently and proven; returns why it halted ("" when it did not).
+
+    A part that raises (its write not taken: ``CouldNotRecord``) cancels none of its batch: a host whose restart
+    was sent is carried to its verdict (or to its own unrecorded-write ending), one not yet sent is not sent
+    (``NotSent``), and once the batch is over the first such error is raised (the rollout is interrupted)."""
     batches = run.plan.batches()
     for number, batch in enumerate(batches, 1):
         await run.log.step("batch", batch=number, of=len(batches), hosts=[p.host.name for p in batch])
+        failed = _Failed()
 
-        async def one(host_plan: RestartPlan, number: int = number) -> HostOutcome:
-            name = host_plan.host.name
-            if on_host_start is not None:
-                await on_host_start(name, number, len(batches))
-            lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, Operation.RESTART)
-            try:  # the first batch restarts on the state the apply just re-read; a later one re-reads first
-                result = await restart(host_plan, origin=run.origin, audit=run.audit,
-                                       on_progress=on_host_progress(name) if on_host_progress else None,
-                                       poll_interval_s=poll_interval_s, settle_s=settle_s,
-                                       fleet_operation_id=run.plan.operation_id,
-                                       checked=run.plan.reread.get(name) if number == 1 else None)
-            except PlanVoid as void:
-                outcome = HostOutcome(name, "untouched", reason=void.message)
-            else:
-                outcome = HostOutcome.restarted(name, result)
-            finally:  # restart() gave the host back to the rollout when it ended (this is a no-op then), or
-                # never got that far; the last batch's hosts are kept, freed after the rollout's ``finished``
-                back = await locks.hand_over(run.audit, lock, run.plan.operation_id, OPERATION)
-                if number == len(batches):
-                    run.locks[name] = back
-                else:
-                    await locks.release(run.audit, back)
-            run.outcomes[name] = outcome
-            if on_host_done is not None:
-                await on_host_done(outcome)
-            return outcome
+        async def one(host_plan: RestartPlan, number: int = number, failed: _Failed = failed) -> HostOutcome | None:
+            try:
+                return await _one_host(run, host_plan, number, len(batches), failed.why, on_host_start,
+                                       on_host_done, on_host_progress, poll_interval_s, settle_s)
+            except Exception as exc:  # said once the batch is over; cancelling its siblings would leave them unknown
+                failed.parts.append((host_plan.host.name, exc))
+                return None
 
         outcomes = await run_bounded(list(batch), one, max_parallel=len(batch))
-        bad = [o for o in outcomes if o.state != "done"]
+        if failed.parts:
+            raise failed.parts[0][1]
+        bad = [o for o in outcomes if o is not None and o.state != "done"]
         if bad:
-            rest = [o.host for o in outcomes if o not in bad]
+            rest = [o.host for o in outcomes if o is not None and o not in bad]
             why = ", ".join(f"{o.host} {_what_went_wrong(o)}" for o in bad)
             halted = (f"halted after batch {number} of {len(batches)}: {why}"
                       + (f"; the rest of that batch finished ({', '.join(rest)})" if rest else ""))
             await run.log.step("halted", batch=number, reason=halted)
             return halted
     return ""
+
+
+@dataclass
+class _Failed:
+    """The parts of one batch that raised, first first: from then on no host of it is sent its restart."""
+
+    parts: list[tuple[str, Exception]] = field(default_factory=list)
+
+    def why(self) -> str | None:
+        if not self.parts:
+            return None
+        host, exc = self.parts[0]
+        return f"{host}'s part of the rollout could not go on ({exc})"
+
+
+async def _one_host(run: _Rollout, host_plan: RestartPlan, number: int, batches: int, halt: Halt,
+                    on_host_start: OnHostStart | None, on_host_done: OnHostDone | None,
+                    on_host_progress: OnHostProgress | None, poll_interval_s: float, settle_s: float) -> HostOutcome:
+    """One host of batch ``number``: handed its lock, restarted through the single-host path, given back."""
+    name = host_plan.host.name
+    if on_host_start is not None:
+        await on_host_start(name, number, batches)
+    lock = await locks.hand_over(run.audit, run.locks.pop(name), host_plan.operation_id, Operation.RESTART)
+    try:  # the first batch restarts on the state the apply just re-read; a later one re-reads first
+        result = await restart(host_plan, origin=run.origin, audit=run.audit,
+                               on_progress=on_host_progress(name) if on_host_progress else None,
+                               poll_interval_s=poll_interval_s, settle_s=settle_s,
+                               fleet_operation_id=run.plan.operation_id,
+                               checked=run.plan.reread.get(name) if number == 1 else None, halt=halt)
+    except (PlanVoid, NotSent) as void:  # NotSent: a sibling failed before this host's restart was sent
+        outcome = HostOutcome(name, "untouched", reason=void.message)
+    else:
+        outcome = HostOutcome.restarted(name, result)
+    finally:  # restart() gave the host back to the rollout when it ended (this is a no-op then), or
+        # never got that far; the last batch's hosts are kept, freed after the rollout's ``finished``
+        back = await locks.hand_over(run.audit, lock, run.plan.operation_id, OPERATION)
+        if number == batches:
+            run.locks[name] = back
+        else:
+            await locks.release(run.audit, back)
+    run.outcomes[name] = outcome
+    if on_host_done is not None:
+        await on_host_done(outcome)
+    return outcome
 
 
 def _what_went_wrong(outcome: HostOutcome) -> str:

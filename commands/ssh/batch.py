@@ -72,27 +72,27 @@ def split_batch(nonce: str, commands: list[str], output: bytes) -> list[CommandR
     if first_line_end < 0:
         return []
     previous_time = _as_float(output[len(start_tag) : first_line_end])
-    rest = output[first_line_end + 1 :]
+    at = first_line_end + 1  # where the next command's output starts (offsets: no copy of the rest per command)
     results: list[CommandResult] = []
     for index, command in enumerate(commands):
         end_tag = b"\n" + marker + b" end %d " % index
-        cut = rest.find(end_tag)
+        cut = output.find(end_tag, at)
         if cut < 0:
             break
-        body = rest[:cut]
-        line_end = rest.find(b"\n", cut + len(end_tag))
+        body = output[at:cut]
+        line_end = output.find(b"\n", cut + len(end_tag))
         if line_end < 0:
             break
-        fields = rest[cut + len(end_tag) : line_end].split()
+        fields = output[cut + len(end_tag) : line_end].split()
         if len(fields) != 2 or not EXIT_STATUS.fullmatch(fields[0]):
-            shown = rest[cut + 1 : line_end][:80].decode("utf-8", "replace")
+            shown = output[cut + 1 : line_end][:80].decode("utf-8", "replace")
             raise MissingOutput(f"malformed end marker after `{command[:200]}`: {shown!r}",
                                 hint="the batch output is not what proofbot's script prints; nothing is judged")
         exit_status, finished = int(fields[0]), _as_float(fields[1])
         duration = max(0.0, finished - previous_time) if finished and previous_time else 0.0
         results.append(CommandResult(command, exit_status, body, duration))
         previous_time = finished
-        rest = rest[line_end + 1 :]
+        at = line_end + 1
     return results
 
 

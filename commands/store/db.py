@@ -1,6 +1,9 @@
 """The audit DB's connection, SQLite (a path) or PostgreSQL (a ``postgresql://`` URL, commands/store/pg.py):
 one worker thread owns it and runs every transaction, so the event loop never blocks on the database;
-opening it applies the pending migrations (commands/store/migrations.py, pg_migrations.py).
+opening it applies the pending migrations (commands/store/migrations.py, pg_migrations.py). The work handed in
+is typed as sqlite-utils' ``Database`` and gets the part of it the store uses, with the stdlib's sqlite3
+(commands/store/lite.py) or psycopg (pg.py); a SQLite error of the file or its disk (full, read only, locked past
+the timeout, an I/O error) is ``CouldNotRecord`` here, as PostgreSQL's are in pg.py.
 
 Each append reads the chain head and inserts in one write transaction (SQLite's IMMEDIATE, PostgreSQL's
 advisory lock), so two processes cannot fork the chain. Rows are read as dicts and become dataclasses by
@@ -18,20 +21,21 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from commands.errors import UsageError
+from commands.errors import CouldNotRecord, UsageError
 from commands.store.events import Event, event_of
 from commands.store.leases import Renewer, process_holder, renew
+from commands.store.lite import LiteDatabase, not_taken, sqlite_could_not_record
 from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
 from commands.store.pg import PgBackend, is_pg_url, redacted_url
-from commands.store.pg_schema import pg_has_table
 
 if TYPE_CHECKING:
     import sqlite_utils
 
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
+BUSY_TIMEOUT_S = 10.0  # how long a write waits for another process's write lock before it is CouldNotRecord
 T = TypeVar("T")
 
 
@@ -62,8 +66,9 @@ WRITES: ContextVar[WriteTally | None] = ContextVar("proofbot_writes", default=No
 
 
 class AuditStore:
-    def __init__(self, db: sqlite_utils.Database | None, pg: PgBackend | None = None) -> None:
+    def __init__(self, db: LiteDatabase | None, pg: PgBackend | None = None, path: Path | None = None) -> None:
         self._sqlite = db
+        self._path = path  # the SQLite file, named in what a failed write says
         self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
         self._renewer: Renewer | None = None
@@ -73,7 +78,7 @@ class AuditStore:
         self.unrecorded: dict[str, tuple[str | None, str | None]] = {}
         self.unclaimed: set[str] = set()  # deliveries to release once it takes writes again (deliveries.py)
         # Operations whose write was not taken: they write nothing more here, ever (commands/store/log.py).
-        self.cut_off: dict[str, None] = {}
+        self.cut_off: dict[str, CouldNotRecord] = {}  # each with the failure that stopped it
 
     @property
     def dialect(self) -> str:
@@ -82,13 +87,15 @@ class AuditStore:
     @property
     def _db(self) -> sqlite_utils.Database:
         assert self._sqlite is not None, "a SQLite-only path ran on PostgreSQL"
-        return self._sqlite
+        return cast("sqlite_utils.Database", self._sqlite)  # the subset the store uses (lite.py)
 
     @classmethod
     def open(cls, path: Path | str, *, existing: bool = False) -> AuditStore:
         """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated. ``existing``: a
         PostgreSQL database without an audit log is refused, not given one (a reader checks a file's existence)."""
         if isinstance(path, str) and is_pg_url(path):
+            from commands.store.pg_schema import pg_has_table  # with schema.py: not loaded by a run on SQLite
+
             backend = PgBackend(path)
             if existing and not backend.atomic(False, lambda db: pg_has_table(db, "events")):
                 backend.close()
@@ -99,14 +106,18 @@ class AuditStore:
         try:
             if path.parent and not path.parent.exists():
                 raise UsageError(f"audit database folder {path.parent} does not exist", hint="pass --db PATH")
-            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            db = LiteDatabase(conn)
         except sqlite3.Error as exc:
+            cause = not_taken(exc)
+            if cause not in (None, "corrupt"):  # the file will not take writes: as a failed write says it
+                raise sqlite_could_not_record(path, exc, cause, False, opening=True) from None
+            # Not SQLite's at all (--db naming the inventory, say): the wrong file was given.
             raise UsageError(f"cannot open audit database {path}: {exc}", hint="pass --db PATH") from None
-        import sqlite_utils  # ~70 ms of imports: a verify loads it here, while its SSH handshake runs
-
-        return cls._opened(cls(sqlite_utils.Database(conn)))
+        return cls._opened(cls(db, path=path))
 
     @classmethod
     def _opened(cls, store: AuditStore) -> AuditStore:
@@ -169,8 +180,8 @@ class AuditStore:
             for version in range(1, len(PG_MIGRATIONS) + 1):
                 self._pg.atomic(True, functools.partial(apply_pending_pg, version=version))
             return
-        self._db.execute(SCHEMA_MIGRATIONS)
-        applied = {row["version"] for row in self._db.query("SELECT version FROM schema_migrations")}
+        applied = self._sqlite_call(lambda: (self._db.execute(SCHEMA_MIGRATIONS), {
+            row["version"] for row in self._db.query("SELECT version FROM schema_migrations")})[1], opening=True)
         for version, (description, sql) in enumerate(MIGRATIONS, start=1):
             if version not in applied:
                 self._atomic("BEGIN IMMEDIATE", functools.partial(apply_pending, version=version,
@@ -179,15 +190,33 @@ class AuditStore:
     def _atomic(self, begin: str, work: Callable[[sqlite_utils.Database], T]) -> T:
         """work(db) between ``begin`` and COMMIT, rolled back if it raises; only ever on the worker thread."""
         conn = self._db.conn
-        conn.execute(begin)
+        state = {"committing": False}
+
+        def transaction() -> T:
+            conn.execute(begin)
+            try:
+                value = work(self._db)
+                state["committing"] = begin != "BEGIN DEFERRED"  # a read has nothing to lose at its COMMIT
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # a RAISE(ROLLBACK) or a failed COMMIT may have ended it already
+                    conn.execute("ROLLBACK")
+                raise
+            return value
+        return self._sqlite_call(transaction, state=state)
+
+    def _sqlite_call(self, call: Callable[[], T], *, state: dict[str, bool] | None = None,
+                     opening: bool = False) -> T:
+        """call(), a SQLite error of the file or its disk said as ``CouldNotRecord`` (the store's one boundary:
+        an operation's first write not taken stops it, commands/store/log.py); an error of the SQL stays as it is."""
         try:
-            value = work(self._db)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # a RAISE(ROLLBACK) or a failed COMMIT may have ended it already
-                conn.execute("ROLLBACK")
-            raise
-        return value
+            return call()
+        except sqlite3.Error as exc:
+            cause = not_taken(exc)
+            if cause is None:
+                raise
+            committing = bool(state and state["committing"])
+            raise sqlite_could_not_record(self._path or "", exc, cause, committing, opening=opening) from None
 
     async def _run(self, work: Callable[[], T]) -> T:
         # One worker thread owns the connection: work never overlaps, even when the task

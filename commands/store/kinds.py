@@ -92,11 +92,15 @@ class Vote(EventBody):
 
 @dataclass(frozen=True)
 class Rejected(Approved):
+    """A plan rejected (its actor is who rejected it): the same shape as an approval."""
+
     KIND = EventKind.REJECTED
 
 
 @dataclass(frozen=True)
 class Expired(EventBody):
+    """A plan not decided in time: when it expired, and who clicked after that."""
+
     KIND = EventKind.EXPIRED
     expired_at: str
     clicked_by: str | None = None  # an approval clicked after the plan expired
@@ -186,6 +190,8 @@ class Finished(EventBody):
 
 @dataclass(frozen=True)
 class LockReleasedStale(EventBody):
+    """A host's lock freed because its holder is gone: why, whose it was, and for which operation."""
+
     KIND = EventKind.LOCK_RELEASED_STALE
     reason: str
     holder: Mapping[str, Any]
@@ -204,6 +210,8 @@ class Viewed(EventBody):
 
 @dataclass(frozen=True)
 class BotStarted(EventBody):
+    """The bot started: in which mode, for which hosts."""
+
     KIND = EventKind.BOT_STARTED
     mode: str
     hosts: list[str]
@@ -211,6 +219,8 @@ class BotStarted(EventBody):
 
 @dataclass(frozen=True)
 class BotStopped(EventBody):
+    """The bot stopped on its own (a signal, its end)."""
+
     KIND = EventKind.BOT_STOPPED
 
 

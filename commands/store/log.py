@@ -120,17 +120,20 @@ class AuditLog(Subject):
     async def _recorded(self, work: Callable[[sqlite_utils.Database], T], its_own: bool = True) -> T:
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
-        if its_own and self.operation_id is not None and self.operation_id in store.cut_off:
+        first = store.cut_off.get(self.operation_id) if its_own and self.operation_id is not None else None
+        if first is not None:
             # Its run ended at its first write not taken: it acts and records nothing more (no second ending
-            # beside the one settle_unrecorded writes, however the caller handles the error).
-            raise CouldNotRecord(f"operation {self.operation_id} already failed to record a step: it is stopped "
-                                 "here and finished interrupted once the database takes writes again")
+            # beside the one settle_unrecorded writes, however the caller handles the error). What it says is
+            # that first failure's cause: a caller writing its ending on the way out says why it stopped.
+            raise CouldNotRecord(f"operation {self.operation_id} already failed to record a step ({first.message}): "
+                                 "it is stopped here and finished interrupted once the database takes writes again",
+                                 hint=first.hint)
         try:
             return await store.write(work)
-        except CouldNotRecord:
+        except CouldNotRecord as failed:
             if self.operation_id is not None:  # finished (interrupted) once the database is back
                 store.unrecorded.setdefault(self.operation_id, (self.operation, self.host))
-                store.cut_off[self.operation_id] = None
+                store.cut_off[self.operation_id] = failed
                 while len(store.cut_off) > CUT_OFF_MAX:  # bounded: the oldest, long settled, go first
                     del store.cut_off[next(iter(store.cut_off))]
             raise

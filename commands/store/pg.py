@@ -22,6 +22,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands.errors import CouldNotRecord, UsageError
+from commands.store.lite import could_not_record
 
 if TYPE_CHECKING:
     import psycopg
@@ -192,11 +193,7 @@ class PgBackend:
             raise self._could_not_record(words, committing) from None
 
     def _could_not_record(self, why: str, committing: bool) -> CouldNotRecord:
-        what = ("the write was cut off while it committed: it may or may not be in the log" if committing
-                else "nothing of it was written")
-        return CouldNotRecord(f"could not record in the audit database {redacted_url(self.url)}: {why}; {what}",
-                              hint="the audit log holds every step up to the last one recorded; proofbot "
-                                   "reconnects by itself when the database is back: then verify the host")
+        return could_not_record(redacted_url(self.url), why, committing)
 
     def close(self) -> None:
         self._pool.close()

@@ -106,10 +106,11 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
             cause = reason or found
         events = await store.events_of(operation_id)
         last = events[-1]
-        step = last.details.get("name") if isinstance(last.details, dict) else None
+        # a finding's step has its ``name``; a restart's or rollout's moment its ``step`` (before, restart-sent…)
+        step = (last.details.get("name") or last.details.get("step")) if isinstance(last.details, dict) else None
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
-                             last.kind, last.at, f"{step}: {summary}" if step else last.kind,
+                             last.kind, last.at, (f"{step}: {summary}" if summary else step) if step else last.kind,
                              fleet.get("target"), requested.get("fleet_operation_id"), reason=cause)
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:

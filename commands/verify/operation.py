@@ -74,7 +74,7 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
                 await on_finding(finding)
 
     async def checked() -> None:
-        # httpx (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
+        # h11 (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
         http = asyncio.ensure_future(_load_host_http())
         try:
             async with connect(host, idempotent=True) as conn:  # only reads: sent again if a pooled link was dead

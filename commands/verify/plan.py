@@ -34,18 +34,19 @@ class VerifyPlan:
 
     def checks(self) -> list[AnyCheck]:
         """Every check of this verify, in the order the findings come."""
-        # The check modules load here, on first use (see commands.verify): a plan alone needs none of them.
-        from commands.checks.container_files import ContainerFileCheck, ContainerPackageCheck, in_container
-        from commands.checks.deb import DebCheck
+        # The check modules load here, on first use (see commands.verify): a plan alone needs none of them, and
+        # a container's or the packages' checks only a host that has them.
         from commands.checks.extra_files import ExtraFilesCheck
         from commands.checks.files import FileCheck
         from commands.checks.managers import checks_for
-        from commands.checks.package import PackageCheck
+        from commands.inventory.containers import in_container
 
         host, backup, packages = self.host, self.backup, self.host.packages
         checks: list[AnyCheck] = []
         if backup and self.backup_name:
             if host.service is not None and in_container(host.service):  # live files read inside the container
+                from commands.checks.container_files import ContainerFileCheck
+
                 checks += [ContainerFileCheck(name, self.backup_name, backup.backup_path(name), live,
                                               host.service.unit) for name, live in backup.files.items()]
             else:
@@ -53,7 +54,12 @@ class VerifyPlan:
                            for name, live in backup.files.items()]
             checks += [ExtraFilesCheck(self.backup_name, backup)] if backup.watch else []
         if packages:  # the inventory refuses dists without python
+            from commands.checks.deb import DebCheck
+            from commands.checks.package import PackageCheck
+
             if packages.python and host.service is not None and in_container(host.service):  # its image's env
+                from commands.checks.container_files import ContainerPackageCheck
+
                 checks += [ContainerPackageCheck(packages.python, dist, host.service.unit) for dist in packages.dists]
             elif packages.python:
                 checks += [PackageCheck(packages.python, dist) for dist in packages.dists]
@@ -70,12 +76,14 @@ class VerifyPlan:
 
     def facts(self) -> list[Fact]:
         """What the checks read besides their own steps: the file listing, the PID the script kept."""
-        from commands.checks.container_files import ContainerFiles, ContainerFileTimes, in_container
         from commands.checks.file_times import FileTimes
         from commands.checks.pid_read import MainPidRead
+        from commands.inventory.containers import in_container
 
         facts: list[Fact] = [FileTimes.of_backup(self.backup)] if self.backup else []
         if self.backup and in_container(self.host.service):  # the live side inside the container, from the host
+            from commands.checks.container_files import ContainerFiles, ContainerFileTimes
+
             facts = [ContainerFiles(tuple(self.backup.files.values())), ContainerFileTimes.of_backup(self.backup)]
         return facts + ([MainPidRead()] if self.host.service else [])
 

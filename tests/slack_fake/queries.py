@@ -38,6 +38,11 @@ class Queries:
         return [r for r in self.responses if r.url == url]
 
     @property
+    def open_connections(self) -> int:
+        """The TCP connections Web API calls came over that the client has not closed yet."""
+        return sum(1 for transport in list(self._connection_of) if not transport.is_closing())
+
+    @property
     def socket_connections(self) -> int:
         return len(self._sockets)
 

@@ -87,6 +87,7 @@ class Call:
     token: str | None = None
     http_status: int = 200
     response: JSON = field(default_factory=dict)
+    connection: int = 0  # which TCP connection it came over: 1 the first the fake accepted, 2 the next…
 
     @property
     def ok(self) -> bool:

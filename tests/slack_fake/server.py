@@ -34,6 +34,7 @@ import itertools
 import json
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
@@ -141,6 +142,10 @@ class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
             "usergroups.users.list": (self._usergroups_users_list, "bot", "usergroups:read"),
         }
         self.rate_limits = RateLimits()
+        # TCP connections the Web API and uploads were called over (a client that keeps them alive reuses them):
+        # each transport numbered when its first request comes; a closed one is forgotten with its transport.
+        self.connections = 0
+        self._connection_of: weakref.WeakKeyDictionary[asyncio.BaseTransport, int] = weakref.WeakKeyDictionary()
         self._ts_counter = itertools.count(100, 100)
         self._ids = itertools.count(1)
         self._upload_tickets: dict[str, str] = {}
@@ -316,8 +321,19 @@ class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
         token = header_token if header_token is not None else _opt_str(body_token)
         return args, token
 
+    def _connection(self, request: web.Request) -> int:
+        """The number of the TCP connection ``request`` came over (``connections`` counts them)."""
+        transport = request.transport
+        if transport is None:  # closed under the request: counted when it was opened
+            return 0
+        if transport not in self._connection_of:
+            self.connections += 1
+            self._connection_of[transport] = self.connections
+        return self._connection_of[transport]
+
     async def _handle_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        connection = self._connection(request)
         at = time.monotonic()
         args: JSON = {}
         token: str | None = None
@@ -330,7 +346,7 @@ class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
                 headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
         except SlackError as e:
             body, status, headers = e.body(), e.status, e.headers
-        self.calls.append(Call(method, args, at, token, status, body))
+        self.calls.append(Call(method, args, at, token, status, body, connection))
         self._notify()
         return web.json_response(body, status=status, headers=headers)
 

@@ -297,6 +297,7 @@ class WebApiMethods:
 
     # ------------------------------------------------------------------ file upload endpoint
     async def _handle_upload(self, request: web.Request) -> web.Response:
+        self._connection(request)
         file_id = self._upload_tickets.get(request.match_info["ticket"])
         if file_id is None:
             return web.Response(status=404, text="invalid upload ticket")

@@ -1,0 +1,151 @@
+"""One HTTP/1.1 exchange on a byte stream with h11 (``Connection: close``), bounded: a deadline over the whole of it,
+a header cap, a body cap. Pure over the stream it is given, so every bound is tested on recorded bytes."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import h11
+
+from commands.awake import awake_timeout
+
+READ_CHUNK = 65536
+# The status line and headers (or a chunk's size line, or the trailers) are held at most this long unfinished, as
+# httpcore had h11 do: a head still incomplete past it after a read is "Receive buffer too long", nothing more is
+# read. (So a whole head is at most this plus one READ_CHUNK.)
+HEADER_CAP_BYTES = 100 * 1024
+
+
+class ByteStream(Protocol):
+    """A connection's bytes: a direct-tcpip channel, or TLS over one."""
+
+    async def receive(self, max_bytes: int) -> bytes:
+        """Up to max_bytes; b"" once the far end has closed. Raises ``WireError`` when the stream broke."""
+
+    async def send(self, data: bytes) -> None:
+        """All of data, or ``WireError``."""
+
+    async def aclose(self) -> None:
+        """Hang up (never waits on the far end)."""
+
+
+class WireError(Exception):
+    """The request could not complete: ``kind`` names the stage as httpx did (ConnectError, ReadError, WriteError,
+    RemoteProtocolError, LocalProtocolError), the message says what happened."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class WireRequest:
+    """What goes out: ``where`` (host:port) is only for saying what could not be reached."""
+
+    method: str
+    target: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
+    where: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """``status`` is None unless the whole response came within the deadline and the caps; ``problem`` says why."""
+
+    status: int | None
+    body: str = ""
+    problem: str = ""
+
+
+@dataclass
+class _Seen:
+    received: int = 0  # bytes that arrived: the difference between "no answer" and a slow drip
+    status: int | None = None
+    charset: str = "utf-8"
+    body: bytearray = field(default_factory=bytearray)
+
+
+async def exchange(open_stream: Callable[[], Awaitable[ByteStream]], request: WireRequest, *, timeout_s: float,
+                   body_cap: int) -> Answer:
+    """Open the stream, send request, read the answer to its end: all of it within timeout_s (``awake_timeout``:
+    each read alone never times out, so an endpoint sending a byte every 2 s is caught only as a whole)."""
+    seen = _Seen()
+    stream: ByteStream | None = None
+    try:
+        async with awake_timeout(timeout_s):
+            stream = await open_stream()
+            conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEADER_CAP_BYTES)
+            await stream.send(_request_bytes(conn, request))
+            await _read(conn, stream, seen, body_cap)
+    except TimeoutError:
+        if not seen.received:
+            return Answer(None, problem=f"no answer within {timeout_s:g} s")
+        head = f"HTTP {seen.status} came, then " if seen.status is not None else ""
+        return Answer(None, problem=f"{head}the endpoint sent {seen.received} bytes in {timeout_s:g} s and never "
+                                    "finished: slow drip")
+    except _TooLarge:
+        return Answer(None, problem=f"HTTP {seen.status}, then the body passed {body_cap // 1024} KiB: "
+                                    "not read further, not judged")
+    except WireError as exc:
+        problem = f"no HTTP response ({exc.kind}): the host could not reach {request.where}"
+        detail = str(exc).strip()
+        return Answer(None, problem=f"{problem}: {detail[:300]}" if detail else problem)
+    finally:
+        if stream is not None:
+            await stream.aclose()
+    return Answer(seen.status, bytes(seen.body).decode(seen.charset, "replace"))
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _request_bytes(conn: h11.Connection, request: WireRequest) -> bytes:
+    try:
+        head = conn.send(h11.Request(method=request.method, target=request.target, headers=request.headers))
+        body = conn.send(h11.Data(data=request.body)) if request.body else b""
+        end = conn.send(h11.EndOfMessage())
+    except (h11.LocalProtocolError, UnicodeEncodeError) as exc:
+        raise WireError("LocalProtocolError", str(exc)) from exc
+    return b"".join(part or b"" for part in (head, body, end))
+
+
+async def _read(conn: h11.Connection, stream: ByteStream, seen: _Seen, body_cap: int) -> None:
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise WireError("RemoteProtocolError", str(exc)) from exc
+        if event is h11.NEED_DATA:
+            data = await stream.receive(READ_CHUNK)
+            seen.received += len(data)
+            if not data and conn.their_state is h11.SEND_RESPONSE:
+                raise WireError("RemoteProtocolError", "Server disconnected without sending a response.")
+            conn.receive_data(data)
+        elif isinstance(event, h11.Response):
+            seen.status = event.status_code
+            seen.charset = _charset(event.headers)
+        elif isinstance(event, h11.Data):
+            seen.body += event.data
+            if len(seen.body) > body_cap:
+                raise _TooLarge
+        elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed) or event is h11.PAUSED:
+            return  # the answer is whole (PAUSED: h11 has nothing more to give on this connection)
+
+
+def _charset(headers: Sequence[tuple[bytes, bytes]]) -> str:
+    """The Content-Type's charset when Python knows it, else UTF-8 (as httpx decoded)."""
+    for name, value in headers:
+        if name == b"content-type":
+            for param in value.decode("latin-1").split(";")[1:]:
+                key, _, charset = param.strip().partition("=")
+                if key.strip().lower() == "charset":
+                    try:
+                        return codecs.lookup(charset.strip().strip("\"'")).name
+                    except LookupError:
+                        break
+    return "utf-8"
