@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 import time
@@ -78,16 +79,10 @@ async def main() -> None:
         target, count, tag = args.child
         await _append(target, int(count), tag)
         return
-    cluster = None
-    if args.pg is None:
-        from tests.lab.postgres import Cluster, why_no_postgres
+    from tests.lab.postgres import bench_cluster  # the appenders (--child) need none of the lab
 
-        reason = why_no_postgres()
-        if reason:
-            raise SystemExit(f"{reason}; or pass --pg URL")
-        cluster = Cluster()
-        await asyncio.to_thread(cluster.start, durable=True)
-    try:
+    with contextlib.ExitStack() as stack:
+        cluster = await asyncio.to_thread(stack.enter_context, bench_cluster(args.pg))
         with tempfile.TemporaryDirectory(prefix="proofbot-chain-bench-") as scratch:
             print(f"{args.events} chain appends, each its own transaction; PostgreSQL 15 "
                   f"({'fsync on, private cluster' if cluster else 'given URL'}) vs SQLite (WAL, {scratch})")
@@ -101,9 +96,6 @@ async def main() -> None:
                     elapsed, events, intact = await _run(target, args.events, processes)
                     print(f"{backend:<12}{processes:>10}{events:>9}{elapsed:>9.2f}{events / elapsed:>11.0f}  "
                           f"{'intact' if intact else 'BROKEN'}")
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -285,32 +286,26 @@ async def main() -> int:
     if args.serve_host:
         await serve_host()
         return 0
-    cluster = None
-    if args.pg is None:
-        from tests.lab.postgres import Cluster, why_no_postgres
+    from tests.lab.postgres import bench_cluster
 
-        reason = why_no_postgres()
-        if reason:
-            raise SystemExit(f"{reason}; or pass --pg URL")
-        cluster = Cluster()
-        await asyncio.to_thread(cluster.start, durable=True)
-    child = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.replicas_bench", "--serve-host",
-                                                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    assert child.stdin is not None and child.stdout is not None
-    try:
-        lab = json.loads(await asyncio.wait_for(child.stdout.readline(), HOST_START_TIMEOUT_S))
-        db = cluster.database("replicas_bench") if cluster else args.pg
-        print(f"{args.verifies} concurrent /verify, signed as Slack sends them, from {args.verifies} users in "
-              f"{args.channels} channel(s); PostgreSQL 15 ({'private cluster, fsync on' if cluster else 'given URL'}); "
-              f"one loopback lab host named {args.verifies} times; Slack's rate limits "
-              f"{'on' if args.slack_limits else 'off'}", flush=True)
-        with tempfile.TemporaryDirectory(prefix="proofbot-replicas-bench-") as scratch:
-            rounds = await bench(args, lab, db, Path(scratch))
-    finally:
-        child.stdin.close()
-        await asyncio.wait_for(child.wait(), 60)
-        if cluster is not None:
-            cluster.stop()
+    with contextlib.ExitStack() as stack:
+        cluster = await asyncio.to_thread(stack.enter_context, bench_cluster(args.pg))
+        child = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.replicas_bench", "--serve-host",
+                                                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            lab = json.loads(await asyncio.wait_for(child.stdout.readline(), HOST_START_TIMEOUT_S))
+            db = cluster.database("replicas_bench") if cluster else args.pg
+            pg = "private cluster, fsync on" if cluster else "given URL"
+            print(f"{args.verifies} concurrent /verify, signed as Slack sends them, from {args.verifies} users in "
+                  f"{args.channels} channel(s); PostgreSQL 15 ({pg}); "
+                  f"one loopback lab host named {args.verifies} times; Slack's rate limits "
+                  f"{'on' if args.slack_limits else 'off'}", flush=True)
+            with tempfile.TemporaryDirectory(prefix="proofbot-replicas-bench-") as scratch:
+                rounds = await bench(args, lab, db, Path(scratch))
+        finally:
+            child.stdin.close()
+            await asyncio.wait_for(child.wait(), 60)
     summary(rounds, args.verifies)
     wrong = problems(rounds)
     for problem in wrong[:20]:

@@ -8,6 +8,7 @@ import functools
 import inspect
 import os
 import re
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from bot.demo.host import DemoHost, demo_host
+from bot.demo.host import DemoHost, _lay_out_files, demo_host
 from tests.lab.image import image_ready
 from tests.store_backends import pg_cluster, pg_database, pg_url, store_target  # noqa: F401  (fixtures)
 
@@ -72,6 +73,17 @@ async def clean_host() -> AsyncIterator[DemoHost]:
     async with demo_host("ct130", patched=False, extra_file=False,
                          flags=["--speculative-algorithm", "NEXTN"]) as host:
         yield host
+
+
+def fresh(host: DemoHost, *, patched: bool = True, extra_file: bool = True) -> DemoHost:
+    """A module's host with its files as demo_host lays them out (the seed's broken state unless told otherwise):
+    whatever an earlier test restored, edited, planted or snapshotted is gone; its sshd and service run on
+    untouched. Cheaper than a new host per test."""
+    for path in host.root.iterdir():
+        if path.name not in ("keys", "supervisor"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    _lay_out_files(host.root, patched=patched, extra_file=extra_file)
+    return host
 
 
 # What in a test's or fixture's own source starts (or requires) a lab of each tier.
@@ -129,26 +141,22 @@ def _garbage_collected_between_modules(request: pytest.FixtureRequest) -> None:
     """Collect the previous module's cyclic garbage before this module runs. A socket an earlier module left
     unclosed inside a reference cycle is otherwise found by whichever later test the collector happens to run
     in (two CI runs failed an unrelated lab test on one from 127.0.0.1): here it is said on stderr, naming the
-    module before, and does not fail a module that did not leak it. Leaks freed at once (no cycle) still fail
-    the test that made them, as every warning does."""
+    module before and, under ``PYTHONTRACEMALLOC=20``, where the socket was made; it does not fail a module that
+    did not leak it. Leaks freed at once (no cycle) still fail the test that made them, as every warning does."""
     import gc
+    import tracemalloc
+    import warnings
 
-    found: list[str] = []
-
-    def hook(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, ResourceWarning):
-            found.append(str(unraisable.exc_value))
-        else:
-            previous(unraisable)
-
-    previous = sys.unraisablehook
-    sys.unraisablehook = hook
-    try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         gc.collect()
-    finally:
-        sys.unraisablehook = previous
     before = _LEAK_REPORT[-1] if _LEAK_REPORT else "(session start)"
-    for leak in found:
+    for found in caught:
+        if not issubclass(found.category, ResourceWarning):
+            warnings.warn_explicit(found.message, found.category, found.filename, found.lineno, source=found.source)
+            continue
+        made = tracemalloc.get_object_traceback(found.source) if found.source is not None else None
+        where = "\n  made at:\n    " + "\n    ".join(made.format()) if made else ""
         print(f"proofbot tests: collected before {request.node.name}, left by a module before it "
-              f"(last was {before}): {leak}", file=sys.__stderr__)
+              f"(last was {before}): {found.message}{where}", file=sys.__stderr__)
     _LEAK_REPORT.append(request.node.name)

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.lab import skip_or_fail
-from tests.lab.postgres import Cluster, why_no_postgres
+from tests.lab.postgres import Cluster, private_cluster
 from tests.store_sql import close_opened
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -23,16 +23,8 @@ _schemas = itertools.count(1)
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     """The session's PostgreSQL 15; where labs are required (CI) one that will not start fails the run."""
-    reason = why_no_postgres()
-    if reason:
-        skip_or_fail(reason)
-    cluster = Cluster()
-    try:
-        cluster.start()
-    except RuntimeError as exc:
-        skip_or_fail(str(exc))
-    yield cluster
-    cluster.stop()
+    with private_cluster(skip_or_fail, Cluster) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,9 @@ from tests.lab.docker import DOCKER, Engine, require_docker, start_engine, stop_
 from tests.lab.fixtures import running_lab
 from tests.lab.image import ensure_image
 from tests.lab.netns import NetnsLab
+from tests.serve_rig import free_port
 from tests.slack_fake import FakeSlack
 from tests.slack_fake.signing import slash_command_body
-from tests.test_serve_live_holders import free_port
 
 # The whole module needs root, a network namespace host and the engine; one build serves every test.
 pytestmark = [pytest.mark.docker, pytest.mark.tier2, pytest.mark.timeout(900)]

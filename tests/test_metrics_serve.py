@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import sys
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO, write_inventory
+from tests.conftest import write_inventory
 from tests.lab.waits import until
+from tests.serve_rig import free_port, start_serve, stop_serve
 from tests.slack_fake.server import FakeSlack
-from tests.test_serve_live_holders import free_port
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -48,13 +45,8 @@ async def test_serve_metrics_on_loopback_and_json_logs(tmp_path: Path) -> None:
     metrics_port = await free_port()
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     async with FakeSlack(channels={"C0OPS": "ops"}) as slack:
-        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": "s",
-               "PROOFBOT_SLACK_API_URL": slack.api_url, "PROOFBOT_LOG_FORMAT": "json"}
-        bot = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "serve", "--http", str(await free_port()), "--host", "127.0.0.1",
-            "--metrics-port", str(metrics_port), "--inventory", str(inventory), "--db", str(tmp_path / "audit.db"),
-            cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+        bot = await start_serve(slack, inventory, tmp_path / "audit.db", await free_port(),
+                                args=["--metrics-port", str(metrics_port)], env={"PROOFBOT_LOG_FORMAT": "json"})
         try:
             seen: list[float | None] = []
 
@@ -67,14 +59,10 @@ async def test_serve_metrics_on_loopback_and_json_logs(tmp_path: Path) -> None:
                 assert asyncio.get_running_loop().time() < deadline, f"no bot-started in the metrics: {seen}"
                 await asyncio.sleep(0.1)
             assert listening_addresses(metrics_port) == {"0100007F"}  # 127.0.0.1, nothing else
-            bot.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(bot.communicate(), 30)
         finally:
-            if bot.returncode is None:
-                bot.kill()
-                await bot.wait()
-    assert bot.returncode == 0, err.decode()
-    lines = err.decode().splitlines()
+            said = await stop_serve(bot, timeout_s=30)
+    assert bot.returncode == 0, said
+    lines = said.splitlines()
     entries = [json.loads(line) for line in lines]  # every line one JSON object
     assert any(e["event"] == f"proofbot metrics at {url}" for e in entries), lines
     assert all({"ts", "level", "logger", "event", "operation_id", "host"} <= set(e) for e in entries)

@@ -34,7 +34,7 @@ from commands.store.recovery import UNRECORDED, Interrupted, settle_unrecorded
 from commands.vocabulary import CheckStatus, EventKind, Operation, Verdict
 from tests.conftest import write_inventory
 from tests.lab import skip_or_fail
-from tests.lab.postgres import BIN, START_TIMEOUT_S, Cluster, why_no_postgres
+from tests.lab.postgres import BIN, START_TIMEOUT_S, Cluster, private_cluster
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
 from tests.slack_fake.server import FakeSlack
@@ -68,16 +68,8 @@ class StoppableCluster(Cluster):
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[StoppableCluster]:
-    reason = why_no_postgres()
-    if reason:
-        skip_or_fail(reason)
-    own = StoppableCluster()
-    try:
-        own.start()
-    except RuntimeError as exc:
-        skip_or_fail(str(exc))
-    yield own
-    own.stop()
+    with private_cluster(skip_or_fail, StoppableCluster) as own:
+        yield own
 
 
 async def test_a_store_waits_bounded_while_the_server_is_down_and_settles_when_it_is_back(

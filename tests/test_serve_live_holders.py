@@ -4,9 +4,7 @@ meanwhile keeps its lock and finishes; a second ``serve`` on the same database r
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import sys
 from pathlib import Path
 
 from bot.demo.host import demo_host
@@ -15,28 +13,12 @@ from commands.operation import Origin
 from commands.store.db import AuditStore
 from commands.store.recovery import recover
 from tests.audit_events import raw_append
-from tests.conftest import REPO, run_cli, write_inventory
+from tests.conftest import run_cli, write_inventory
 from tests.lab.waits import until
+from tests.serve_rig import free_port, kinds, start_serve, stop_serve
 from tests.slack_fake.server import FakeSlack
 
 SECRET = "live-holders-secret"
-
-
-async def start_serve(slack: FakeSlack, inventory: Path, db: Path, port: int) -> asyncio.subprocess.Process:
-    env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SECRET,
-           "PROOFBOT_SLACK_API_URL": slack.api_url}
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "serve", "--http", str(port), "--host", "127.0.0.1", "--inventory",
-        str(inventory), "--db", str(db), cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-
-
-def kinds(db: Path, operation_id: str | None = None) -> list[str]:
-    try:
-        rows = sqlite3.connect(db).execute("SELECT kind, operation_id FROM events ORDER BY id").fetchall()
-    except sqlite3.OperationalError:  # the CLI is still creating the database
-        return []
-    return [kind for kind, op in rows if operation_id is None or op == operation_id]
 
 
 async def dead_pid() -> int:
@@ -71,21 +53,12 @@ async def test_serve_started_during_a_cli_restart_leaves_it_to_finish(tmp_path: 
             await until("the bot to start", lambda: "bot-started" in kinds(db), 30)
             run = await cli
         finally:
-            bot.terminate()
-            await bot.wait()
+            await stop_serve(bot)
     assert run.code == 0, run.stdout + run.stderr
     [restart] = [op for (op,) in sqlite3.connect(db).execute(
         "SELECT operation_id FROM events WHERE kind = 'requested' AND operation = 'restart'")]
     assert "interrupted" not in kinds(db, restart) and kinds(db, restart)[-1] == "finished"
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM locks").fetchone()[0] == 0
-
-
-async def free_port() -> int:
-    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port = int(server.sockets[0].getsockname()[1])
-    server.close()
-    await server.wait_closed()
-    return port
 
 
 async def test_a_second_serve_on_one_database_refuses_naming_the_first(tmp_path: Path) -> None:
@@ -97,17 +70,11 @@ async def test_a_second_serve_on_one_database_refuses_naming_the_first(tmp_path:
             await until("the first bot to start", lambda: db.exists() and "bot-started" in kinds(db), 30)
             assert (await run_cli("serve", "--check", "--db", str(db))).code == 0
             second = await start_serve(slack, inventory, db, await free_port())
-            try:
-                _, err = await asyncio.wait_for(second.communicate(), 30)
-            finally:
-                if second.returncode is None:  # it started after all: never leave a bot behind
-                    second.kill()
-                    await second.wait()
+            said = await stop_serve(second, signal_number=None, timeout_s=30)  # killed if it started after all
         finally:
-            first.terminate()
-            await first.wait()
+            await stop_serve(first)
     check = await run_cli("serve", "--check", "--db", str(db))  # the container health check, once stopped
     assert check.code == 1
-    assert second.returncode == 4, err.decode()
-    assert f"pid {first.pid}" in err.decode() and "one serve per audit database" in err.decode()
+    assert second.returncode == 4, said
+    assert f"pid {first.pid}" in said and "one serve per audit database" in said
     assert kinds(db).count("bot-started") == 1

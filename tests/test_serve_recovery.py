@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import sqlite3
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest_asyncio
 
 from bot.demo.host import DemoHost, demo_host
-from tests.conftest import REPO, via_port, write_inventory
+from tests.conftest import fresh, via_port, write_inventory
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
+from tests.serve_rig import start_serve, stop_serve
 from tests.slack_fake.records import HttpAck, Message
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import block_actions_body, slash_command_body
@@ -46,12 +46,9 @@ class Bot:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        env = {**os.environ, "SLACK_BOT_TOKEN": self.slack.bot_token, "SLACK_SIGNING_SECRET": SECRET,
-               "PROOFBOT_SLACK_API_URL": self.slack.api_url}
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
-            "--inventory", str(self.inventory), "--db", str(self.db), *self.args, cwd=REPO, env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        self.process = await start_serve(self.slack, self.inventory, self.db, self.port, secret=SECRET,
+                                         args=self.args, stdout=asyncio.subprocess.DEVNULL,
+                                         stderr=asyncio.subprocess.DEVNULL)
         # A generous bound: under a loaded CI machine the interpreter's start alone has taken over 20 s.
         # A bot that exits fails at once, not at the deadline.
         deadline = time.monotonic() + 90
@@ -72,8 +69,7 @@ class Bot:
 
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            await self.process.wait()
+            await stop_serve(self.process)
 
     async def post(self, body: bytes) -> HttpAck:
         """Slack delivers the command or click (signed) and judges the ack."""
@@ -144,8 +140,16 @@ def buttons(message: Message) -> list[dict[str, Any]]:
     return [e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"]]
 
 
-async def test_pending_approval_survives_a_sigkill(tmp_path: Path) -> None:
-    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory()) as bot:
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def lab() -> AsyncIterator[DemoHost]:
+    """The module's loopback host in the seed's broken state; a test that restores it gets its files afresh."""
+    async with demo_host("ct129") as host:
+        yield host
+
+
+async def test_pending_approval_survives_a_sigkill(lab: DemoHost, tmp_path: Path) -> None:
+    host = fresh(lab)
+    async with running_bot(host, tmp_path, host.inventory()) as bot:
         plan, plan_id = await bot.plan_awaiting_approval()
         killed = bot.pid
         await bot.restart_after_sigkill()
@@ -178,8 +182,10 @@ async def assert_shown_expired_and_host_freed(bot: Bot, plan: Message, plan_id: 
     assert bot.lock_of("ct129") == (new_plan_id, bot.pid)
 
 
-async def test_plan_that_expired_while_the_bot_was_down_is_shown_expired_at_start(tmp_path: Path) -> None:
-    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory(), expire_after_s=2) as bot:
+async def test_plan_that_expired_while_the_bot_was_down_is_shown_expired_at_start(lab: DemoHost,
+                                                                                  tmp_path: Path) -> None:
+    host = fresh(lab)
+    async with running_bot(host, tmp_path, host.inventory(), expire_after_s=2) as bot:
         plan, plan_id = await bot.plan_awaiting_approval()
         bot.kill()
         await bot.process.wait()  # type: ignore[union-attr]
@@ -190,21 +196,22 @@ async def test_plan_that_expired_while_the_bot_was_down_is_shown_expired_at_star
         await assert_shown_expired_and_host_freed(bot, plan, plan_id)
 
 
-async def test_plan_pending_at_a_restart_expires_on_its_rearmed_timer(tmp_path: Path) -> None:
+async def test_plan_pending_at_a_restart_expires_on_its_rearmed_timer(lab: DemoHost, tmp_path: Path) -> None:
     # Long enough for the bot to be back before the plan expires (what a re-armed timer is for); the
     # outcome asserted is the same either way, so a slow start cannot make this test fail.
-    async with demo_host("ct129") as host, running_bot(host, tmp_path, host.inventory(), expire_after_s=8) as bot:
+    host = fresh(lab)
+    async with running_bot(host, tmp_path, host.inventory(), expire_after_s=8) as bot:
         plan, plan_id = await bot.plan_awaiting_approval()
         await bot.restart_after_sigkill()
         await assert_shown_expired_and_host_freed(bot, plan, plan_id)
 
 
-async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_verify_now(tmp_path: Path) -> None:
-    good_flags = ["--speculative-algorithm", "NEXTN"]
-    async with demo_host("ct129", patched=False, extra_file=False, flags=good_flags) as host, \
-            DelayProxy("127.0.0.1", host.ssh_port, delay_s=0.4) as proxy:
+async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_verify_now(
+        clean_host: DemoHost, tmp_path: Path) -> None:
+    host = clean_host  # the session's: a verify only reads it
+    async with DelayProxy("127.0.0.1", host.ssh_port, delay_s=0.4) as proxy:
         async with running_bot(host, tmp_path, via_port(host, proxy.port, tmp_path)) as bot:
-            await bot.command("/verify", "ct129")
+            await bot.command("/verify", host.name)
             await bot.slack.wait_until(lambda: bool(bot.slack.messages_in(CHANNEL)), what="the parent message")
             parent = bot.slack.messages_in(CHANNEL)[0]
             # Another process writes the DB: polling is the only way to see it.
@@ -226,7 +233,7 @@ async def test_operation_running_at_sigkill_is_marked_interrupted_and_offers_ver
             [verify_now] = buttons(note)
             assert verify_now["value"] == operation_id
             await bot.click(note.ts, "verify_now", operation_id, REQUESTER)
-            await bot.slack.wait_until(lambda: any("ct129 verify: PASS" in m.text
+            await bot.slack.wait_until(lambda: any(f"{host.name} verify: PASS" in m.text
                                                    for m in bot.slack.messages_in(CHANNEL)), timeout=30,
                                        what="the new verify")
 
@@ -251,22 +258,19 @@ async def test_bot_killed_during_a_restart_marks_it_interrupted_in_its_thread(tm
         assert bot.lock_of("ct129") == (new_plan_id, bot.pid)
 
 
-async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(tmp_path: Path) -> None:
-    async with demo_host("ct129") as host, FakeSlack(channels=INVITED) as slack:
+async def test_serve_in_socket_mode_acks_over_the_socket_and_stops_cleanly(seeded_host: DemoHost,
+                                                                           tmp_path: Path) -> None:
+    host = seeded_host  # the session's: `/verify help` does not touch it
+    async with FakeSlack(channels=INVITED) as slack:
         inventory = write_inventory(tmp_path / "inventory.yml", host.inventory())
-        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
-               "PROOFBOT_SLACK_API_URL": slack.api_url}
-        env.pop("SLACK_SIGNING_SECRET", None)
-        bot = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "serve", "--inventory", str(inventory), "--db", str(tmp_path / "a.db"),
-            cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        bot = await start_serve(slack, inventory, tmp_path / "a.db", stdout=asyncio.subprocess.DEVNULL,
+                                stderr=asyncio.subprocess.DEVNULL)  # Socket Mode
         try:
             await slack.wait_for_socket(timeout=20)
             ack = await (await slack.socket_send_slash_command("/verify", "help", channel_id=CHANNEL)).wait()
             assert "/verify HOST|GROUP... [BACKUP]" in json.dumps(ack.payload)  # ack latency: bench/timing_bench.py
         finally:
-            bot.send_signal(signal.SIGTERM)
-            code = await bot.wait()
-        assert code == 0
+            await stop_serve(bot)
+        assert bot.returncode == 0
         kinds = [row[0] for row in sqlite3.connect(tmp_path / "a.db").execute("SELECT kind FROM events ORDER BY id")]
         assert kinds[0] == "bot-started" and kinds[-1] == "bot-stopped"

@@ -5,7 +5,6 @@ bot records ``bot-stopped`` last and exits 0 with no traceback. A bad ``PROOFBOT
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 
@@ -18,11 +17,12 @@ from tests.conftest import write_inventory
 from tests.fleet_rig import fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
+from tests.serve_rig import free_port, gone, kinds, start_serve, stop_serve
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import slash_command_body
-from tests.test_serve_live_holders import SECRET, free_port, kinds, start_serve
 
 CHANNEL, ALICE = "C0OPS", "U0ALICE"
+SECRET = "shutdown-secret"
 
 
 async def _sigterm_mid_verify(clean_host: DemoHost, tmp_path: Path, *, answer_after_sigterm: bool,
@@ -48,12 +48,9 @@ async def _sigterm_mid_verify(clean_host: DemoHost, tmp_path: Path, *, answer_af
             bot.send_signal(signal.SIGTERM)
             if answer_after_sigterm:  # serve has its SIGTERM: the host now answers, the verify may end
                 proxy.restore()
-            _, err = await asyncio.wait_for(bot.communicate(), 120)
+            said = await stop_serve(bot, signal_number=None, timeout_s=120)
         finally:
-            if bot.returncode is None:
-                bot.kill()
-                await bot.wait()
-    said = err.decode()
+            await gone(bot)
     assert bot.returncode == 0, said
     assert "Traceback" not in said and "never retrieved" not in said and "Error" not in said, said
     events = kinds(db)

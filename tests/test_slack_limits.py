@@ -32,12 +32,12 @@ from tests.conftest import write_inventory
 from tests.fleet_rig import fleet_entry, proxied_known_hosts
 from tests.lab.proxy import DelayProxy
 from tests.lab.waits import until
+from tests.serve_rig import free_port, kinds, start_serve
 from tests.slack_fake.records import HttpAck, Message
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.serving import serving
 from tests.slack_fake.signing import slash_command_body
 from tests.test_serve_live_holders import SECRET as SERVE_SECRET
-from tests.test_serve_live_holders import free_port, kinds, start_serve
 from tests.test_slack_restore import APPROVER, Rig, is_final
 from tests.test_slack_restore import SECRET as RESTORE_SECRET
 

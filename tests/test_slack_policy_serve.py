@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 import sqlite3
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,12 +20,12 @@ import pytest_asyncio
 import yaml
 
 from bot.demo.host import demo_host
-from tests.conftest import REPO, run_cli, write_inventory
+from tests.conftest import run_cli, write_inventory
 from tests.lab.waits import until
+from tests.serve_rig import free_port, kinds, start_serve, stop_serve
 from tests.slack_fake.records import HttpAck, Message
 from tests.slack_fake.server import FakeSlack
 from tests.slack_fake.signing import block_actions_body, slash_command_body
-from tests.test_serve_live_holders import free_port, kinds
 from tests.test_slack_restore import APPROVER, CHANNEL, OTHER_APPROVER, REQUESTER, Rig, is_final
 
 ELSEWHERE = "C0ELSE"
@@ -55,28 +52,17 @@ class ServeRig(Rig):
 
     async def start(self) -> None:
         """``proofbot serve --http`` as users start it; returns once it has recorded ``bot-started``."""
-        env = {**os.environ, "SLACK_BOT_TOKEN": self.slack.bot_token, "PROOFBOT_SLACK_API_URL": self.slack.api_url,
-               "SLACK_SIGNING_SECRET": self.slack.signing_secret}
         started = kinds(self.db).count("bot-started") if self.db.exists() else 0
         with self.log.open("ab") as written:  # a file, not a pipe nobody reads while the tests run (it could fill)
-            self.bot = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "serve", "--http", str(self.port), "--host", "127.0.0.1",
-                "--inventory", str(self.inventory), "--db", str(self.db), cwd=REPO, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=written, stderr=written)
+            self.bot = await start_serve(self.slack, self.inventory, self.db, self.port, stdout=written,
+                                         stderr=written)
         await until("serve to start", lambda: self.db.exists() and kinds(self.db).count("bot-started") > started, 60)
 
     async def stop(self) -> None:
         """SIGTERM, as a service manager stops it: it must exit 0, with no traceback in its log."""
         assert self.bot is not None
         await self.settled()
-        if self.bot.returncode is None:
-            self.bot.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.bot.wait(), 60)
-        finally:
-            if self.bot.returncode is None:
-                self.bot.kill()
-                await self.bot.wait()
+        await stop_serve(self.bot)
         said = self.log.read_text(errors="replace")
         assert self.bot.returncode == 0 and "Traceback" not in said, said
 

@@ -4,16 +4,13 @@ connection warm between two ``/verify``s, one login for both, and closes it when
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 from pathlib import Path
 
 from bot.demo.host import DemoHost
-from tests.conftest import REPO, write_inventory
+from tests.conftest import write_inventory
 from tests.lab.waits import until
+from tests.serve_rig import kinds, start_serve, stop_serve
 from tests.slack_fake.server import FakeSlack
-from tests.test_serve_live_holders import kinds
 
 CHANNEL = "C0OPS"
 
@@ -41,13 +38,8 @@ async def test_serve_verifies_a_host_twice_over_one_login_and_closes_it_at_exit(
     db = tmp_path / "a.db"
     async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
         slack.set_rate_limit("chat.postMessage", max_calls=1000, per_seconds=1.0)  # pacing is not what is tested
-        env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
-               "PROOFBOT_SLACK_API_URL": slack.api_url}
-        env.pop("SLACK_SIGNING_SECRET", None)
         before = clean_host.logins.total
-        bot = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "serve", "--inventory", str(inventory), "--db", str(db),
-            cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        bot = await start_serve(slack, inventory, db, stdout=asyncio.subprocess.DEVNULL)  # Socket Mode
         try:
             await slack.wait_for_socket(timeout=30)
             for count in (1, 2):
@@ -60,7 +52,6 @@ async def test_serve_verifies_a_host_twice_over_one_login_and_closes_it_at_exit(
             assert [m.edits[-1].text for m in slack.messages_in(CHANNEL) if m.edits] == [
                 f"{clean_host.name} verify: PASS (8 pass)"] * 2
         finally:
-            bot.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(bot.communicate(), 60)
-    assert bot.returncode == 0, err.decode()
+            said = await stop_serve(bot)
+    assert bot.returncode == 0, said
     await until("the host saw the warm connection close at exit", lambda: clean_host.logins.open == 0)

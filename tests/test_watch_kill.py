@@ -6,10 +6,8 @@ serve finds it there and posts nothing."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
-import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -17,10 +15,9 @@ from bot.demo.host import DemoHost
 from bot.slack.watch import AFTER_POST, BEFORE_POST, TEST_ONLY_SIGKILL_ENV
 from bot.slack.watch_resend import RESENT, SAID_EVENT
 from commands.vocabulary import EventKind
-from tests.conftest import REPO
 from tests.lab.waits import until
+from tests.serve_rig import free_port, start_serve, stop_serve
 from tests.slack_fake.server import FakeSlack
-from tests.test_serve_live_holders import free_port
 from tests.watch_rig import watch_inventory
 
 CHANNEL = "C0WATCH"
@@ -37,27 +34,15 @@ def _count(db: Path, kind: str) -> int:
 
 
 async def _serve(slack: FakeSlack, inventory: str, db: Path, kill_at: str | None) -> asyncio.subprocess.Process:
-    env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": "s",
-           "PROOFBOT_SLACK_API_URL": slack.api_url}
-    env.pop(TEST_ONLY_SIGKILL_ENV, None)
-    if kill_at:
-        env[TEST_ONLY_SIGKILL_ENV] = kill_at
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "serve", "--http", str(await free_port()), "--host", "127.0.0.1",
-        "--inventory", inventory, "--db", str(db), cwd=REPO, env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    return await start_serve(slack, inventory, db, await free_port(), env={TEST_ONLY_SIGKILL_ENV: kill_at or ""},
+                             stdout=asyncio.subprocess.DEVNULL)
 
 
 async def _killed(bot: asyncio.subprocess.Process) -> str:
     """The hook's SIGKILL: serve's stderr once it died of it."""
-    try:
-        _, err = await asyncio.wait_for(bot.communicate(), 60)
-    finally:
-        if bot.returncode is None:
-            bot.kill()
-            await bot.wait()
-    assert bot.returncode == -signal.SIGKILL, err.decode()[-3000:]
-    return err.decode()
+    said = await stop_serve(bot, signal_number=None)
+    assert bot.returncode == -signal.SIGKILL, said[-3000:]
+    return said
 
 
 async def test_a_serve_killed_before_or_after_posting_a_watch_change_says_it_exactly_once(
@@ -87,12 +72,8 @@ async def test_a_serve_killed_before_or_after_posting_a_watch_change_says_it_exa
         try:
             await until("the third serve's run and its look in the history", lambda: _count(
                 db, EventKind.WATCH_RUN) > runs and (runs > 1 or len(slack.calls_to("conversations.history")) >= 2), 60)
-            bot.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(bot.communicate(), 60)
         finally:
-            if bot.returncode is None:
-                bot.kill()
-                await bot.wait()
-        assert bot.returncode == 0 and "Traceback" not in err.decode(), err.decode()
+            said = await stop_serve(bot)
+        assert bot.returncode == 0 and "Traceback" not in said, said
         assert parents() == ["watch gpu: 1 host now failing"]
         assert _count(db, EventKind.WATCH_CHANGE) == 1

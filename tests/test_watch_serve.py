@@ -4,21 +4,16 @@ restarted serve takes up each host's state from the audit log: the known failure
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 import sqlite3
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
 from bot.demo.host import DemoHost
 from commands.vocabulary import EventKind
-from tests.conftest import REPO
 from tests.lab.waits import until
+from tests.serve_rig import free_port, gone, start_serve, stop_serve, stopped_cleanly
 from tests.slack_fake.server import FakeSlack
-from tests.test_serve_live_holders import free_port
 from tests.watch_rig import watch_inventory
 
 
@@ -31,28 +26,15 @@ def _watch_runs(db: Path) -> int:
 
 async def _serve_until(slack: FakeSlack, inventory: str, db: Path, done: Callable[[], bool], what: str) -> str:
     """Start ``proofbot serve`` as users do, wait for ``done``, stop it with SIGTERM; its stderr."""
-    env = {**os.environ, "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": "s",
-           "PROOFBOT_SLACK_API_URL": slack.api_url}
-    bot = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "serve", "--http", str(await free_port()), "--host", "127.0.0.1",
-        "--inventory", inventory, "--db", str(db), cwd=REPO, env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    bot = await start_serve(slack, inventory, db, await free_port())
     try:
-        try:
-            await until(what, done, 60)
-        except AssertionError:
-            bot.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(bot.communicate(), 60)
-            raise AssertionError(f"{what}: serve said\n{err.decode()[-3000:]}") from None
-        bot.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(bot.communicate(), 60)
-    finally:
-        if bot.returncode is None:
-            bot.kill()
-            await bot.wait()
-    assert bot.returncode == 0, err.decode()
-    assert "never retrieved" not in err.decode() and "Traceback" not in err.decode(), err.decode()
-    return err.decode()
+        await until(what, done, 60)
+    except AssertionError:
+        raise AssertionError(f"{what}: serve said\n{(await stop_serve(bot))[-3000:]}") from None
+    except BaseException:
+        await gone(bot)
+        raise
+    return await stopped_cleanly(bot)
 
 
 async def test_serve_posts_a_watched_hosts_failure_stops_cleanly_and_after_a_restart_says_nothing_known(

@@ -14,7 +14,7 @@ This module is the package's API.
 from commands.ssh.ahead import connect, connect_ahead
 from commands.ssh.batch import BatchStep, ShellStep
 from commands.ssh.channels import MAX_OUTPUT_BYTES, HostConnection, TcpChannel
-from commands.ssh.pool import idle_connections, open_connections, warm_connections
+from commands.ssh.pool import bastions_kept, idle_connections, open_connections, warm_connections
 
-__all__ = ["MAX_OUTPUT_BYTES", "BatchStep", "HostConnection", "ShellStep", "TcpChannel", "connect", "connect_ahead",
-           "idle_connections", "open_connections", "warm_connections"]
+__all__ = ["MAX_OUTPUT_BYTES", "BatchStep", "HostConnection", "ShellStep", "TcpChannel", "bastions_kept", "connect",
+           "connect_ahead", "idle_connections", "open_connections", "warm_connections"]

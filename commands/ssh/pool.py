@@ -9,7 +9,7 @@ import functools
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,7 @@ class Registry:
         self.warm = 0  # warm_connections() entered and not left: a host connection is kept after use
         self.idle: OrderedDict[str, Shared] = OrderedDict()
         self.closing: set[asyncio.Task[None]] = set()
+        self.kept: dict[str, int] = {}  # bastion chains a run still has hosts for (``bastions_kept``): never lingered
 
 
 registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Registry] = weakref.WeakKeyDictionary()
@@ -154,10 +155,11 @@ async def wrap_hop(registry: Registry, hops: tuple[Hop, ...], tunnel: asyncssh.S
 async def let_go_hops(registry: Registry, holds: list[tuple[str, Shared]]) -> None:
     for key, shared in reversed(holds):
         if shared.users == 1 and shared.reusable():
-            # The last host behind it is done: kept a moment for the next host of the same run
-            # (a fleet one host at a time, a rolling restart), then closed.
+            # The last host behind it is done: kept while a run has hosts left behind it (``bastions_kept``),
+            # else a moment for the next host of the same run, then closed.
             shared.users -= 1
-            registry.lingering.add(asyncio.create_task(linger(registry, key, shared)))
+            if key not in registry.kept:
+                registry.lingering.add(asyncio.create_task(linger(registry, key, shared)))
         else:
             shared.users -= 1
             if shared.users == 0:
@@ -277,9 +279,30 @@ async def linger(registry: Registry, key: str, shared: Shared) -> None:
         await asyncio.sleep(BASTION_LINGER_S)
     finally:
         registry.lingering.discard(asyncio.current_task())
-        if shared.users == 0:
+        if shared.users == 0 and key not in registry.kept:
             forget(registry, key, shared)
             shared.conn.close()  # not awaited: this may run as the event loop shuts down
+
+
+@asynccontextmanager
+async def bastions_kept(hosts: Iterable[Host]) -> AsyncIterator[None]:
+    """While inside (a fleet's run), the connection to each bastion chain these hosts go through stays open
+    between one host and the next, however long that gap (an audit write on a loaded machine passed
+    BASTION_LINGER_S); on leaving, an unused one lingers and closes as before."""
+    registry = registry_here()
+    keys = {chain_key(host.ssh.jump[:end]) for host in hosts for end in range(1, len(host.ssh.jump) + 1)}
+    for key in keys:
+        registry.kept[key] = registry.kept.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        for key in keys:
+            registry.kept[key] -= 1
+            if registry.kept[key] == 0:
+                del registry.kept[key]
+                shared = registry.current.get(key)
+                if shared is not None and shared.users == 0:
+                    registry.lingering.add(asyncio.create_task(linger(registry, key, shared)))
 
 
 @asynccontextmanager

@@ -23,6 +23,7 @@ from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id
+from commands.ssh import bastions_kept
 from commands.store.db import AuditStore
 from commands.store.kinds import Finished
 from commands.store.log import audit_log
@@ -121,8 +122,9 @@ async def verify_fleet(plans: list[VerifyPlan], *, target: str, origin: Origin, 
         if on_host_done is not None:
             await on_host_done(result)
 
-    results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done, start_by=start_by,
-                                late=late)
+    async with bastions_kept(plan.host for plan in plans):  # one login to a bastion for the run, however slow
+        results = await run_bounded(plans, one, max_parallel=fleet.max_parallel, on_done=done, start_by=start_by,
+                                    late=late)
     outcome = FleetResult(operation_id, Operation.VERIFY, target, started_at, time.monotonic() - started, results)
     await log.finished(Finished(outcome.verdict, duration_s=round(outcome.duration_s, 3),
                                 counts=dict(sorted(outcome.counts().items())),

@@ -2,7 +2,8 @@
 root, since PostgreSQL refuses to run as root), pg_ctl on a Unix socket only, stopped at the end.
 
 ``why_no_postgres()`` is the reason it cannot run here (tests/lab skip_or_fail turns it into a skip, or a
-failure under CI); ``Cluster.database(name)`` makes a fresh database from template0 and returns its URL.
+failure under CI); ``private_cluster`` starts one (the session's, a module's own, a bench's) and stops it after;
+``Cluster.database(name)`` makes a fresh database from template0 and returns its URL.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import NoReturn, TypeVar
 from urllib.parse import quote
 
 from tests.lab import UNAVAILABLE_ENV
@@ -95,3 +99,39 @@ class Cluster:
             self._as_owner([str(BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"],
                            timeout=START_TIMEOUT_S)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+ClusterKind = TypeVar("ClusterKind", bound=Cluster)
+
+
+@contextmanager
+def private_cluster(unavailable: Callable[[str], object], kind: type[ClusterKind], *,
+                    durable: bool = False) -> Iterator[ClusterKind]:
+    """A private cluster of ``kind`` (Cluster or a subclass), started, stopped and removed after; where it cannot
+    run here, or would not start, ``unavailable(reason)``, which raises (a test's skip_or_fail, a bench's exit)."""
+    reason = why_no_postgres()
+    if reason:
+        unavailable(reason)
+        raise RuntimeError(reason)
+    cluster = kind()
+    try:
+        cluster.start(durable=durable)
+    except RuntimeError as exc:
+        unavailable(str(exc))
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def bench_cluster(pg_url: str | None) -> AbstractContextManager[Cluster | None]:
+    """A bench's PostgreSQL: None when it was given ``--pg URL``, else a private cluster with PostgreSQL's own
+    durability (fsync on), stopped when the bench ends."""
+    if pg_url is not None:
+        return nullcontext()
+    return private_cluster(_bench_cannot, Cluster, durable=True)
+
+
+def _bench_cannot(reason: str) -> NoReturn:
+    raise SystemExit(f"{reason}; or pass --pg URL")
