@@ -54,9 +54,11 @@ class Posted:
     def __init__(self) -> None:
         self.messages: list[tuple[str, Announcement]] = []
         self.slack: list[tuple[str, list[str]]] = []  # as the fake Slack holds them: each parent's text, its replies'
+        self.fleets: list[FleetResult] = []  # the run each message was made of
 
-    async def __call__(self, entry: WatchEntry, announcement: Announcement, _fleet: FleetResult) -> None:
+    async def __call__(self, entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
         self.messages.append((entry.channel, announcement))
+        self.fleets.append(fleet)
 
     def hosts(self) -> list[list[tuple[str, str]]]:
         """Each message as its (host, change) pairs, hosts sorted."""
