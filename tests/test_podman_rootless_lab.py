@@ -169,7 +169,8 @@ async def test_verify_as_the_rootless_user_proves_pid_cmdline_started_at_and_hea
     async def passes() -> bool:
         code, result = await verify(rootless, tmp_path)
         seen.append(result)
-        return code == 0 and result["verdict"] == "pass"  # a run younger than min_uptime_s only warns
+        # a run younger than min_uptime_s only warns (its verdict is already pass): wait for the main PID's pass
+        return code == 0 and result["verdict"] == "pass" and checks(result).get("main-pid", {}).get("status") == "pass"
     try:
         await until("verify as pbrl passes", passes, timeout_s=60)
     except AssertionError as exc:
