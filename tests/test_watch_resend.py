@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.fleet import Paced
 from bot.slack.watch import post_announcement
 from bot.slack.watch_resend import RESENT, last_said, resend_unconfirmed
 from commands.inventory import parse_inventory
@@ -53,7 +52,7 @@ async def _recorded_not_posted(tmp_path: Path, quiet: str | None, *moments: date
 async def _resend(slack: FakeSlack, inventory: Any, audit: AuditStore) -> None:
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
     said = await last_said(audit, inventory.watch)
-    await resend_unconfirmed(inventory.watch, said, client, partial(post_announcement, client, Paced(0)))
+    await resend_unconfirmed(inventory.watch, said, client, partial(post_announcement, client))
 
 
 def _parents(slack: FakeSlack) -> list[str]:

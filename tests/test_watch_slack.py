@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.fleet import Paced
 from bot.slack.watch import slack_poster
 from commands.inventory.watch import WatchEntry
 from commands.operation import OperationResult
@@ -28,7 +27,7 @@ async def test_a_refused_message_is_logged_and_the_next_is_posted(caplog: pytest
     fleet = FleetResult("op-fleet", Operation.VERIFY, "gpu", "2026-12-01T12:10:00Z", 1.0,
                         [OperationResult("op-1", Operation.VERIFY, "ct129", "2026-12-01T12:10:00Z", 1.0, [])])
     async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
-        post = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url), Paced(0))
+        post = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
         with caplog.at_level(logging.ERROR, logger="bot.slack.watch"):
             await post(WatchEntry(target="gpu", every="5m", channel="C0GONE"), recovered, fleet)
         await post(WatchEntry(target="gpu", every="5m", channel="C0WATCH"), recovered, fleet)

@@ -16,7 +16,6 @@ import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.demo.host import DemoHost
-from bot.slack.fleet import Paced
 from bot.slack.watch import slack_poster
 from commands.findings import Evidence, Finding
 from commands.inventory import Inventory, parse_inventory
@@ -119,7 +118,7 @@ async def watch_into_slack(inventory: Inventory, tmp_path: Path, start: datetime
     audit = AuditStore.open(tmp_path / "audit.db")
     posted, done = Posted(), list[TargetRun]()
     async with FakeSlack(channels={"C0WATCH": "watch"}) as slack:
-        to_slack = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url), Paced(0))
+        to_slack = slack_poster(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
 
         async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
             await posted(entry, announcement, fleet)

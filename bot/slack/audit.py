@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.audit_blocks import audit_operation_message, audit_parent_message
 from bot.slack.listening import Body, BotContext, SlackCommand
+from bot.slack.posting import post
 from commands.errors import UsageError
 from commands.inventory import Inventory
 from commands.operation import Origin
@@ -60,13 +61,13 @@ async def audit_in_thread(client: AsyncWebClient, store: AuditStore, command: di
     records, elsewhere = visible_in(str(command["channel_id"]), records)
     links = await asyncio.gather(*(_permalink(client, record) for record in records))
     text, blocks = audit_parent_message(request.host, records, command["user_id"], elsewhere)
-    parent = await client.chat_postMessage(channel=command["channel_id"], text=text, blocks=blocks)
+    parent = await post(client, command["channel_id"], text, blocks)
     channel, ts = str(parent["channel"]), str(parent["ts"])
     origin = Origin(actor=f"slack:{command['user_id']}", via="slack", channel=channel, thread_ts=ts)
     await record_view(store, host=request.host, limit=request.limit, origin=origin, listed=records)
     for record, (link, error) in zip(records, links, strict=True):
         text, blocks = audit_operation_message(record, link, error)
-        await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)
+        await post(client, channel, text, blocks, thread_ts=ts)
 
 
 async def _permalink(client: AsyncWebClient, record: OperationRecord) -> tuple[str | None, str | None]:

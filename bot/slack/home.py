@@ -27,6 +27,7 @@ from bot.slack.home_blocks import HOME_BLOCK_LIMIT, NOT_YOURS, home_outside_view
 from bot.slack.home_watch import watch_home_blocks
 from bot.slack.listening import Body, BotContext
 from bot.slack.policies import policy_blocks
+from bot.slack.posting import post
 from commands.clock import utc_now
 from commands.store.db import AuditStore
 from commands.store.trail import last_per_host
@@ -203,4 +204,4 @@ async def on_member_joined(context: BotContext, bot_user_id: str | None, event: 
         return
     channel = str(event["channel"])
     text, blocks = join_help_message(context.inventory.approvals.approvers, context.inventory.channels, channel)
-    await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+    await post(client, channel, text, blocks)

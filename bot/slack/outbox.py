@@ -1,82 +1,172 @@
-"""The order threads' messages leave in. Slack takes about one message a second in a channel, so there an
-operation's parent goes before the evidence replies already waiting (oldest first, each thread's in order); and a
-verdict on a parent never waits behind replies: chat.update has a limit of its own (per workspace), which verdicts
-have first call on and progress only what is left of."""
+"""The order and pace threads' messages leave in. Slack takes about one message a second in a channel, so there an
+operation's parent goes before the evidence replies already waiting (oldest first, each thread's in order), paced
+so Slack is not asked faster than it takes; a verdict on a parent never waits behind replies: chat.update has a
+limit of its own (per workspace), which verdicts have first call on and progress only what is left of."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
 import random
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-# Many operations at once in one channel outrun the client's own three retries of a 429 (bot/slack/app.py): a
-# message keeps waiting as Slack says, this long once it is next, before it is given up.
+from bot.metrics import RateLimitCounting
+from bot.slack.pace import Pace
+
+# Many operations at once in one channel: a message keeps waiting as Slack says, this long once it is next,
+# before it is given up (its caller is told; never silently).
 PATIENCE_S = 900.0
 # Progress edits of parents at most this many a minute in a workspace: chat.update is Tier 3 (50+ a minute,
 # per workspace); the rest is kept for verdicts, which are never held back by this.
 PROGRESS_PER_MINUTE = 20
+# Messages waiting in one channel past which a droppable one (a passing check's reply: the thread's summary,
+# read back from the audit log, still lists it) is left out; messages that must go (parents, verdicts, evidence
+# of a failure) are kept even past it: they are bounded by the operations in flight (limits.operations).
+QUEUE_CAP = 200
 
 Call = Callable[[], Awaitable[Any]]
+log = logging.getLogger("proofbot.slack")
 
 
-def _retry_after(exc: SlackApiError) -> float | None:
+@dataclass(frozen=True)
+class LeftOut:
+    """Messages a full outbox left out of a channel: what the audit log records (``slack-left-out``)."""
+
+    channel: str
+    thread_ts: str | None
+    text: str
+
+
+LeftOutRecorder = Callable[[LeftOut], Coroutine[Any, Any, object]]
+
+
+def retry_after(exc: SlackApiError) -> float | None:
     """The seconds Slack said to wait, or None when this is not a rate limit."""
     if exc.response.status_code != 429 and exc.response.get("error") != "ratelimited":
         return None
     return float(exc.response.headers.get("Retry-After", 1))
 
 
-async def patiently(call: Call) -> Any:
-    """``call()``, again after each ``ratelimited`` answer (its Retry-After, plus up to a second so replicas that
-    wait together do not all come back at once), until PATIENCE_S has passed; other errors at once."""
-    deadline = time.monotonic() + PATIENCE_S
-    while True:
-        try:
-            return await call()
-        except SlackApiError as exc:
-            wait = _retry_after(exc)
-            if wait is None or time.monotonic() + wait > deadline:
-                raise
-            await asyncio.sleep(wait + random.random())
+def unretried(client: AsyncWebClient) -> AsyncWebClient:
+    """``client`` without slack_sdk's own 429 retries (still counted in serve's metrics): the outbox and the edits
+    see every 429 and wait it out themselves, holding what is behind the message too."""
+    quiet = copy.copy(client)
+    quiet.retry_handlers = [
+        RateLimitCounting(max_retry_count=0) if isinstance(handler, AsyncRateLimitErrorRetryHandler) else handler
+        for handler in client.retry_handlers]
+    return quiet
+
+
+@dataclass
+class _Queued:
+    call: Call
+    future: asyncio.Future[Any]
+    droppable: bool
+    what: LeftOut | None
 
 
 class ChannelOutbox:
-    """Messages to one channel, one call at a time: parents first, then the rest in the order they came (so each
-    thread's replies stay in order); a 429 holds the whole channel for its Retry-After, then the same message."""
+    """Messages to one channel, one call at a time at Slack's pace (bot/slack/pace.py): parents first, then the rest
+    in the order they came (so each thread's replies stay in order); a 429 holds the whole channel for its
+    Retry-After and slows this outbox's pace (another replica posts there too), then the same message again."""
 
-    def __init__(self) -> None:
-        self._parents: deque[tuple[Call, asyncio.Future[Any]]] = deque()
-        self._rest: deque[tuple[Call, asyncio.Future[Any]]] = deque()
+    def __init__(self, client: AsyncWebClient, on_left_out: LeftOutRecorder | None = None) -> None:
+        self.client = client  # unretried (``unretried``): the one the calls queued here use
+        self.on_left_out = on_left_out
+        self.pace = Pace()
+        self.left_out = 0
+        self._parents: deque[_Queued] = deque()
+        self._rest: deque[_Queued] = deque()
         self._sender: asyncio.Task[None] | None = None
+        self._recording: set[asyncio.Task[object]] = set()
 
-    def send(self, call: Call, *, parent: bool = False) -> asyncio.Future[Any]:
-        """Queue ``call``; its future has the answer (or the error Slack gave). Cancel it to take the call back."""
+    def __len__(self) -> int:
+        return len(self._parents) + len(self._rest)
+
+    def send(self, call: Call, *, parent: bool = False, droppable: bool = False,
+             what: LeftOut | None = None) -> asyncio.Future[Any]:
+        """Queue ``call``; its future has the answer (or the error Slack gave; None when it was left out, which
+        only a ``droppable`` one can be, ``what`` saying what it was). Cancel it to take the call back."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        (self._parents if parent else self._rest).append((call, future))
+        queued = _Queued(call, future, droppable and not parent, what)
+        if len(self) >= QUEUE_CAP and not self._drop_one(queued):
+            log.warning("%d messages wait for one channel, none of them droppable; this one is kept", len(self))
+        if not future.done():
+            (self._parents if parent else self._rest).append(queued)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
         return future
 
+    def _drop_one(self, new: _Queued) -> bool:
+        """Leave out the oldest droppable message waiting (or ``new``, if none is and it is); False when none is."""
+        victim = next((queued for queued in self._rest if queued.droppable and not queued.future.done()), None)
+        if victim is not None:
+            self._rest.remove(victim)
+        elif new.droppable:
+            victim = new
+        else:
+            return False
+        self.left_out += 1
+        victim.future.set_result(None)
+        what = victim.what or LeftOut("?", None, "?")
+        log.warning("the outbox of %s is full (%d waiting): left out the passing reply %r of thread %s; the "
+                    "thread's summary still lists it", what.channel, len(self), what.text[:80], what.thread_ts)
+        if self.on_left_out is not None:
+            task = asyncio.create_task(self.on_left_out(what))
+            self._recording.add(task)
+            task.add_done_callback(self._recorded)
+        return True
+
+    def _recorded(self, task: asyncio.Task[object]) -> None:
+        self._recording.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("could not record a message left out of Slack: %s", exc)
+
     async def _send(self) -> None:
         while self._parents or self._rest:
-            call, future = (self._parents or self._rest).popleft()
-            if future.done():  # taken back (an abandoned thread)
+            queued = (self._parents or self._rest).popleft()
+            if queued.future.done():  # taken back (an abandoned thread)
                 continue
             try:
-                answer = await patiently(call)
+                answer = await self._patiently(queued)
             except Exception as exc:  # the caller's, through its future; the next message goes on
-                if not future.done():
-                    future.set_exception(exc)
+                if not queued.future.done():
+                    queued.future.set_exception(exc)
             else:
-                if not future.done():
-                    future.set_result(answer)
+                if not queued.future.done():
+                    queued.future.set_result(answer)
+        self._sender = None  # idle: nothing of this loop held (the outbox outlives it in _outboxes)
+
+    async def _patiently(self, queued: _Queued) -> Any:
+        """The call at the channel's pace, again after each ``ratelimited`` answer (its Retry-After, plus up to a
+        second so replicas that wait together do not all come back at once), until PATIENCE_S has passed."""
+        deadline = time.monotonic() + PATIENCE_S
+        while True:
+            await asyncio.sleep(self.pace.wait_s(time.monotonic()))
+            if queued.future.done():
+                return None
+            try:
+                answer = await queued.call()
+            except SlackApiError as exc:
+                self.pace.sent(time.monotonic())
+                wait = retry_after(exc)
+                if wait is None or time.monotonic() + wait > deadline:
+                    raise
+                self.pace.limited(time.monotonic() + wait + random.random())
+                continue
+            self.pace.sent(time.monotonic())
+            self.pace.taken()
+            return answer
 
 
 class ParentEdits:
@@ -84,13 +174,14 @@ class ParentEdits:
     verdict waits, Slack has not said to wait, and fewer than PROGRESS_PER_MINUTE went in the last minute (a
     progress edit left out is replaced by the next one, or by the verdict). A 429 holds every edit."""
 
-    def __init__(self) -> None:
+    def __init__(self, client: AsyncWebClient | None = None) -> None:
+        self.client = client  # unretried
         self._held_until = 0.0
         self._verdicts_waiting = 0
         self._progress_sent: deque[float] = deque()
 
     def _hold(self, exc: SlackApiError) -> bool:
-        wait = _retry_after(exc)
+        wait = retry_after(exc)
         if wait is None:
             return False
         self._held_until = max(self._held_until, time.monotonic() + wait)
@@ -130,8 +221,11 @@ class ParentEdits:
             self._verdicts_waiting -= 1
 
 
-_outboxes: weakref.WeakValueDictionary[tuple[Any, ...], ChannelOutbox] = weakref.WeakValueDictionary()
+# Kept while their loop lives, idle ones too: a channel's pace (its burst used, a 429's slowdown) outlives a thread
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], ChannelOutbox]] = (
+    weakref.WeakKeyDictionary())
 _edits: weakref.WeakValueDictionary[tuple[Any, ...], ParentEdits] = weakref.WeakValueDictionary()
+_recorders: dict[tuple[Any, ...], LeftOutRecorder] = {}
 
 
 def _workspace(client: AsyncWebClient) -> tuple[Any, ...]:
@@ -139,12 +233,27 @@ def _workspace(client: AsyncWebClient) -> tuple[Any, ...]:
     return asyncio.get_running_loop(), client.base_url, client.token
 
 
+def record_left_out(client: AsyncWebClient, recorder: LeftOutRecorder | None) -> None:
+    """Each message a full outbox of this workspace leaves out is handed to ``recorder`` (serve: the audit log);
+    None stops it."""
+    key = _workspace(client)
+    if recorder is None:
+        _recorders.pop(key, None)
+    else:
+        _recorders[key] = recorder
+    for (url, token, _), outbox in _outboxes.get(key[0], {}).items():
+        if (url, token) == key[1:]:
+            outbox.on_left_out = recorder
+
+
 def outbox_of(client: AsyncWebClient, channel: str) -> ChannelOutbox:
     """The channel's outbox, shared by every thread posting there (kept while one of them holds it)."""
-    key = (*_workspace(client), channel)
-    outbox = _outboxes.get(key)
+    workspace = _workspace(client)
+    outboxes = _outboxes.setdefault(workspace[0], {})
+    key = (*workspace[1:], channel)
+    outbox = outboxes.get(key)
     if outbox is None:
-        outbox = _outboxes[key] = ChannelOutbox()
+        outbox = outboxes[key] = ChannelOutbox(unretried(client), _recorders.get(workspace))
     return outbox
 
 
@@ -152,5 +261,5 @@ def parent_edits_of(client: AsyncWebClient) -> ParentEdits:
     key = _workspace(client)
     edits = _edits.get(key)
     if edits is None:
-        edits = _edits[key] = ParentEdits()
+        edits = _edits[key] = ParentEdits(unretried(client))
     return edits

@@ -28,6 +28,7 @@ from bot.slack.modal_blocks import (
     rejection_reply,
 )
 from bot.slack.policies import count_text, rule_for, with_count
+from bot.slack.posting import edit, post
 from commands.approvers import Rule
 from commands.errors import PlanVoid, Refused
 from commands.plans import load_decided
@@ -72,10 +73,9 @@ async def _show_count(context: BotContext, client: AsyncWebClient, body: Body, d
     channel, ts = str(decided.channel), str(decided.message_ts)
     message = body.get("message") or {}
     if message.get("blocks"):
-        await client.chat_update(channel=channel, ts=ts, text=str(message.get("text") or "plan"),
-                                 blocks=with_count(list(message["blocks"]), counted, rule.required))
-    await client.chat_postMessage(channel=channel, thread_ts=ts,
-                                  text=f":ballot_box_with_check: {count_text(counted, rule.required)}")
+        await edit(client, channel, ts, str(message.get("text") or "plan"),
+                   with_count(list(message["blocks"]), counted, rule.required))
+    await post(client, channel, f":ballot_box_with_check: {count_text(counted, rule.required)}", thread_ts=ts)
 
 
 async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncWebClient, click: Click) -> Any:
@@ -83,8 +83,7 @@ async def _load(context: BotContext, approvable: Approvable[Any], client: AsyncW
     try:
         return await load_decided(approvable.plan_type, context.inventory, context.audit, click.decided)
     except PlanVoid as void:
-        await client.chat_update(channel=click.channel, ts=click.ts,
-                                 text=f"{click.decided.operation} plan void: {void.message}", blocks=[])
+        await edit(client, click.channel, click.ts, f"{click.decided.operation} plan void: {void.message}", [])
         raise
 
 
@@ -126,9 +125,9 @@ async def on_reject_reason(context: BotContext, ack: AsyncAck, body: Body, clien
     plan = await _load(context, approvable, client, click)  # the rejection ended it (commands.store.approvals)
     status = rejected_status(user, decided.decided_at, reason, approvable.nothing_done)
     text, blocks = approvable.decided_message(plan, click.requester, status)
-    await client.chat_update(channel=click.channel, ts=click.ts, text=text, blocks=blocks)
+    await edit(client, click.channel, click.ts, text, blocks)
     text, blocks = rejection_reply(user, reason)
-    await client.chat_postMessage(channel=click.channel, thread_ts=click.ts, text=text, blocks=blocks)
+    await post(client, click.channel, text, blocks, thread_ts=click.ts)
 
 
 def arm_expiry(context: BotContext, client: AsyncWebClient, plan_id: str) -> None:
@@ -150,4 +149,4 @@ async def show_expired(context: BotContext, client: AsyncWebClient, plan_id: str
         status = (f":hourglass: expired at {pending.expires_at_utc()} with no decision; "
                   f"{approvable.nothing_done}")
         text, blocks = approvable.decided_for(context.inventory, pending, status)
-        await client.chat_update(channel=pending.channel, ts=pending.message_ts, text=text, blocks=blocks)
+        await edit(client, pending.channel, pending.message_ts, text, blocks)

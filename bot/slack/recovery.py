@@ -20,6 +20,7 @@ from bot.slack.audit_blocks import interrupted_message, interrupted_parent_messa
 from bot.slack.blocks import Message
 from bot.slack.listening import BotContext
 from bot.slack.plans import arm_expiry, show_expired
+from bot.slack.posting import edit, post
 from commands import observe
 from commands.errors import ProofbotError, Refused
 from commands.store import approvals
@@ -50,15 +51,13 @@ async def _tell(context: BotContext, client: AsyncWebClient, interrupted: list[I
         if not op.channel or not op.thread_ts or op.fleet_operation_id:  # a fleet's part: the fleet says it
             continue
         text, blocks = interrupted_message(op)
-        await _one_call(op, "post in the thread of", client.chat_postMessage(
-            channel=op.channel, thread_ts=op.thread_ts, text=text, blocks=blocks))
+        await _one_call(op, "post in the thread of", post(client, op.channel, text, blocks, thread_ts=op.thread_ts))
         try:
             text, blocks = await parent_message(context, op)
         except Exception as exc:  # the store away again, or a plan unreadable: the short notice, and go on
             log.warning("could not show the plan of %s again: %s", op.operation_id, exc)
             text, blocks = interrupted_parent_message(op)
-        await _one_call(op, "update the parent message of", client.chat_update(
-            channel=op.channel, ts=op.thread_ts, text=text, blocks=blocks))
+        await _one_call(op, "update the parent message of", edit(client, op.channel, op.thread_ts, text, blocks))
 
 
 async def parent_message(context: BotContext, op: Interrupted) -> Message:

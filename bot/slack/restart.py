@@ -13,6 +13,7 @@ from bot.slack.blocks import as_dicts, escape, section_block
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.policies import shown_approvers
+from bot.slack.posting import edit, post
 from bot.slack.restart_blocks import (
     RESTART_APPROVE,
     RESTART_NOW,
@@ -30,7 +31,7 @@ from commands.operation import Origin
 from commands.restart import RestartPlan, RestartProgress, apply_restart, request_restart
 from commands.restart.operation import admit_restart
 from commands.store import approvals
-from commands.vocabulary import Operation
+from commands.vocabulary import CheckStatus, Operation
 
 USAGE = "usage: /restart HOST or /restart GROUP"
 
@@ -66,8 +67,7 @@ async def _plan(context: BotContext, ack: AsyncAck, command: Body, client: Async
 async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: Body, host: Host,
                          ticket: Ticket) -> None:
     user = command["user_id"]
-    posted = await client.chat_postMessage(channel=command["channel_id"],
-                                           text=f"Planning a restart of {host.name} for <@{user}>…")
+    posted = await post(client, command["channel_id"], f"Planning a restart of {host.name} for <@{user}>…")
     channel, ts = str(posted["channel"]), str(posted["ts"])
     ticket.at(channel, ts)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
@@ -75,7 +75,7 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
     pending = await approvals.get(context.audit, plan.operation_id)
     approvers, required = shown_approvers(context.inventory, pending)
     text, blocks = restart_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
-    await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    await edit(client, channel, ts, text, blocks)
     arm_expiry(context, client, plan.operation_id)
 
 
@@ -89,7 +89,7 @@ async def restart_in_thread(context: BotContext, client: AsyncWebClient, click: 
         thread.update(restart_status_message(plan, requester, approved + " — verifying…", progress))
 
     async def on_finding(finding: Finding) -> None:
-        thread.reply(finding_message(finding))
+        thread.reply(finding_message(finding), droppable=finding.status == CheckStatus.PASS)
 
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     try:

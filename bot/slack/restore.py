@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.listening import Approvable, Body, BotContext, Click, SlackCommand
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.policies import shown_approvers
+from bot.slack.posting import edit, post, upload
 from bot.slack.restart_blocks import restart_now_message
 from bot.slack.restore_blocks import (
     RESTORE_APPROVE,
@@ -34,7 +35,7 @@ from commands.operation import Origin
 from commands.plans import PlanRequest, admit
 from commands.restore import RestorePlan, apply_restore, request_restore
 from commands.store import approvals
-from commands.vocabulary import Operation
+from commands.vocabulary import CheckStatus, Operation
 
 USAGE = "usage: /restore HOST [BACKUP]"
 DIFF_INLINE_LIMIT = 2800  # longer diffs are trimmed in the message and attached whole as a file
@@ -59,28 +60,28 @@ async def _plan_in_thread(context: BotContext, client: AsyncWebClient, command: 
                           ticket: Ticket) -> None:
     user, channel = command["user_id"], command["channel_id"]
     text, blocks = restore_planning_message(host.name, f"backup {backup}", user)
-    posted = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+    posted = await post(client, channel, text, blocks)
     channel, thread = str(posted["channel"]), str(posted["ts"])
     ticket.at(channel, thread)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=thread)
     plan = await request_restore(context.inventory, host, backup_name=backup, origin=origin, audit=context.audit)
     if not plan.changes or plan.unreadable:
         text, blocks = nothing_to_do_message(plan, user)
-        await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
+        await edit(client, channel, thread, text, blocks)
         for finding in plan.unapplied_findings():  # each file with its own read as evidence, as the CLI shows
             text, blocks = finding_message(finding)
-            await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
+            await post(client, channel, text, blocks, thread_ts=thread)
         return
     pending = await approvals.get(context.audit, plan.operation_id)
     approvers, required = shown_approvers(context.inventory, pending)
     text, blocks = restore_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
-    await client.chat_update(channel=channel, ts=thread, text=text, blocks=blocks)
+    await edit(client, channel, thread, text, blocks)
     for change in plan.changes:
         text, blocks = diff_message(change)
-        await client.chat_postMessage(channel=channel, thread_ts=thread, text=text, blocks=blocks)
+        await post(client, channel, text, blocks, thread_ts=thread)
         if len(change.diff) > DIFF_INLINE_LIMIT:
-            await client.files_upload_v2(channel=channel, thread_ts=thread, content=change.diff,
-                                         filename=f"{change.name}.diff", title=f"full diff of {change.name}")
+            await upload(client, channel, thread, content=change.diff, filename=f"{change.name}.diff",
+                         title=f"full diff of {change.name}")
     arm_expiry(context, client, plan.operation_id)
 
 
@@ -90,14 +91,14 @@ async def apply_in_thread(context: BotContext, client: AsyncWebClient, click: Cl
     approved = f":white_check_mark: approved by <@{user}> at {decided.decided_at}" + (
         " (extra files to be moved into the snapshot)" if move_extras else "")
     text, blocks = restore_decided_message(plan, requester, approved + " — applying…")
-    await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    await edit(client, channel, ts, text, blocks)
     thread = OperationThread(client, channel, ts)
     planned = ["recheck", "snapshot", "replace", *(f"file:{f.name}" for f in plan.changes)]
     seen: list[Finding] = []
 
     async def on_step(finding: Finding) -> None:
         seen.append(finding)
-        thread.reply(finding_message(finding))
+        thread.reply(finding_message(finding), droppable=finding.status == CheckStatus.PASS)
 
     try:
         result = await apply_restore(plan, decided, actor=f"slack:{user}", audit=context.audit,
@@ -116,7 +117,7 @@ async def apply_in_thread(context: BotContext, client: AsyncWebClient, click: Cl
     await thread.post_summary(context.audit, decided.id)
     if runs_old_code(result) and plan.host.service:
         text, blocks = restart_now_message(plan.host.name, decided.id)
-        await client.chat_postMessage(channel=channel, thread_ts=ts, text=text, blocks=blocks)
+        await post(client, channel, text, blocks, thread_ts=ts)
 
 
 APPROVABLE = Approvable(RestorePlan, RESTORE_REJECT, "nothing was changed", restore_decided_message, apply_in_thread)

@@ -12,6 +12,7 @@ from bot.restart_text import render_rollout_plan
 from bot.slack.listening import Approvable, Body, BotContext, Click
 from bot.slack.plans import arm_expiry, on_decision
 from bot.slack.policies import shown_approvers
+from bot.slack.posting import edit, post, upload
 from bot.slack.rollout_blocks import (
     ROLLOUT_APPROVE,
     ROLLOUT_FILE_OVER,
@@ -34,26 +35,25 @@ async def plan_in_thread(context: BotContext, client: AsyncWebClient, command: B
                          ticket: Ticket) -> None:
     """The admitted request (``admit_restart``) planned in a thread: the plan with Approve/Reject."""
     user, target, count = command["user_id"], request.subject, len(request.hosts)
-    posted = await client.chat_postMessage(channel=command["channel_id"],
-                                           text=f"Planning a rolling restart of {target} ({count} hosts) for "
-                                                f"<@{user}>…")
+    posted = await post(client, command["channel_id"],
+                        f"Planning a rolling restart of {target} ({count} hosts) for <@{user}>…")
     channel, ts = str(posted["channel"]), str(posted["ts"])
     ticket.at(channel, ts)
     origin = Origin(actor=f"slack:{user}", via="slack", channel=channel, thread_ts=ts)
     try:
         plan = await request_rollout(context.inventory, request, origin=origin, audit=context.audit)
     except ProofbotError as exc:  # recorded by request_rollout; the placeholder says why
-        await client.chat_update(channel=channel, ts=ts, text=f":no_entry: no rolling restart of {target}: "
-                                 f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""), blocks=[])
+        await edit(client, channel, ts, f":no_entry: no rolling restart of {target}: "
+                   f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""), [])
         return
     pending = await approvals.get(context.audit, plan.operation_id)
     approvers, required = shown_approvers(context.inventory, pending)
     text, blocks = rollout_plan_message(plan, user, pending.expires_at_utc(), approvers, required)
-    await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    await edit(client, channel, ts, text, blocks)
     if len(plan.hosts) > ROLLOUT_FILE_OVER:
-        await client.files_upload_v2(channel=channel, thread_ts=ts, content=render_rollout_plan(plan),
-                                     filename=f"rollout-{target}-{plan.operation_id}.txt",
-                                     title=f"Rolling restart plan for {target}: every host")
+        await upload(client, channel, ts, content=render_rollout_plan(plan),
+                     filename=f"rollout-{target}-{plan.operation_id}.txt",
+                     title=f"Rolling restart plan for {target}: every host")
     arm_expiry(context, client, plan.operation_id)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import functools
 import logging
 import time
@@ -16,12 +15,11 @@ from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.metrics import RateLimitCounting
 from bot.slack.blocks import Message
-from bot.slack.outbox import outbox_of, parent_edits_of
+from bot.slack.outbox import parent_edits_of, unretried
+from bot.slack.posting import edit, post, post_later, upload
 from bot.slack.thread_blocks import details_file, findings_of, summary_message
 from commands.store.db import AuditStore
 
@@ -43,14 +41,10 @@ class OperationThread:
         self.client = client
         self.channel = channel
         self.ts = ts
-        self._outbox = outbox_of(client, channel)
         self._edits = parent_edits_of(client)
         # Progress is edited once, never retried on a 429 (the client would wait the Retry-After, holding the verdict);
         # the 429 still counts in serve's metrics.
-        self._progress_client = copy.copy(client)
-        self._progress_client.retry_handlers = [
-            RateLimitCounting(max_retry_count=0) if isinstance(handler, AsyncRateLimitErrorRetryHandler) else handler
-            for handler in client.retry_handlers]
+        self._progress_client = self._edits.client or unretried(client)
         self._replies: list[asyncio.Future[Any]] = []
         self._last_update = time.monotonic()
         self._progress: Message | None = None
@@ -61,17 +55,16 @@ class OperationThread:
     @classmethod
     async def open(cls, client: AsyncWebClient, channel: str, message: Message) -> OperationThread:
         """Post the parent, ahead of the replies of other threads waiting in the channel."""
-        text, blocks = message
-        response = await outbox_of(client, channel).send(
-            lambda: client.chat_postMessage(channel=channel, text=text, blocks=blocks), parent=True)
+        response = await post(client, channel, *message)
         return cls(client, str(response["channel"]), str(response["ts"]))
 
-    def reply(self, message: Message) -> None:
-        text, blocks = message
-        posted = self._outbox.send(functools.partial(
-            self.client.chat_postMessage, channel=self.channel, thread_ts=self.ts, text=text, blocks=blocks))
-        posted.add_done_callback(functools.partial(self._said_if_refused, text))  # whoever waits for it, or no one
+    def reply(self, message: Message, *, droppable: bool = False) -> asyncio.Future[Any]:
+        """Queue a reply; ``droppable`` (a passing check's evidence, which the summary lists again) may be left out
+        by a full outbox (bot/slack/outbox.py QUEUE_CAP), evidence of a failure never is."""
+        posted = post_later(self.client, self.channel, *message, thread_ts=self.ts, droppable=droppable)
+        posted.add_done_callback(functools.partial(self._said_if_refused, message[0]))  # whoever waits, or no one
         self._replies.append(posted)
+        return posted
 
     def _said_if_refused(self, text: str, posted: asyncio.Future[Any]) -> None:
         if not posted.cancelled() and (exc := posted.exception()) is not None:
@@ -92,10 +85,8 @@ class OperationThread:
         await self._stop_progress()
         if self._replies:
             await asyncio.wait(self._replies, timeout=VERDICT_WAITS_FOR_EVIDENCE_S)
-        text, blocks = message
         try:
-            await self._edits.verdict(functools.partial(self.client.chat_update, channel=self.channel, ts=self.ts,
-                                                        text=text, blocks=blocks))
+            await edit(self.client, self.channel, self.ts, *message)
         except SENDING as exc:  # the replies still go; the log has the verdict
             log.warning("Slack did not take the final edit of thread %s in %s: %s", self.ts, self.channel, exc)
         await asyncio.gather(*self._replies, return_exceptions=True)  # each refusal logged as it came
@@ -105,15 +96,12 @@ class OperationThread:
         """End the thread with every recorded step of the operation, read back from the audit log, then the
         details file: the whole of each long script or raw ``/proc`` output its replies showed cut."""
         events = await audit.events_of(operation_id)
-        text, blocks = summary_message(operation_id, events)
-        await self._outbox.send(functools.partial(self.client.chat_postMessage, channel=self.channel,
-                                                  thread_ts=self.ts, text=text, blocks=blocks))
+        await post(self.client, self.channel, *summary_message(operation_id, events), thread_ts=self.ts)
         details = await asyncio.to_thread(details_file, findings_of(events))
         if details is not None:
-            await self._outbox.send(functools.partial(
-                self.client.files_upload_v2, channel=self.channel, thread_ts=self.ts, content=details,
-                filename=f"details-{operation_id}.txt",
-                title=f"details of operation {operation_id}: whole commands and outputs", request_file_info=False))
+            await upload(self.client, self.channel, self.ts, content=details, filename=f"details-{operation_id}.txt",
+                         title=f"details of operation {operation_id}: whole commands and outputs",
+                         request_file_info=False)
 
     async def abandon(self) -> None:
         """Take back the replies not posted yet and stop showing progress."""

@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.fleet import verify_fleet_in_thread
 from bot.slack.listening import Body, BotContext, SlackCommand
+from bot.slack.posting import post
 from bot.slack.restart_blocks import restart_now_message
 from bot.slack.thread import OperationThread
 from bot.slack.thread_blocks import FLEET_REVERIFY, VERIFY_NOW, finding_message, progress_message, verdict_message
@@ -27,7 +28,7 @@ from commands.verify import VerifyPlan, verify
 from commands.verify.fleet import FleetRequest
 from commands.verify.plan import plan_fleet
 from commands.verify.reverify import reverify_request
-from commands.vocabulary import Operation
+from commands.vocabulary import CheckStatus, Operation
 
 USAGE = "usage: /verify HOST [BACKUP], or /verify GROUP|HOST... [BACKUP]"
 
@@ -113,7 +114,7 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
 
     async def on_finding(finding: Finding) -> None:
         seen.append(finding)
-        thread.reply(finding_message(finding))
+        thread.reply(finding_message(finding), droppable=finding.status == CheckStatus.PASS)
         thread.update(progress_message(Operation.VERIFY, plan.host.name, user, planned, seen))
 
     origin = Origin(actor=f"slack:{user}", via="slack", channel=thread.channel, thread_ts=thread.ts)
@@ -126,7 +127,7 @@ async def verify_in_thread(context: BotContext, client: AsyncWebClient, command:
     await thread.post_summary(context.audit, result.operation_id)
     if runs_old_code(result) and plan.host.service:
         text, blocks = restart_now_message(plan.host.name, result.operation_id)
-        await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=text, blocks=blocks)
+        await post(client, thread.channel, text, blocks, thread_ts=thread.ts)
 
 
 COMMAND = SlackCommand(Operation.VERIFY, on_command, actions={VERIFY_NOW: on_verify_now, FLEET_REVERIFY: on_reverify})

@@ -16,9 +16,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import context_block
-from bot.slack.fleet import Paced
 from bot.slack.fleet_blocks import GROUP_REPLIES, group_reply_message
 from bot.slack.listening import BotContext
+from bot.slack.posting import post, post_later
 from bot.slack.watch_blocks import watch_message
 from bot.slack.watch_resend import LastSaid, last_said, resend_unconfirmed, said_key
 from commands.fleet.grouping import group_outcomes
@@ -37,47 +37,47 @@ log = logging.getLogger(__name__)
 WATCH_ACTOR = "proofbot:watch"
 
 
-def slack_poster(client: AsyncWebClient, paced: Paced | None = None) -> Post:
-    """The watch's ``post``: the change message, then a reply per group of changed hosts not passing."""
-    pace = paced or Paced()
+def slack_poster(client: AsyncWebClient) -> Post:
+    """The watch's ``post``: the change message, then a reply per group of changed hosts not passing (through the
+    channel's outbox, with the /verify threads posting there)."""
 
-    async def post(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
-        await post_announcement(client, pace, entry, announcement, fleet)
+    async def poster(entry: WatchEntry, announcement: Announcement, fleet: FleetResult) -> None:
+        await post_announcement(client, entry, announcement, fleet)
 
-    return post
+    return poster
 
 
-async def post_announcement(client: AsyncWebClient, pace: Paced, entry: WatchEntry, announcement: Announcement,
+async def post_announcement(client: AsyncWebClient, entry: WatchEntry, announcement: Announcement,
                             fleet: FleetResult, note: str | None = None) -> None:
     """Post one announcement, keyed (message metadata: the run's operation id) so a restarted serve can find it
     in the channel's history; ``note`` is a line under it. Slack refusing it is logged, never stops the watch."""
     _test_only_sigkill(BEFORE_POST)
     try:
-        await _post(client, pace, entry, announcement, fleet, note)
+        await _post(client, entry, announcement, fleet, note)
         _test_only_sigkill(AFTER_POST)
     except SlackApiError as exc:  # one message Slack refused (a channel gone, no access) never stops the watch
         log.error("watch %s: Slack refused the message to %s: %s", entry.target, entry.channel,
                   exc.response.get("error"))
 
 
-async def _post(client: AsyncWebClient, pace: Paced, entry: WatchEntry, announcement: Announcement,
-                fleet: FleetResult, note: str | None) -> None:
+async def _post(client: AsyncWebClient, entry: WatchEntry, announcement: Announcement, fleet: FleetResult,
+                note: str | None) -> None:
     text, blocks = watch_message(announcement, fleet)
     if note:
         blocks = [*blocks, context_block(note).to_dict()]
     metadata = said_key(fleet.operation_id, announcement.digest)
-    posted = await pace.run(lambda: client.chat_postMessage(channel=entry.channel, text=text, blocks=blocks,
-                                                            metadata=metadata))
+    posted = await post(client, entry.channel, text, blocks, metadata=metadata)
     changed = {change.host for change in announcement.changes}
     results = [result for result in fleet.results if result.host in changed]
     groups = await asyncio.to_thread(group_outcomes, results, {})
     failing = [group for group in groups if group.outcome != Outcome.PASS]
     by_host = {result.host: result for result in results}
     channel, ts = str(posted["channel"]), str(posted["ts"])
-    for index, group in enumerate(failing[:GROUP_REPLIES], start=1):
-        reply = group_reply_message(group, index, len(failing), by_host, False)
-        await pace.run(partial(client.chat_postMessage, channel=channel, thread_ts=ts, text=reply[0],
-                               blocks=reply[1]))
+    replies = [post_later(client, channel, *group_reply_message(group, index, len(failing), by_host, False),
+                          thread_ts=ts) for index, group in enumerate(failing[:GROUP_REPLIES], start=1)]
+    refused = [exc for exc in await asyncio.gather(*replies, return_exceptions=True) if isinstance(exc, Exception)]
+    if refused:  # every reply had its turn; the first refusal is logged
+        raise refused[0]
 
 
 # Tests only, inert unless set (never in production): SIGKILL this serve just before or after a watch message is
@@ -120,7 +120,7 @@ async def _restored_and_run(watch: Watch, context: BotContext, client: AsyncWebC
 
 async def _resend(watch: Watch, said: Mapping[str, LastSaid], client: AsyncWebClient) -> None:
     try:
-        await resend_unconfirmed(watch.entries, said, client, partial(post_announcement, client, Paced()))
+        await resend_unconfirmed(watch.entries, said, client, partial(post_announcement, client))
     except Exception as exc:  # a bug or the store: logged, the watch goes on
         log.error("watch: the last run's message could not be checked: %s", exc, exc_info=exc)
 
