@@ -85,6 +85,7 @@ class EventKind(StrEnum):
     BOT_STOPPED = "bot-stopped"
     WATCH_RUN = "watch-run"  # one run of a watch entry: counts and the hosts that changed
     WATCH_CHANGE = "watch-change"  # one host's confirmed change (its verify's trail is written with it)
+    SLACK_LEFT_OUT = "slack-left-out"  # a passing reply a full channel outbox left out of Slack (bot/slack/outbox.py)
 
 
 # Events after which an operation has ended, whatever else was written.

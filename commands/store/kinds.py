@@ -225,6 +225,17 @@ class BotStopped(EventBody):
 
 
 @dataclass(frozen=True)
+class SlackLeftOut(EventBody):
+    """A passing check's reply a channel's full outbox left out of its Slack thread (the thread's summary, read
+    from this log, still lists the check): where, and its first line."""
+
+    KIND = EventKind.SLACK_LEFT_OUT
+    channel: str
+    thread_ts: str | None
+    text: str
+
+
+@dataclass(frozen=True)
 class WatchRun(EventBody):
     """One run of a ``watch`` entry, compact: its target, hosts by outcome, and the hosts whose confirmed
     state changed (each with a ``watch-change`` of its own); a steady fleet writes only these."""

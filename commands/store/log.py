@@ -30,6 +30,7 @@ from commands.store.kinds import (
     Refusal,
     Rejected,
     Requested,
+    SlackLeftOut,
     Step,
     Viewed,
     Vote,
@@ -186,6 +187,9 @@ class AuditLog(Subject):
 
     async def bot_stopped(self) -> Event:
         return await self._write(BotStopped())
+
+    async def slack_left_out(self, channel: str, thread_ts: str | None, text: str) -> Event:
+        return await self._write(SlackLeftOut(channel, thread_ts, text[:200]))
 
     async def watch_run(self, run: WatchRun) -> Event:
         return await self._write(run)

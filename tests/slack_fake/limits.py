@@ -85,12 +85,18 @@ class RateLimits:
 
     def __init__(self) -> None:
         self._custom: dict[str, tuple[int, float]] = {}
+        self._post = (POST_PER_SECOND, POST_BURST)
         self._state: dict[tuple[str, str], Limit] = {}
         self.enabled = True
 
     def set(self, method: str, max_calls: int, per_seconds: float) -> None:
         self._custom[method] = (max_calls, per_seconds)
         self._state = {key: limit for key, limit in self._state.items() if key[0] != method}
+
+    def set_post_pace(self, per_second: float, burst: int) -> None:
+        """chat.postMessage's per-channel bucket at another rate (a test's Slack, sped up in time)."""
+        self._post = (per_second, burst)
+        self._state = {key: limit for key, limit in self._state.items() if key[0] != "chat.postMessage"}
 
     def retry_after(self, method: str, channel: str | None, at: float) -> int | None:
         """None when Slack would take this call now, else the Retry-After seconds of its 429."""
@@ -109,7 +115,7 @@ class RateLimits:
         if method in self._custom:
             return Window(*self._custom[method])
         if method == "chat.postMessage":
-            return Bucket(POST_PER_SECOND, POST_BURST)
+            return Bucket(*self._post)
         tier = METHOD_TIERS.get(method)
         if tier is None:
             return None

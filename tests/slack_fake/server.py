@@ -255,6 +255,11 @@ class FakeSlack(Queries, WebApiMethods, UserGroups, Delivery):
         chat.postMessage), instead of Slack's documented limit (`limits`, on by default)."""
         self.rate_limits.set(method, max_calls, per_seconds)
 
+    def set_post_pace(self, per_second: float, burst: int) -> None:
+        """Slack's per-channel chat.postMessage bucket (1 a second, bursts of a few) at ``per_second``: Slack's
+        pace sped up, so a test of many messages stays short (the outbox's bot/slack/pace.py scaled alike)."""
+        self.rate_limits.set_post_pace(per_second, burst)
+
     # ------------------------------------------------------------------ minting
     def _next_ts(self) -> str:
         n = next(self._ts_counter)
