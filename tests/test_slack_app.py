@@ -19,6 +19,7 @@ import yaml
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.demo.host import DemoHost
+from bot.slack import pace
 from bot.slack.app import BotContext, build_app
 from commands.inventory import parse_inventory
 from commands.store.db import AuditStore
@@ -180,7 +181,8 @@ async def test_socket_mode_acks_and_runs_verify(seeded_host: DemoHost, tmp_path:
             audit.close()
 
 
-async def test_rate_limited_replies_are_retried_not_lost(rig: SlackRig) -> None:
+async def test_rate_limited_replies_are_retried_not_lost(rig: SlackRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pace, "POST_BURST", 10)  # the outbox asks faster than this Slack takes: 429s come
     rig.slack.set_rate_limit("chat.postMessage", max_calls=3, per_seconds=1.0)
     await rig.command("/verify", "ct129")
     slack = rig.slack
