@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,15 @@ from bot.slack import outbox, pace
 from bot.slack import thread as thread_module
 from bot.slack.fleet import post_outcome
 from bot.slack.fleet_blocks import FleetView
-from bot.slack.outbox import ChannelOutbox, LeftOut, record_left_out, unretried
+from bot.slack.outbox import ChannelOutbox, record_left_out, unretried
 from bot.slack.redacting import RedactingWebClient
+from bot.slack.serve import _record_left_out
 from bot.slack.thread import OperationThread
 from bot.slack.watch import post_announcement
 from commands.findings import Evidence, Finding
 from commands.inventory.watch import WatchEntry
 from commands.operation import OperationResult
 from commands.store.db import AuditStore
-from commands.store.log import bot_log
 from commands.verify.fleet import FleetResult
 from commands.vocabulary import Change, Operation, Verdict
 from commands.watch.state import Announcement, HostChange, Result
@@ -161,10 +162,7 @@ async def test_a_full_outbox_leaves_out_only_passing_replies_logged_and_audited(
     async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
         client = fake_at_speed(slack)
 
-        async def recorded(left: LeftOut) -> None:
-            await bot_log(audit).slack_left_out(left.channel, left.thread_ts, left.text)
-
-        record_left_out(client, recorded)
+        record_left_out(client, partial(_record_left_out, audit))  # as serve records them
         try:
             thread = await OperationThread.open(client, CHANNEL, ("Verifying ct129", []))
             for n in range(1, 13):  # every third fails: its evidence must arrive
@@ -178,6 +176,11 @@ async def test_a_full_outbox_leaves_out_only_passing_replies_logged_and_audited(
         assert [t for t in posted if "FAIL" in t] == [f"check {n}: FAIL" for n in (3, 6, 9, 12)]
         assert posted == sorted(posted, key=lambda t: int(t.split()[1].rstrip(":"))), "a thread out of order"
         assert slack.message(CHANNEL, thread.ts).text == "verify ct129: FAIL"
+        failing = await OperationThread.open(client, CHANNEL, ("Verifying ct130", []))
+        for n in range(1, 9):  # twice the cap, nothing droppable: all kept, all posted
+            failing.reply((f"ct130 check {n}: FAIL", []))
+        await failing.finish(("verify ct130: FAIL", []))
+        assert [m.text for m in slack.thread(CHANNEL, failing.ts)] == [f"ct130 check {n}: FAIL" for n in range(1, 9)]
     left_out = [f"check {n}: pass" for n in range(1, 13) if f"check {n}: pass" not in posted and n % 3]
     assert left_out, "nothing was left out: the cap was never reached"
     with sqlite3.connect(tmp_path / "audit.db") as db:

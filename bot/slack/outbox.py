@@ -99,8 +99,8 @@ class ChannelOutbox:
         only a ``droppable`` one can be, ``what`` saying what it was). Cancel it to take the call back."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         queued = _Queued(call, future, droppable and not parent, what)
-        if len(self) >= QUEUE_CAP and not self._drop_one(queued):
-            log.warning("%d messages wait for one channel, none of them droppable; this one is kept", len(self))
+        if len(self) >= QUEUE_CAP and not self._drop_one(queued) and len(self) == QUEUE_CAP:  # said once a crossing
+            log.warning("%d messages wait for one channel, none of them a passing reply: all kept", len(self))
         if not future.done():
             (self._parents if parent else self._rest).append(queued)
         if self._sender is None or self._sender.done():
