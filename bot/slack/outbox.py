@@ -165,7 +165,6 @@ class ChannelOutbox:
                 self.pace.limited(time.monotonic() + wait + random.random())
                 continue
             self.pace.sent(time.monotonic())
-            self.pace.taken()
             return answer
 
 
