@@ -65,11 +65,23 @@ class Interrupted:
     fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
     hosts: tuple[tuple[str, str], ...] = ()  # a rollout's hosts in its plan's order, each with its RolloutState
     reason: str = "proofbot stopped while this ran"  # STOPPED; LEASE_ENDED or UNRECORDED say another cause
+    not_sent: bool = False  # a restart whose ``restart-sent`` was never recorded: it was never sent (act.py)
+
+    @property
+    def summary(self) -> str:
+        """What its ``finished`` event says: who stopped, and for a restart never sent, that it was not sent (the
+        UNRECORDED words "not known" would be false then: ``restart-sent`` is recorded before the command is sent)."""
+        if not self.not_sent:
+            return self.reason
+        return (UNRECORDED_BEFORE_SEND if self.reason == UNRECORDED else self.reason) + "; " + NOT_SENT
 
 
 STOPPED = Interrupted.reason  # this bot (or the CLI process that ran it) stopped: found at the next start
 LEASE_ENDED = "the proofbot replica running this stopped (its lease ended)"  # another replica's, at take_over
 UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
+UNRECORDED_BEFORE_SEND = "the audit database did not take a write before the restart was sent"
+NOT_SENT = "the restart was not sent (proofbot records it before sending it): same PID expected"
+RESTART_SENT = "restart-sent"  # the step a restart records just before it sends the command (commands/restart/act.py)
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -111,7 +123,10 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, (f"{step}: {summary}" if summary else step) if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"), reason=cause)
+                             fleet.get("target"), requested.get("fleet_operation_id"), reason=cause,
+                             not_sent=operation == Operation.RESTART and not any(
+                                 e.kind == EventKind.STEP and isinstance(e.details, dict)
+                                 and e.details.get("step") == RESTART_SENT for e in events))
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:
             interrupted.append(told)
@@ -197,7 +212,8 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
                               counts={state: len(hosts) for state, hosts in by_state.items() if hosts},
                               extra={state: hosts for state, hosts in by_state.items()}))
     else:
-        log.finished(Finished(Verdict.INTERRUPTED, record.reason, last_event=last_event))
+        log.finished(Finished(Verdict.INTERRUPTED, record.summary, last_event=last_event,
+                              extra={"restart_sent": False} if record.not_sent else {}))
     approvals.interrupt_in(db, record.operation_id)  # its approved plan, if it had one, says so too
     if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
         db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])

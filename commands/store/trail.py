@@ -30,7 +30,7 @@ from commands.store.db import AuditStore
 from commands.store.events import sql_list
 from commands.store.log import audit_log
 from commands.store.schema import require_text
-from commands.vocabulary import ENDING_KINDS, EventKind, Operation
+from commands.vocabulary import ENDING_KINDS, EventKind, Operation, Verdict
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -76,6 +76,7 @@ class OperationRecord:
     finished_at: str | None
     fleet: FleetRecord | None = None  # this operation is a fleet's (``verify GROUP``)
     part_of: FleetRecord | None = None  # this host's operation was part of that fleet operation
+    note: str | None = None  # an interrupted one: its ``finished`` summary (who stopped; a restart never sent)
 
     @property
     def approved_by(self) -> str | None:
@@ -87,7 +88,7 @@ class OperationRecord:
                 "approved_by": self.approved_by, "verdict": self.verdict, "channel": self.channel,
                 "thread_ts": self.thread_ts, "finished_at": self.finished_at,
                 "fleet": self.fleet.to_json() if self.fleet else None,
-                "part_of": self.part_of.to_json() if self.part_of else None}
+                "part_of": self.part_of.to_json() if self.part_of else None, "note": self.note}
 
 
 async def recent_operations(store: AuditStore, host: str | None = None,
@@ -195,7 +196,8 @@ def _record(requested: dict[str, Any], details: dict[str, Any], outcomes: list[d
                            requested["at"], requested["actor"], _str(origin.get("via")), _str(origin.get("channel")),
                            _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at,
                            fleet=_fleet_record(operation_id, details, finished),
-                           part_of=fleets.get(str(details.get("fleet_operation_id"))))
+                           part_of=fleets.get(str(details.get("fleet_operation_id"))),
+                           note=_str(finished.get("summary")) if finished and verdict == Verdict.INTERRUPTED else None)
 
 
 def _json(text: str) -> dict[str, Any]:
