@@ -104,10 +104,11 @@ def interrupted_parent_message(op: Interrupted) -> Message:
     was interrupted, why, and that its thread says what is known (the plan, if any, is ``interrupted`` too)."""
     _, why = interrupted_why(op)
     text = (f"{op.operation} of {op.fleet_target or op.host}: interrupted ({why}){_not_sent(op)}; "
-            f"operation {op.operation_id}, what is known is in this thread")
+            f"operation {op.operation_id}, requested by {op.requested_by or '?'}, what is known is in this thread")
     headline = (f":warning: *{escape(f'{op.operation} of {op.fleet_target or op.host}')}: interrupted* "
                 f"({escape(why)}){escape(_not_sent(op))}; what is known is in this thread")
-    return text, as_dicts([section_block(headline), context_block(f"operation `{escape(op.operation_id)}`")])
+    note = f"operation `{escape(op.operation_id)}` · requested by {who(op.requested_by)}"  # who asked, as any parent
+    return text, as_dicts([section_block(headline), context_block(note)])
 
 
 def interrupted_plan_status(op: Interrupted, approvers: Sequence[str], decided_at: str | None) -> str:

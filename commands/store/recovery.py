@@ -66,6 +66,7 @@ class Interrupted:
     hosts: tuple[tuple[str, str], ...] = ()  # a rollout's hosts in its plan's order, each with its RolloutState
     reason: str = "proofbot stopped while this ran"  # STOPPED; LEASE_ENDED or UNRECORDED say another cause
     not_sent: bool = False  # a restart whose ``restart-sent`` was never recorded: it was never sent (act.py)
+    requested_by: str | None = None  # who asked (its request's origin), named wherever it is told
 
     @property
     def summary(self) -> str:
@@ -126,7 +127,8 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
                              fleet.get("target"), requested.get("fleet_operation_id"), reason=cause,
                              not_sent=operation == Operation.RESTART and not any(
                                  e.kind == EventKind.STEP and isinstance(e.details, dict)
-                                 and e.details.get("step") == RESTART_SENT for e in events))
+                                 and e.details.get("step") == RESTART_SENT for e in events),
+                             requested_by=origin.get("actor"))
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:
             interrupted.append(told)
