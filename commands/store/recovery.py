@@ -34,7 +34,7 @@ from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import ENDING_KINDS, EventKind, Operation, PlanState, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 # A rollout's host as its interruption finds it: restarted and proven, restarted and not, under way when its
 # process died (nothing is known since), never restarted (commands/restart/rollout.py's HostState, and unknown).
@@ -163,7 +163,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     return interrupted, adopted
 
 
-def _fleets_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[str]:
+def _fleets_of(db: Db, operation_ids: list[str]) -> list[str]:
     """The fleet operations these operations are parts of (``fleet_operation_id`` in their requests)."""
     if not operation_ids:
         return []
@@ -174,7 +174,7 @@ def _fleets_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[str]
     return list(dict.fromkeys(fleet for fleet in fleets if isinstance(fleet, str)))
 
 
-def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[dict[str, Any]]:
+def _unfinished_of(db: Db, operation_ids: list[str]) -> list[dict[str, Any]]:
     if not operation_ids:
         return []
     marks = ", ".join("?" for _ in operation_ids)
@@ -199,7 +199,7 @@ async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, h
     return STOPPED if lock is None or lock.operation_id != operation_id or lock.is_stale() else None
 
 
-def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | None:
+def _interrupt(db: Db, record: Interrupted) -> Interrupted | None:
     """Finish the operation as interrupted and free its host, in one transaction; None when another replica
     finished it first (writes are one at a time, so this check and the write cannot be split)."""
     if first_row(db, f"SELECT 1 AS done FROM events WHERE operation_id = ? AND kind IN {sql_list(ENDING_KINDS)}",
@@ -228,7 +228,7 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
     return record
 
 
-def _free_orphaned(db: sqlite_utils.Database, operation_id: str, now: float) -> None:
+def _free_orphaned(db: Db, operation_id: str, now: float) -> None:
     """Free the expired locks of an operation that is not running: one finished whose holder died before freeing
     its host, or a rollout's host part that died between taking the host's lock and its first event. A pending
     plan's lock is left to be adopted; one whose operation runs (requested, not finished) to ``_interrupt``."""
@@ -246,7 +246,7 @@ def _free_orphaned(db: sqlite_utils.Database, operation_id: str, now: float) -> 
             holder.why_stale(), asdict(holder))
 
 
-def rollout_states(db: sqlite_utils.Database, operation_id: str) -> dict[str, RolloutState]:
+def rollout_states(db: Db, operation_id: str) -> dict[str, RolloutState]:
     """Each host of an interrupted rollout, in its plan's order, by what the log holds of its part (the plan
     names each part's operation id, so this reads the plan and those parts, never the whole log)."""
     plan = first_row(db, "SELECT details FROM plans WHERE id = ?", operation_id)

@@ -33,7 +33,7 @@ from commands.store.schema import require_text
 from commands.vocabulary import ENDING_KINDS, EventKind, Operation, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 DECISIONS = (EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED)
 # What ends an operation without a verdict of its own: the first of these is its verdict.
@@ -97,7 +97,7 @@ async def recent_operations(store: AuditStore, host: str | None = None,
     return await store.snapshot(lambda db: query_operations(db, host, limit))
 
 
-def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) -> list[OperationRecord]:
+def query_operations(db: Db, host: str | None, limit: int) -> list[OperationRecord]:
     limit = max(1, min(limit, MAX_LIMIT))
     # The ids come from the covering index alone; only the N rows chosen are read from the table.
     if host is None:  # a fleet's parts are left out: the fleet is their one line
@@ -118,7 +118,7 @@ async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
     return {record.host: record for record in records if record.host}
 
 
-def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
+def _records(db: Db, newest: str, arguments: list[Any]) -> list[OperationRecord]:
     """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
         f"SELECT id, operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
@@ -141,7 +141,7 @@ def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> li
             for row in requested]
 
 
-def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecord]:
+def _fleets_of(db: Db, ids: set[Any]) -> dict[str, FleetRecord]:
     """The fleet operations these hosts' operations were part of, by id."""
     wanted = sorted(str(i) for i in ids if i)
     if not wanted:
