@@ -22,7 +22,7 @@ from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
 from commands.restart.rollout import HostOutcome, RolloutPlan, apply_rollout, request_rollout
 from commands.ssh import bastions_kept, connect
-from commands.ssh.pool import BASTION_LINGER_S
+from commands.ssh.pool import BASTION_LINGER_S, registry_here
 from commands.store import approvals
 from commands.store.db import AuditStore
 from commands.vocabulary import PlanState
@@ -88,9 +88,10 @@ async def test_the_kept_bastion_lingers_and_closes_at_the_runs_bound(
     await until("no bastion connection open", lambda: bastion.logins.open == 0)
     host = inventory.host(NAMES[0])
     async with bastions_kept([host], at_most_s=BASTION_LINGER_S):
+        assert registry_here().kept, "kept from the start of the run"
         async with connect(host) as conn:
             assert (await conn.run(["true"])).exit_status == 0
-        assert bastion.logins.open == 1  # kept while inside, within the bound
         await until("the bastion connection closed past the bound, still inside the run",
                     lambda: bastion.logins.open == 0)
+        assert not registry_here().kept, "no longer kept past the bound"
 
