@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import outbox, pace
 from bot.slack import thread as thread_module
 from bot.slack.fleet import post_outcome
 from bot.slack.fleet_blocks import FleetView
 from bot.slack.outbox import ChannelOutbox, record_left_out, unretried
+from bot.slack.posting import post
 from bot.slack.redacting import RedactingWebClient
 from bot.slack.serve import _record_left_out
 from bot.slack.thread import OperationThread
@@ -194,3 +196,14 @@ async def test_a_full_outbox_leaves_out_only_passing_replies_logged_and_audited(
     audit.close()
     assert [row[0] for row in rows] == left_out
     assert "left out the passing reply 'check" in caplog.text
+
+
+async def test_whichever_client_opens_a_channels_outbox_every_message_through_it_is_masked() -> None:
+    """A channel's outbox is made by the first client that posts there: a plain one (no masking of its own) still
+    sends through a redacting copy, so a secret in a message never reaches Slack."""
+    async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+        fake_at_speed(slack)
+        plain = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+        await post(plain, CHANNEL, "health: Authorization: Bearer s3cr3tTOKENvalue42")
+        [message] = slack.messages_in(CHANNEL)
+        assert "s3cr3tTOKENvalue42" not in message.text and "[REDACTED]" in message.text

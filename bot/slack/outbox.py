@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.metrics import RateLimitCounting
 from bot.slack.pace import Pace
+from bot.slack.redacting import RedactingWebClient
 
 # Many operations at once in one channel: a message keeps waiting as Slack says, this long once it is next,
 # before it is given up (its caller is told; never silently).
@@ -58,9 +59,10 @@ def retry_after(exc: SlackApiError) -> float | None:
 
 
 def unretried(client: AsyncWebClient) -> AsyncWebClient:
-    """``client`` without slack_sdk's own 429 retries (still counted in serve's metrics): the outbox and the edits
-    see every 429 and wait it out themselves, holding what is behind the message too."""
-    quiet = copy.copy(client)
+    """``client``, redacting (whichever client made a channel's outbox, every message through it is masked),
+    without slack_sdk's own 429 retries (still counted in serve's metrics): the outbox and the edits see every 429
+    and wait it out themselves, holding what is behind the message too."""
+    quiet = copy.copy(RedactingWebClient.like(client))
     quiet.retry_handlers = [
         RateLimitCounting(max_retry_count=0) if isinstance(handler, AsyncRateLimitErrorRetryHandler) else handler
         for handler in client.retry_handlers]
