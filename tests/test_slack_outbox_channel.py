@@ -175,11 +175,13 @@ async def test_a_full_outbox_leaves_out_only_passing_replies_logged_and_audited(
             for n in range(1, 13):  # every third fails: its evidence must arrive
                 thread.reply((f"check {n}: {'FAIL' if n % 3 == 0 else 'pass'}", []), droppable=n % 3 != 0)
             await thread.finish(("verify ct129: FAIL", []))
+            await thread.post_summary(audit, "op-ct129")  # the log holds every check; the thread says some are not here
             await asyncio.sleep(0)  # the audit writes scheduled by the drops
             await asyncio.gather(*outbox.outbox_of(client, CHANNEL)._recording)
         finally:
             record_left_out(client, None)
-        posted = [m.text for m in slack.thread(CHANNEL, thread.ts)]
+        *replies, summary = slack.thread(CHANNEL, thread.ts)
+        posted = [m.text for m in replies]
         assert [t for t in posted if "FAIL" in t] == [f"check {n}: FAIL" for n in (3, 6, 9, 12)]
         assert posted == sorted(posted, key=lambda t: int(t.split()[1].rstrip(":"))), "a thread out of order"
         assert slack.message(CHANNEL, thread.ts).text == "verify ct129: FAIL"
@@ -195,6 +197,7 @@ async def test_a_full_outbox_leaves_out_only_passing_replies_logged_and_audited(
                           " ORDER BY id").fetchall()
     audit.close()
     assert [row[0] for row in rows] == left_out
+    assert f"{len(left_out)} passing replies were left out of this thread" in str(summary.blocks)
     assert "left out the passing reply 'check" in caplog.text
 
 

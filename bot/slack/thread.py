@@ -17,7 +17,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.blocks import Message
+from bot.slack.blocks import Message, context_block
 from bot.slack.outbox import parent_edits_of, unretried
 from bot.slack.posting import edit, post, post_later, upload
 from bot.slack.thread_blocks import details_file, findings_of, summary_message
@@ -51,6 +51,7 @@ class OperationThread:
         self._progress_task: asyncio.Task[None] | None = None
         self._editing = False
         self._finished = False
+        self.left_out = 0  # replies a full outbox left out
 
     @classmethod
     async def open(cls, client: AsyncWebClient, channel: str, message: Message) -> OperationThread:
@@ -67,9 +68,13 @@ class OperationThread:
         return posted
 
     def _said_if_refused(self, text: str, posted: asyncio.Future[Any]) -> None:
-        if not posted.cancelled() and (exc := posted.exception()) is not None:
+        if posted.cancelled():
+            return
+        if (exc := posted.exception()) is not None:
             log.warning("Slack did not take the reply %r of thread %s in %s: %s", text[:80], self.ts, self.channel,
                         exc)
+        elif posted.result() is None:  # a full outbox left it out (logged and audited there)
+            self.left_out += 1
 
     def update(self, message: Message) -> None:
         """Show progress on the parent, at most once per UPDATE_INTERVAL_S (the latest wins)."""
@@ -96,7 +101,12 @@ class OperationThread:
         """End the thread with every recorded step of the operation, read back from the audit log, then the
         details file: the whole of each long script or raw ``/proc`` output its replies showed cut."""
         events = await audit.events_of(operation_id)
-        await post(self.client, self.channel, *summary_message(operation_id, events), thread_ts=self.ts)
+        text, blocks = summary_message(operation_id, events)
+        if self.left_out:  # the summary is where they are
+            blocks = [*blocks, context_block(
+                f"{self.left_out} passing {'reply was' if self.left_out == 1 else 'replies were'} left out of this "
+                "thread (this channel's outbox was full): every check is listed above").to_dict()]
+        await post(self.client, self.channel, text, blocks, thread_ts=self.ts)
         details = await asyncio.to_thread(details_file, findings_of(events))
         if details is not None:
             await upload(self.client, self.channel, self.ts, content=details, filename=f"details-{operation_id}.txt",
