@@ -210,3 +210,30 @@ async def test_whichever_client_opens_a_channels_outbox_every_message_through_it
         await post(plain, CHANNEL, "health: Authorization: Bearer s3cr3tTOKENvalue42")
         [message] = slack.messages_in(CHANNEL)
         assert "s3cr3tTOKENvalue42" not in message.text and "[REDACTED]" in message.text
+
+
+async def test_a_recorder_set_later_reaches_the_outbox_already_made_and_its_failure_is_logged(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(outbox, "QUEUE_CAP", 1)
+    client = AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:9/")  # never called: nothing is sent
+    box = outbox.outbox_of(client, CHANNEL)
+    said: list[str] = []
+
+    async def broken(left: outbox.LeftOut) -> None:
+        said.append(left.text)
+        raise RuntimeError("the store is away")
+
+    record_left_out(client, broken)
+    gate = asyncio.Event()
+    try:
+        held = box.send(gate.wait, parent=True)  # the sender waits on it: the queue stays full
+        await asyncio.sleep(0)
+        first = box.send(gate.wait, droppable=True, what=outbox.LeftOut(CHANNEL, "1.1", "a pass"))
+        second = box.send(gate.wait, droppable=True, what=outbox.LeftOut(CHANNEL, "1.1", "b pass"))
+        assert first.result() is None and not second.done()  # the oldest passing reply goes first
+        await asyncio.sleep(0.01)
+        assert said == ["a pass"] and "could not record a message left out of Slack" in caplog.text
+    finally:
+        record_left_out(client, None)
+        gate.set()
+    assert await held is True and await second is True  # the rest sent once the channel moves
