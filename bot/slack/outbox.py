@@ -80,7 +80,7 @@ class _Queued:
 class ChannelOutbox:
     """Messages to one channel, one call at a time at Slack's pace (bot/slack/pace.py): parents first, then the rest
     in the order they came (so each thread's replies stay in order); a 429 holds the whole channel for its
-    Retry-After and slows this outbox's pace (another replica posts there too), then the same message again."""
+    Retry-After (another replica posts there too, or Slack is stricter than its pace), then the same message."""
 
     def __init__(self, client: AsyncWebClient, on_left_out: LeftOutRecorder | None = None) -> None:
         self.client = client  # unretried (``unretried``): the one the calls queued here use
@@ -222,7 +222,7 @@ class ParentEdits:
             self._verdicts_waiting -= 1
 
 
-# Kept while their loop lives, idle ones too: a channel's pace (its burst used, a 429's slowdown) outlives a thread
+# Kept while their loop lives, idle ones too: a channel's pace (its burst used, a 429's hold) outlives a thread
 _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], ChannelOutbox]] = (
     weakref.WeakKeyDictionary())
 _edits: weakref.WeakValueDictionary[tuple[Any, ...], ParentEdits] = weakref.WeakValueDictionary()
@@ -248,7 +248,7 @@ def record_left_out(client: AsyncWebClient, recorder: LeftOutRecorder | None) ->
 
 
 def outbox_of(client: AsyncWebClient, channel: str) -> ChannelOutbox:
-    """The channel's outbox, shared by every thread posting there (kept while one of them holds it)."""
+    """The channel's outbox, shared by everything posting there (kept while the loop lives)."""
     workspace = _workspace(client)
     outboxes = _outboxes.setdefault(workspace[0], {})
     key = (*workspace[1:], channel)
