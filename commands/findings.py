@@ -9,6 +9,7 @@ result, a fleet's) need not walk it a second time.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,12 @@ class Finding:
         object.__setattr__(self, "summary", redact(self.summary))
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as JSON, redacted whole (its name and evidence too): one walk over it, here."""
+        """The finding as JSON, redacted whole (its name and evidence too): one walk over it, made once (the audit
+        log and the output both ask); each call gets its own outer dict, as callers add and pop keys in it."""
+        return dict(self._json)
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "name": self.name,
             "status": self.status,
