@@ -62,13 +62,24 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
     log = audit_log(audit, Operation.VERIFY, operation_id, host.name, origin.actor)
+    ended: list[OperationResult] = []  # the result, once the last findings are logged with the ending
 
-    async def found(*group: Finding) -> None:
-        """Findings known together: logged in one transaction, then shown, each in order."""
+    def result_now() -> OperationResult:
+        return OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
+                               findings, stats=stats)
+
+    async def found(*group: Finding, last: bool = False) -> None:
+        """Findings known together: logged in one transaction, then shown, each in order. The ``last`` (no check
+        is left to run) are logged with the verify's ending: one COMMIT, not two, per host (issue 27)."""
         await logged
         group = tuple(with_next_step(finding, plan) for finding in group)
         findings.extend(group)
-        await log.checks(group)
+        if last:
+            result = result_now()
+            await log.checks(group, ending=Finished.of(result))
+            ended.append(result)
+        else:
+            await log.checks(group)
         if on_finding:
             for finding in group:
                 await on_finding(finding)
@@ -101,6 +112,8 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         cause = cause_of(exc)
     except TimeoutError:
         cause = timed_out(deadline_s or 0.0)
+    if ended:  # every check done and recorded with the ending: what closing the connection said changes nothing
+        return ended[0]
     if cause is not None:
         said, details = cause
         done = {finding.name for finding in findings}
@@ -109,8 +122,7 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         if left:  # the cause is said once (and its next step given once), on the first check it stopped
             await found(could_not_check(first, said, details=details),
                         *(could_not_check(name, f"not checked: the same cause as `{first}`") for name in rest))
-    result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
-                             findings, stats=stats)
+    result = result_now()
     await logged
     await log.finished(Finished.of(result))
     return result
@@ -126,7 +138,7 @@ async def _gather(plan: VerifyPlan, conn: HostConnection, found: Callable[..., A
     probe (one real request, when the host has one) over SSH channels meanwhile; the findings known
     together are passed on together."""
     async for group in finding_groups(conn, plan.checks(), plan.facts()):
-        await found(*group)
+        await found(*group, last=group.last)
 
 
 def host_batch(plan: VerifyPlan) -> list[BatchStep]:
