@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # What a verify runs and prints with: loaded in a worker thread while the SSH handshake is in flight.
 RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view",
-                 "bot.cli.results_text")
+                 "bot.cli.results_text", "commands.host_http")  # health and the probe: else each host loads it
 
 
 @dataclass(frozen=True)

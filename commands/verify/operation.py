@@ -85,21 +85,24 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
                 await on_finding(finding)
 
     async def checked() -> None:
-        # h11 (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
-        http = asyncio.ensure_future(_load_host_http())
+        # h11 (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner (a process
+        # that has it already, the CLI's or a serve's after its first verify, starts no task and no thread for it).
+        http = asyncio.ensure_future(_load_host_http()) if HOST_HTTP not in sys.modules else None
         try:
             async with connect(host, idempotent=True) as conn:  # only reads: sent again if a pooled link was dead
                 stats["connections"] += 1
                 await logged
-                await http
+                if http is not None:
+                    await http
                 try:
                     await _gather(plan, conn, found)
                 finally:
                     stats["exec_round_trips"] = conn.exec_round_trips
         finally:
-            if not http.done():
-                http.cancel()  # the thread finishes the import by itself; nobody waits for it
-            await asyncio.gather(http, return_exceptions=True)
+            if http is not None:
+                if not http.done():
+                    http.cancel()  # the thread finishes the import by itself; nobody waits for it
+                await asyncio.gather(http, return_exceptions=True)
 
     cause: tuple[str, dict[str, str]] | None = None
     try:
@@ -128,9 +131,12 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
     return result
 
 
+HOST_HTTP = "commands.host_http"
+
+
 async def _load_host_http() -> None:
-    if "commands.host_http" not in sys.modules:
-        await asyncio.to_thread(importlib.import_module, "commands.host_http")
+    if HOST_HTTP not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, HOST_HTTP)
 
 
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: Callable[..., Awaitable[None]]) -> None:
