@@ -3,12 +3,14 @@
 A failed check is data, not an exception. A check never passes without evidence, and
 all evidence is trimmed, then redacted, when it is created, so nothing later can leak it:
 trimming first bounds the redaction's CPU cost whatever a host prints. ``to_json`` redacts
-the summary and details again (``commands.redact`` is the one layer).
+the whole finding again (``commands.redact`` is the one layer), so what holds findings' JSON (a host's
+result, a fleet's) need not walk it a second time.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 from commands.redact import redact, redact_data
@@ -47,6 +49,11 @@ class Evidence:
     def of(cls, command: str, exit_status: int | None, output: str, duration_s: float) -> Evidence:
         return cls(redact(command), exit_status, redact(trim(output)), round(duration_s, 4))
 
+    def to_json(self) -> dict[str, Any]:
+        """Its fields by name (what ``dataclasses.asdict`` gave, without its deep copy of each field)."""
+        return {"command": self.command, "exit_status": self.exit_status, "output": self.output,
+                "duration_s": self.duration_s}
+
 
 @dataclass(frozen=True)
 class NextStep:
@@ -64,7 +71,8 @@ class NextStep:
     cli_flags: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"advice": self.advice, "operation": self.operation, "args": self.args,
+                "slack_choice": self.slack_choice, "cli_flags": self.cli_flags}
 
 
 @dataclass(frozen=True)
@@ -84,17 +92,23 @@ class Finding:
         object.__setattr__(self, "summary", redact(self.summary))
 
     def to_json(self) -> dict[str, Any]:
+        """The finding as JSON, redacted whole (its name and evidence too): one walk over it, made once (the audit
+        log and the output both ask); each call gets its own outer dict, as callers add and pop keys in it."""
+        return dict(self._json)
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "name": self.name,
             "status": self.status,
-            "summary": redact(self.summary),
-            "evidence": asdict(self.evidence) if self.evidence else None,
+            "summary": self.summary,
+            "evidence": self.evidence.to_json() if self.evidence else None,
         }
         if self.details:
-            data["details"] = redact_data(self.details)
+            data["details"] = self.details
         if self.next_step:
-            data["next_step"] = redact_data(self.next_step.to_json())
-        return data
+            data["next_step"] = self.next_step.to_json()
+        return redact_data(data)
 
     def to_event(self) -> dict[str, Any]:
         """The finding as a ``check`` or ``step`` event's details: its own details flattened in, so the

@@ -25,6 +25,9 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
+_OWN_START: dict[int, int | None] = {}  # this process's own start time, by its PID
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -43,7 +46,11 @@ class Holder:
 
     @classmethod
     def current(cls) -> Holder:
-        return cls(socket.gethostname(), os.getpid(), _start_ticks(os.getpid()))
+        pid = os.getpid()
+        if pid not in _OWN_START:  # read once per process (a fork has its own PID): every request records it
+            _OWN_START.clear()
+            _OWN_START[pid] = _start_ticks(pid)
+        return cls(socket.gethostname(), pid, _OWN_START[pid])
 
     @classmethod
     def from_json(cls, data: Any) -> Holder | None:

@@ -58,13 +58,14 @@ class OperationResult:
         return Verdict.of_statuses(finding.status for finding in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return redact_data({
+        """README's host object, redacted: each finding by its own ``to_json`` (which redacts it whole), the rest
+        here, so no part is walked twice (redact_data treats each key of a dict apart: the same text either way)."""
+        head = redact_data({
             "host": self.host,
             "operation": self.operation,
             "verdict": self.verdict,
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "operation_id": self.operation_id,
-            "checks": [finding.to_json() for finding in self.checks],
-            **self.extra,
         })
+        return {**head, "checks": [finding.to_json() for finding in self.checks], **redact_data(self.extra)}

@@ -342,15 +342,17 @@ def redact_data(value: T) -> T:
 
 
 def _redact_value(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: _redact_value(v, str(k)) for k, v in value.items()}
-    secret_key = bool(key) and is_secret_name(key)
-    if isinstance(value, list | tuple):  # {"password": ["x"]}: every item of a secret's list is secret
-        return [_redact_value(v, key if secret_key else "") for v in value]
+    # Strings first, the key judged only where it matters: every event and output walks here (issue 27's CPU).
     if isinstance(value, str):
-        if secret_key and value and not _HARMLESS_VALUE.fullmatch(value) and not _names_a_file(key, value):
+        if (key and value and is_secret_name(key) and not _HARMLESS_VALUE.fullmatch(value)
+                and not _names_a_file(key, value)):
             return MASK
         return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # {"password": ["x"]}: every item of a secret's list is secret
+        inherited = key if key and is_secret_name(key) else ""
+        return [_redact_value(v, inherited) for v in value]
     return value  # numbers: counts keyed by status ("pass": 3) are not secrets
 
 

@@ -20,7 +20,7 @@ from commands.findings import Evidence, Finding
 from commands.operation import Origin
 from commands.ssh import connect
 from commands.store.chain import verify_chain
-from commands.store.db import AuditStore
+from commands.store.db import WRITES, AuditStore, WriteTally
 from commands.store.log import audit_log
 from commands.verify import VerifyPlan, verify
 from commands.verify.runner import finding_groups
@@ -97,8 +97,8 @@ async def gated_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
 async def test_findings_known_together_come_as_one_group(clean_host: DemoHost) -> None:
     checks = [Echo("one", ("a",)), Answered("early"), Echo("two", ("b", "c")), Answered("late")]
     async with connect(host_of(clean_host)) as conn:
-        groups = [[finding.name for finding in group] async for group in finding_groups(conn, checks)]
-    assert groups == [["one", "early", "two", "late"]]
+        groups = [([finding.name for finding in group], group.last) async for group in finding_groups(conn, checks)]
+    assert groups == [(["one", "early", "two", "late"], True)]
 
 
 async def test_a_group_ends_where_an_answer_has_not_come_yet(clean_host: DemoHost,
@@ -111,10 +111,10 @@ async def test_a_group_ends_where_an_answer_has_not_come_yet(clean_host: DemoHos
         groups = finding_groups(conn, checks)
         # the server answers only after this: a runner that waited for it would time out here
         first = await asyncio.wait_for(anext(groups), 30)
-        assert [finding.name for finding in first] == ["one", "two"]
+        assert [finding.name for finding in first] == ["one", "two"] and not first.last  # more are to come
         gate.set()
-        rest = [[(finding.name, finding.status) for finding in group] async for group in groups]
-    assert rest == [[("health", CheckStatus.PASS), ("three", CheckStatus.PASS)]]
+        rest = [([(finding.name, finding.status) for finding in group], group.last) async for group in groups]
+    assert rest == [([("health", CheckStatus.PASS), ("three", CheckStatus.PASS)], True)]
 
 
 async def test_a_check_that_cannot_be_judged_still_lets_the_findings_before_it_through(clean_host: DemoHost) -> None:
@@ -130,11 +130,19 @@ async def test_a_check_that_cannot_be_judged_still_lets_the_findings_before_it_t
 async def test_a_verify_logs_its_findings_as_one_by_one_and_the_chain_holds(clean_host: DemoHost,
                                                                            store_target: Path | str) -> None:
     """A verify's check events, written a group at a time, are the very events written one by one (same kinds,
-    order and details), one chain that `audit verify` passes, on both backends."""
+    order and details), one chain that `audit verify` passes, on both backends; its last group is committed with
+    its `finished` (one transaction fewer a host)."""
     store = AuditStore.open(store_target)
+    tally = WriteTally()
+    WRITES.set(tally)
+    writes_when_shown: list[int] = []  # the transactions committed by the time each finding is shown
+
+    async def shown(_finding: Finding) -> None:
+        writes_when_shown.append(tally.writes)
     try:
         result = await verify(VerifyPlan.for_host(host_of(clean_host), None), origin=Origin.local_user(),
-                              audit=store)
+                              audit=store, on_finding=shown)
+        writes = tally.writes
         written = await store.events_of(result.operation_id)
         log = audit_log(store, Operation.VERIFY, "one-by-one", result.host, Origin.local_user().actor)
         for finding in result.checks:
@@ -147,3 +155,5 @@ async def test_a_verify_logs_its_findings_as_one_by_one_and_the_chain_holds(clea
     assert [event.details for event in written[1:-1]] == [event.details for event in by_one]
     assert [event.id for event in written] == list(range(1, 11))
     assert report.intact and report.events == 18
+    # the last findings were committed with the verify's ending: nothing is written after they are shown
+    assert len(writes_when_shown) == 8 and writes == writes_when_shown[-1]

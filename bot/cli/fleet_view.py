@@ -103,7 +103,7 @@ def _without_backup_lines(without_backup: Mapping[str, str]) -> list[str]:
 def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None = None) -> dict[str, Any]:
     """README's fleet object: the fleet's verdict and counts, and each host's object as one host prints it."""
     counts = fleet.counts()
-    return redact_data({
+    head = redact_data({
         "schema_version": SCHEMA_VERSION,
         "operation": fleet.operation,
         "operation_id": fleet.operation_id,
@@ -113,8 +113,8 @@ def fleet_json(fleet: FleetResult, *, without_backup: Mapping[str, str] | None =
         "started_at": fleet.started_at,
         "duration_s": round(fleet.duration_s, 3),
         "without_backup": [{"host": host, "reason": reason} for host, reason in (without_backup or {}).items()],
-        "hosts": [result.to_json() for result in fleet.results],
     })
+    return {**head, "hosts": [result.to_json() for result in fleet.results]}  # each redacted by its to_json
 
 
 def fleet_exit_code(fleet: FleetResult, *, strict: bool = False) -> int:

@@ -9,13 +9,12 @@ targets, is a fleet (``commands.verify.fleet``): hosts verified concurrently und
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.cli.command import CliCommand
-from bot.cli.output import print_result
+from bot.cli.output import json_text, print_result
 from bot.cli.session import Session, inventory_of, load_meanwhile, session
 from commands.errors import UsageError
 from commands.inventory import Host, Inventory
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 
 # What a verify runs and prints with: loaded in a worker thread while the SSH handshake is in flight.
 RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.fleet_view",
-                 "bot.cli.results_text")
+                 "bot.cli.results_text", "commands.host_http")  # health and the probe: else each host loads it
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ async def _fleet(cli: Session, args: argparse.Namespace, asked: _Asked, planned:
     if sys.stderr.isatty():
         print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # the live line gives way to the summary
     if args.json:
-        print(json.dumps(fleet_json(fleet, without_backup=planned.without_backup), indent=2, ensure_ascii=False))
+        print(json_text(fleet_json(fleet, without_backup=planned.without_backup)))
     else:
         print(render_fleet(fleet, addresses={host.name: host.address for host in hosts},
                            without_backup=planned.without_backup, verbose=args.verbose))

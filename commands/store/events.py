@@ -63,7 +63,9 @@ def append_event(db: Db, kind: str, *, operation_id: str | None = None,
     """Append one event after the current head, inside the caller's IMMEDIATE transaction (``store.write``),
     which keeps the head still; a change to another table can so be logged atomically with it.
     The store's private primitive: callers write through commands/store/log.py."""
-    payload = redact_data(plain(details))  # the last gate: nothing reaches the log unmasked
+    # The last gate: nothing reaches the log unmasked. Details a writer already made plain (its snapshot, taken
+    # on the event loop) are not converted a second time.
+    payload = redact_data(details if isinstance(details, Plain) else plain(details))
     head = first_row(db, "SELECT id, hash FROM events ORDER BY id DESC LIMIT 1")
     fields: dict[str, Any] = {"at": utc_now(), "operation_id": operation_id, "operation": operation, "host": host,
                               "kind": kind, "actor": actor, "details": payload,
@@ -90,10 +92,13 @@ def stored_details(details: Any) -> str:
     return json.dumps(details, sort_keys=True, ensure_ascii=False)
 
 
-def plain(details: Mapping[str, Any] | None) -> dict[str, Any]:
+class Plain(dict[str, Any]):
+    """Details ``plain`` made: JSON's types only, a copy no caller holds (``append_event`` takes them as they are)."""
+
+
+def plain(details: Mapping[str, Any] | None) -> Plain:
     """Details as JSON will store them (paths, dates and the like become strings; enums their values)."""
-    value: dict[str, Any] = json.loads(json.dumps(dict(details or {}), default=str))
-    return value
+    return Plain(json.loads(json.dumps(dict(details or {}), default=str)))
 
 
 def sql_list(values: Iterable[str]) -> str:

@@ -148,12 +148,16 @@ class AuditLog(Subject):
     async def check(self, finding: Finding) -> Event:
         return await self._write(Check.of(finding))
 
-    async def checks(self, findings: Sequence[Finding]) -> list[Event]:
+    async def checks(self, findings: Sequence[Finding], ending: Finished | None = None) -> list[Event]:
         """One event per finding, in order, in ONE transaction: findings that arrive together (a batch's)
-        cost one thread hop and one COMMIT, not one each; the chain is the same as written one by one."""
-        if not findings:
+        cost one thread hop and one COMMIT, not one each; the chain is the same as written one by one.
+        ``ending``: the operation's ``finished``, after them in the same transaction (the last findings of a verify,
+        known after everything it did on the host)."""
+        if not findings and ending is None:
             return []
-        bodies = [Check.of(finding) for finding in findings]
+        bodies: list[EventBody] = [Check.of(finding) for finding in findings]
+        if ending is not None:
+            bodies.append(ending)
         details = [plain(body.details()) for body in bodies]
         return await self._recorded(lambda db: [self.append(db, body, each)
                                                 for body, each in zip(bodies, details, strict=True)])

@@ -62,33 +62,47 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
     findings: list[Finding] = []
     stats = {"connections": 0, "exec_round_trips": 0}
     log = audit_log(audit, Operation.VERIFY, operation_id, host.name, origin.actor)
+    ended: list[OperationResult] = []  # the result, once the last findings are logged with the ending
 
-    async def found(*group: Finding) -> None:
-        """Findings known together: logged in one transaction, then shown, each in order."""
+    def result_now() -> OperationResult:
+        return OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
+                               findings, stats=stats)
+
+    async def found(*group: Finding, last: bool = False) -> None:
+        """Findings known together: logged in one transaction, then shown, each in order. The ``last`` (no check
+        is left to run) are logged with the verify's ending: one COMMIT, not two, per host (issue 27)."""
         await logged
         group = tuple(with_next_step(finding, plan) for finding in group)
         findings.extend(group)
-        await log.checks(group)
+        if last:
+            result = result_now()
+            await log.checks(group, ending=Finished.of(result))
+            ended.append(result)
+        else:
+            await log.checks(group)
         if on_finding:
             for finding in group:
                 await on_finding(finding)
 
     async def checked() -> None:
-        # h11 (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner.
-        http = asyncio.ensure_future(_load_host_http())
+        # h11 (health, probe) loads in a worker thread while SSH connects: nothing needs it sooner (a process
+        # that has it already, the CLI's or a serve's after its first verify, starts no task and no thread for it).
+        http = asyncio.ensure_future(_load_host_http()) if HOST_HTTP not in sys.modules else None
         try:
             async with connect(host, idempotent=True) as conn:  # only reads: sent again if a pooled link was dead
                 stats["connections"] += 1
                 await logged
-                await http
+                if http is not None:
+                    await http
                 try:
                     await _gather(plan, conn, found)
                 finally:
                     stats["exec_round_trips"] = conn.exec_round_trips
         finally:
-            if not http.done():
-                http.cancel()  # the thread finishes the import by itself; nobody waits for it
-            await asyncio.gather(http, return_exceptions=True)
+            if http is not None:
+                if not http.done():
+                    http.cancel()  # the thread finishes the import by itself; nobody waits for it
+                await asyncio.gather(http, return_exceptions=True)
 
     cause: tuple[str, dict[str, str]] | None = None
     try:
@@ -101,6 +115,8 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         cause = cause_of(exc)
     except TimeoutError:
         cause = timed_out(deadline_s or 0.0)
+    if ended:  # every check done and recorded with the ending: what closing the connection said changes nothing
+        return ended[0]
     if cause is not None:
         said, details = cause
         done = {finding.name for finding in findings}
@@ -109,16 +125,18 @@ async def _verified(plan: VerifyPlan, operation_id: str, started_at: str, starte
         if left:  # the cause is said once (and its next step given once), on the first check it stopped
             await found(could_not_check(first, said, details=details),
                         *(could_not_check(name, f"not checked: the same cause as `{first}`") for name in rest))
-    result = OperationResult(operation_id, Operation.VERIFY, host.name, started_at, time.monotonic() - started,
-                             findings, stats=stats)
+    result = result_now()
     await logged
     await log.finished(Finished.of(result))
     return result
 
 
+HOST_HTTP = "commands.host_http"
+
+
 async def _load_host_http() -> None:
-    if "commands.host_http" not in sys.modules:
-        await asyncio.to_thread(importlib.import_module, "commands.host_http")
+    if HOST_HTTP not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, HOST_HTTP)
 
 
 async def _gather(plan: VerifyPlan, conn: HostConnection, found: Callable[..., Awaitable[None]]) -> None:
@@ -126,7 +144,7 @@ async def _gather(plan: VerifyPlan, conn: HostConnection, found: Callable[..., A
     probe (one real request, when the host has one) over SSH channels meanwhile; the findings known
     together are passed on together."""
     async for group in finding_groups(conn, plan.checks(), plan.facts()):
-        await found(*group)
+        await found(*group, last=group.last)
 
 
 def host_batch(plan: VerifyPlan) -> list[BatchStep]:

@@ -48,6 +48,12 @@ async def ask(conn: HostConnection, check: HttpCheck, request: HttpRequest | Fin
     return check.parse(outcome)
 
 
+class FindingGroup(list[Finding]):
+    """Findings known together; ``last``: no finding comes after them (the caller may record them with its ending)."""
+
+    last = False
+
+
 async def run_checks(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
                      ) -> AsyncIterator[Finding]:
     """Each check's finding, in the order of ``checks``, as soon as it is known (see ``finding_groups``)."""
@@ -57,12 +63,12 @@ async def run_checks(conn: HostConnection, checks: Sequence[AnyCheck], facts: Se
 
 
 async def finding_groups(conn: HostConnection, checks: Sequence[AnyCheck], facts: Sequence[Fact] = ()
-                         ) -> AsyncIterator[list[Finding]]:
+                         ) -> AsyncIterator[FindingGroup]:
     """Every check's finding, in the order of ``checks``, in groups of those known together: the HTTP
     checks are sent when the batch starts (one whose ``needs`` change its request is sent again after the
     batch), and each is awaited at its place in the order. A group ends only where an HTTP check's answer
     has not come yet, so a caller can log a group at once (one audit transaction) without holding back
-    anything it could have shown sooner."""
+    anything it could have shown sooner; the group after which none comes is marked ``last``."""
     batch = [*facts, *(check for check in checks if isinstance(check, Check))]
     asked = {check.name: asyncio.ensure_future(ask(conn, check)) for check in checks if isinstance(check, HttpCheck)}
     replaced: list[asyncio.Future[Finding]] = []
@@ -75,12 +81,12 @@ async def finding_groups(conn: HostConnection, checks: Sequence[AnyCheck], facts
                     replaced.append(asked[check.name])
                     replaced[-1].cancel()
                     asked[check.name] = asyncio.ensure_future(ask(conn, check, instead))
-        group: list[Finding] = []
+        group = FindingGroup()
         for check in checks:
             answer = None if isinstance(check, Check) else asked[check.name]
             if answer is not None and not answer.done() and group:
                 yield group
-                group = []
+                group = FindingGroup()
             try:
                 group.append(parse(check, by_name) if isinstance(check, Check) else await asked[check.name])
             except Exception:
@@ -88,6 +94,7 @@ async def finding_groups(conn: HostConnection, checks: Sequence[AnyCheck], facts
                     yield group
                 raise
         if group:
+            group.last = True
             yield group
     finally:
         for task in asked.values():
