@@ -209,7 +209,7 @@ async def test_url_userinfo_is_neither_sent_nor_in_the_host_header(lab: DemoHost
 
 def test_the_callers_headers_win_over_the_defaults_but_the_body_is_never_compressed() -> None:
     sent = _headers("127.0.0.1", 8000, False, {"host": "api.internal", "ACCEPT-ENCODING": "gzip", "X-Key": "v"}, b"{}")
-    assert sent == [("Accept", "*/*"), ("Connection", "close"), ("User-Agent", "proofbot"), ("Content-Length", "2"),
+    assert sent == [("Accept", "*/*"), ("User-Agent", "proofbot"), ("Content-Length", "2"),
                     ("Content-Type", "application/json"), ("host", "api.internal"), ("X-Key", "v"),
                     ("Accept-Encoding", "identity")]
     # the Host header names the port only when it is not the scheme's; an IPv6 address in brackets
