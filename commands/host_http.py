@@ -137,6 +137,7 @@ class _Turn:
             return None  # on a channel of its own, never kept
         self._holding = True
         kept, lane.kept = lane.kept, None
+        await asyncio.sleep(0)  # the kept stream's waiting read takes what already arrived, unasked: then it is stale
         if kept is not None and kept.stale():
             await kept.aclose()
             return None
