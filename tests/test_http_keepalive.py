@@ -121,7 +121,7 @@ async def test_the_second_request_goes_over_the_stream_the_first_kept() -> None:
     endpoint = Endpoint([[OK], [READY]])
     opener = Opener(endpoint)
     first, second, kept = await two_requests(opener)
-    assert (first, second) == (Answer(200, "ok"), Answer(200, "ready"))
+    assert (first, second) == (Answer(200, "ok"), Answer(200, "ready")) and len(kept) == 1
     assert len(opener.opened) == 1 and len(endpoint.requests) == 2, "one channel for both"
     assert b"connection: close" not in endpoint.requests[0].lower()
     assert opener.opened[0].closed, "the last request hangs up"
@@ -132,7 +132,7 @@ async def test_an_endpoint_that_closes_between_the_requests_gets_the_second_on_a
     fresh = Endpoint([[READY]])
     opener = Opener(closing, fresh)
     first, second, kept = await two_requests(opener)
-    assert (first, second) == (Answer(200, "ok"), Answer(200, "ready"))
+    assert (first, second) == (Answer(200, "ok"), Answer(200, "ready")) and len(kept) == 1
     assert len(opener.opened) == 2 and opener.opened[0].closed and opener.opened[1].closed
     assert len(closing.requests) == 1, "nothing was sent on the stream the far end had closed"
 
