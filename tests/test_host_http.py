@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 import pytest_asyncio
+from asyncssh.constants import MSG_CHANNEL_OPEN, MSG_IGNORE
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -283,3 +285,29 @@ async def test_a_health_that_hangs_holds_the_probe_back_only_for_the_lane_wait(l
     assert health.status is None and health.problem == "no answer within 3 s"
     assert probe.status == 200 and done == ["completions", "hang"], "answered on its own channel meanwhile"
     assert [number for number, _ in stats.requests] == [1, 2]
+
+
+async def test_a_verify_sends_no_ignore_packets_over_gcm_and_opens_one_channel_for_health_and_probe(
+        lab: DemoHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[int] = []
+    ciphers: list[object] = []
+    original = asyncssh.connection.SSHConnection.send_packet
+
+    def counted(self: asyncssh.connection.SSHConnection, pkttype: int, *args: bytes, **kwargs: Any) -> None:
+        if isinstance(self, asyncssh.SSHClientConnection):  # the lab host's server is in this process too
+            sent.append(pkttype)
+            ciphers.append(self.get_extra_info("send_cipher"))
+        original(self, pkttype, *args, **kwargs)
+
+    monkeypatch.setattr(asyncssh.connection.SSHConnection, "send_packet", counted)
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        verified = await verify(VerifyPlan.for_host(inventory_host(lab), None), origin=Origin.local_user(), audit=audit)
+    finally:
+        audit.close()
+    statuses = {f.name: f.status for f in verified.checks}
+    assert statuses["health"] == "pass" and statuses["probe"] == "pass", statuses
+    # the host's health_url and probe share a port: one exec session and one direct-tcpip channel
+    assert sent.count(MSG_CHANNEL_OPEN) == 2, sent
+    assert MSG_IGNORE not in sent, "no empty MSG_IGNORE before each packet"
+    assert ciphers[-1] == "aes128-gcm@openssh.com"  # the server (asyncssh's own order: chacha20 first) takes ours
