@@ -28,6 +28,8 @@ import time
 import weakref
 from urllib.parse import quote, urlsplit
 
+import h11
+
 from commands.checks.health import BODY_CAP_BYTES, HEALTH_TIMEOUT_S, HttpOutcome
 from commands.checks.probe import ProbeCheck
 from commands.errors import CouldNotCheck
@@ -136,20 +138,22 @@ class _Turn:
         except TimeoutError:
             return None  # on a channel of its own, never kept
         self._holding = True
-        kept, lane.kept = lane.kept, None
-        await asyncio.sleep(0)  # the kept stream's waiting read takes what already arrived, unasked: then it is stale
+        # One turn of the loop: a request asked in the same turn joins the lane before this one can finish, and the
+        # kept stream's waiting read takes what already arrived, unasked (then it is stale).
+        await asyncio.sleep(0)
+        kept, lane.kept = lane.kept, None  # (cancelled before this, it stays the lane's: its last user closes it)
         if kept is not None and kept.stale():
             await kept.aclose()
             return None
         return kept
 
-    async def keep(self, kept: Kept) -> None:
+    async def keep(self, stream: ByteStream, conn: h11.Connection) -> None:
         """The exchange's stream, both ends having left it open: kept only for a request waiting its turn."""
         lane = self._lane
         if self._holding and lane.users > 1 and lane.kept is None:
-            lane.kept, self.kept_one = kept, True
+            lane.kept, self.kept_one = Kept(stream, conn), True
         else:
-            await kept.aclose()
+            await stream.aclose()
 
     async def end(self) -> None:
         lane = self._lane

@@ -128,7 +128,7 @@ class _Pending:
 
 async def exchange(open_stream: Callable[[], Awaitable[ByteStream]], request: WireRequest, *, timeout_s: float,
                    body_cap: int, kept: Kept | None = None,
-                   keep: Callable[[Kept], Awaitable[None]] | None = None) -> Answer:
+                   keep: Callable[[ByteStream, h11.Connection], Awaitable[None]] | None = None) -> Answer:
     """Open the stream (or take ``kept``), send request, read the answer to its end: all of it within timeout_s
     (``awake_timeout``: each read alone never times out, so an endpoint sending a byte every 2 s is caught only as
     a whole). A kept stream that turns out closed before any byte of the answer came (the far end may close an
@@ -172,7 +172,7 @@ async def exchange(open_stream: Callable[[], Awaitable[ByteStream]], request: Wi
             await stream.aclose()
             stream = None
     if keep is not None and stream is not None and conn is not None:
-        await keep(Kept(stream, conn))
+        await keep(stream, conn)  # it keeps it (``Kept``) or closes it
     return Answer(seen.status, bytes(seen.body).decode(seen.charset, "replace"))
 
 

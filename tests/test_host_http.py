@@ -232,8 +232,10 @@ class KeepAliveStats:
 async def keep_alive_server() -> AsyncIterator[tuple[int, KeepAliveStats]]:
     """An HTTP/1.1 endpoint that keeps each connection for the next request; ``/hang`` never answers."""
     stats = KeepAliveStats()
+    handlers: set[asyncio.Task[Any]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.add(asyncio.current_task())  # type: ignore[arg-type]
         stats.connections += 1
         number = stats.connections
         try:
@@ -254,6 +256,10 @@ async def keep_alive_server() -> AsyncIterator[tuple[int, KeepAliveStats]]:
         yield server.sockets[0].getsockname()[1], stats
     finally:
         server.close()
+        for task in handlers:  # a /hang handler waits for ever: its connection is closed here, not left to GC
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
 
 
 async def test_requests_asked_together_to_one_port_share_one_channel_and_a_later_one_opens_its_own(

@@ -106,9 +106,10 @@ async def two_requests(opener: Opener, *, second_timeout_s: float = 5) -> tuple[
     health, probe = _Turn(lane), _Turn(lane)
     keep = health.keep
 
-    async def keeping(stream: Kept) -> None:
-        kept.append(stream)
-        await keep(stream)
+    async def keeping(stream: ByteStream, conn: h11.Connection) -> None:
+        await keep(stream, conn)
+        if lane.kept is not None:
+            kept.append(lane.kept)
 
     health.keep = keeping  # type: ignore[method-assign]
     first, second = await asyncio.gather(in_turn(health, opener, "/health", 5),
@@ -174,9 +175,9 @@ async def test_a_body_longer_than_its_content_length_is_never_read_as_the_next_a
 
 async def test_connection_close_on_either_side_keeps_nothing() -> None:
     said_close = Endpoint([[b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"]])
-    kept: list[Kept] = []
+    kept: list[ByteStream] = []
 
-    async def keep(stream: Kept) -> None:
+    async def keep(stream: ByteStream, conn: h11.Connection) -> None:
         kept.append(stream)
 
     opener = Opener(said_close)
