@@ -230,6 +230,8 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,
                   "origin": origin("agent")},
         "agent_forwarding": {"value": False, "origin": "never (proofbot does not forward the agent)"},
+        "ciphers": {"value": algorithm_options()["encryption_algs"],
+                    "origin": "OpenSSH's default set, AES-GCM first (a config's Ciphers must give that set)"},
     }
     if settings.config is not None:
         shown["ssh_config"] = {"value": settings.config, "origin": origin("config")}
