@@ -95,8 +95,9 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
     finally:
         if turn is not None:
             await turn.end()
-            if lane is not None and lane.idle():
-                _lanes[conn].pop((dest, port), None)
+            lanes = _lanes.get(conn, {})
+            if lane is not None and lane.idle() and lanes.get((dest, port)) is lane:
+                del lanes[(dest, port)]
         for channel in channels:
             if turn is None or not turn.kept_one:
                 channel.close()  # also when cancelled between the channel opening and the stream using it
