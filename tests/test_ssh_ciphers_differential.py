@@ -31,7 +31,7 @@ SPECS = [
     ",aes128-ctr", "aes128-ctr,", "+aes128-cbc,,3des-cbc", "^aes128-cbc,,3des-cbc", "+aes128-cbc,,*",
     "^aes256-gcm@openssh.com,,*cbc", "-aes128-ctr,,aes256-ctr", "+chacha20-poly1305@openssh.com",
     "^chacha20-poly1305@openssh.com", "AES128-CTR", "+", "^", "none", "aes*", "bogus", "+bogus",
-    "aes128-ctr,bogus", "3des-cbc,aes128-cbc,aes192-cbc,aes256-cbc",
+    "aes128-ctr,bogus", "3des-cbc,aes128-cbc,aes192-cbc,aes256-cbc", ",bogus", ",aes*", ",",
     "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr",
 ]
 
