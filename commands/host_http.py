@@ -1,9 +1,14 @@
 """HTTP as the host sees it (health, probe): one request over an SSH direct-tcpip channel, bounded as a whole.
 
 No port listens on the bot's machine. The request is HTTP/1.1 spoken by h11 (``commands.http_wire``) straight
-over a direct-tcpip channel of the host's SSH connection, one request per channel, ``Connection: close``; an
-https URL gets TLS over the channel first (``commands.host_tls``, loaded only then), verified against certifi's
-CAs. No HTTP client library's pool, cookies or auth: a cold plain-http verify loads none of httpx, httpcore, anyio.
+over a direct-tcpip channel of the host's SSH connection; an https URL gets TLS over the channel first
+(``commands.host_tls``, loaded only then), verified against certifi's CAs. No HTTP client library's pool, cookies or
+auth: a cold plain-http verify loads none of httpx, httpcore, anyio.
+
+Requests asked together to one plain-http host:port (a verify's health and probe) share one channel, in the order
+asked (``_Lane``): the next waits for the one ahead (at most ``LANE_WAIT_S``, then it opens its own channel) and
+goes over its channel when both ends kept it open (keep-alive). Only while someone waits: a request asked later (a
+restart's poll, the verify after it) never meets a connection the service accepted before.
 
 Bounds against a hostile or broken endpoint (``commands.http_wire.exchange``): the whole request (channel, TLS,
 headers, body) runs under one deadline, since an endpoint sending one byte every 2 s never trips a per-read
@@ -15,17 +20,21 @@ is None and ``problem`` says plainly what happened ("slow drip", the cap).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import ssl
 import time
+import weakref
 from urllib.parse import quote, urlsplit
+
+import h11
 
 from commands.checks.health import BODY_CAP_BYTES, HEALTH_TIMEOUT_S, HttpOutcome
 from commands.checks.probe import ProbeCheck
 from commands.errors import CouldNotCheck
 from commands.findings import Finding
-from commands.http_wire import ByteStream, WireError, WireRequest, exchange
+from commands.http_wire import ByteStream, Kept, WireError, WireRequest, exchange
 from commands.inventory import Probe
 from commands.ssh import HostConnection, TcpChannel
 
@@ -34,6 +43,9 @@ from commands.ssh import HostConnection, TcpChannel
 _PATH_SAFE = "/%!$&'()*+,;=:@-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
 USER_AGENT = "proofbot"
+# How long a request waits for the one ahead of it on its host:port before opening its own channel: a health that
+# hangs to its deadline never holds the probe back by more than this.
+LANE_WAIT_S = 2.0
 
 
 async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
@@ -73,13 +85,86 @@ async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
 
         return await wrap(channel, tls, dest)
 
-    started = time.monotonic()
+    lane = None if tls is not None else _lanes.setdefault(conn, {}).setdefault((dest, port), _Lane())
+    turn = _Turn(lane) if lane is not None else None
     try:
-        answer = await exchange(open_stream, wire, timeout_s=timeout_s, body_cap=BODY_CAP_BYTES)
+        kept = await turn.start() if turn is not None else None
+        started = time.monotonic()
+        answer = await exchange(open_stream, wire, timeout_s=timeout_s, body_cap=BODY_CAP_BYTES, kept=kept,
+                                keep=turn.keep if turn is not None else None)
     finally:
+        if turn is not None:
+            await turn.end()
+            lanes = _lanes.get(conn, {})
+            if lane is not None and lane.idle() and lanes.get((dest, port)) is lane:
+                del lanes[(dest, port)]
         for channel in channels:
-            channel.close()  # also when cancelled between the channel opening and the stream using it
+            if turn is None or not turn.kept_one:
+                channel.close()  # also when cancelled between the channel opening and the stream using it
     return HttpOutcome(request, answer.status, answer.body, time.monotonic() - started, answer.problem)
+
+
+class _Lane:
+    """The requests asked together to one host:port over one host connection: one at a time, in the order asked,
+    and the channel the last one kept, for as long as another request waits."""
+
+    def __init__(self) -> None:
+        self.order = asyncio.Lock()
+        self.users = 0
+        self.kept: Kept | None = None
+
+    def idle(self) -> bool:
+        return self.users == 0
+
+
+# Per host connection (one operation's), per host:port: gone with the connection.
+_lanes: weakref.WeakKeyDictionary[HostConnection, dict[tuple[str, int], _Lane]] = weakref.WeakKeyDictionary()
+
+
+class _Turn:
+    """One request's place on its lane: it waits for the one ahead (at most ``LANE_WAIT_S``), takes the stream that
+    one kept, and keeps its own only for a request still waiting; the last to leave closes what is kept."""
+
+    def __init__(self, lane: _Lane) -> None:
+        self._lane = lane
+        self._holding = False
+        self.kept_one = False  # this request's channel went to the lane (not closed by the request)
+
+    async def start(self) -> Kept | None:
+        lane = self._lane
+        lane.users += 1
+        try:
+            async with asyncio.timeout(LANE_WAIT_S):
+                await lane.order.acquire()
+        except TimeoutError:
+            return None  # on a channel of its own, never kept
+        self._holding = True
+        # One turn of the loop: a request asked in the same turn joins the lane before this one can finish, and the
+        # kept stream's waiting read takes what already arrived, unasked (then it is stale).
+        await asyncio.sleep(0)
+        kept, lane.kept = lane.kept, None  # (cancelled before this, it stays the lane's: its last user closes it)
+        if kept is not None and kept.stale():
+            await kept.aclose()
+            return None
+        return kept
+
+    async def keep(self, stream: ByteStream, conn: h11.Connection) -> None:
+        """The exchange's stream, both ends having left it open: kept only for a request waiting its turn."""
+        lane = self._lane
+        if self._holding and lane.users > 1 and lane.kept is None:
+            lane.kept, self.kept_one = Kept(stream, conn), True
+        else:
+            await stream.aclose()
+
+    async def end(self) -> None:
+        lane = self._lane
+        lane.users -= 1
+        if self._holding:
+            self._holding = False
+            lane.order.release()
+        if lane.users == 0 and lane.kept is not None:
+            kept, lane.kept = lane.kept, None
+            await kept.aclose()
 
 
 async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
@@ -92,12 +177,13 @@ async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
 def _headers(dest: str, port: int | None, https: bool, given: dict[str, str],
              body: bytes | None) -> list[tuple[str, str]]:
     """The headers httpx sent, with the caller's winning over the defaults (case-insensitively), except that the
-    body is never compressed and the connection is closed after the one request."""
+    body is never compressed. No ``Connection: close``: HTTP/1.1 keeps the connection, so the request asked next on
+    the lane may go over it (a caller's own ``Connection: close`` ends that)."""
     # Userinfo is neither sent nor put in a Host header: only host[:port] goes out, the port only when not default.
     host = f"[{dest}]" if ":" in dest else dest
     if port is not None and port != (443 if https else 80):
         host += f":{port}"
-    defaults = [("Host", host), ("Accept", "*/*"), ("Connection", "close"), ("User-Agent", USER_AGENT)]
+    defaults = [("Host", host), ("Accept", "*/*"), ("User-Agent", USER_AGENT)]
     if body is not None:
         defaults += [("Content-Length", str(len(body))), ("Content-Type", "application/json")]
     forced = {"accept-encoding": "identity"}

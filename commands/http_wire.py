@@ -1,8 +1,10 @@
-"""One HTTP/1.1 exchange on a byte stream with h11 (``Connection: close``), bounded: a deadline over the whole of it,
-a header cap, a body cap. Pure over the stream it is given, so every bound is tested on recorded bytes."""
+"""One HTTP/1.1 exchange on a byte stream with h11, bounded: a deadline over the whole of it, a header cap, a body
+cap; a stream both ends left open after a clean exchange may be ``Kept`` for the next request (keep-alive). Pure over
+the stream it is given, so every bound is tested on recorded bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,18 +71,89 @@ class _Seen:
     body: bytearray = field(default_factory=bytearray)
 
 
+class Kept:
+    """A stream whose last exchange ended whole with neither end closing it (no ``Connection: close``, nothing past
+    the response), with its h11 state: the next request to the same host:port may go over it.
+
+    While kept, one read waits on it: anything that arrives before the next request is sent (a body longer than its
+    Content-Length in a later packet, the far end closing) makes it ``stale``, never the start of the next answer.
+    """
+
+    def __init__(self, stream: ByteStream, conn: h11.Connection) -> None:
+        self.stream = stream
+        self.conn = conn
+        self._early: asyncio.Future[bytes] | None = asyncio.ensure_future(stream.receive(READ_CHUNK))
+
+    def stale(self) -> bool:
+        """Whether something came (bytes, the end, a failure) while nothing was asked: then it is never reused."""
+        return self._early is None or self._early.done()
+
+    def take(self) -> tuple[ByteStream, h11.Connection]:
+        """The stream (its pending read now waits for the next answer) and its h11 state, ready for a new request."""
+        early, self._early = self._early, None
+        assert early is not None and not early.done(), "a stale stream is closed, never reused"
+        self.conn.start_next_cycle()
+        return _Pending(self.stream, early), self.conn
+
+    async def aclose(self) -> None:
+        if self._early is not None:
+            self._early.cancel()
+            await asyncio.gather(self._early, return_exceptions=True)
+            self._early = None
+        await self.stream.aclose()
+
+
+class _Pending:
+    """A kept stream whose first read was already waiting: the answer's first bytes come from it."""
+
+    def __init__(self, stream: ByteStream, early: asyncio.Future[bytes]) -> None:
+        self._stream = stream
+        self._early: asyncio.Future[bytes] | None = early
+
+    async def receive(self, max_bytes: int) -> bytes:
+        if self._early is None:
+            return await self._stream.receive(max_bytes)
+        early, self._early = self._early, None
+        return await early  # at most READ_CHUNK, the size every reader here asks for
+
+    async def send(self, data: bytes) -> None:
+        await self._stream.send(data)
+
+    async def aclose(self) -> None:
+        if self._early is not None:
+            self._early.cancel()
+            await asyncio.gather(self._early, return_exceptions=True)
+        await self._stream.aclose()
+
+
 async def exchange(open_stream: Callable[[], Awaitable[ByteStream]], request: WireRequest, *, timeout_s: float,
-                   body_cap: int) -> Answer:
-    """Open the stream, send request, read the answer to its end: all of it within timeout_s (``awake_timeout``:
-    each read alone never times out, so an endpoint sending a byte every 2 s is caught only as a whole)."""
+                   body_cap: int, kept: Kept | None = None,
+                   keep: Callable[[ByteStream, h11.Connection], Awaitable[None]] | None = None) -> Answer:
+    """Open the stream (or take ``kept``), send request, read the answer to its end: all of it within timeout_s
+    (``awake_timeout``: each read alone never times out, so an endpoint sending a byte every 2 s is caught only as
+    a whole). A kept stream that turns out closed before any byte of the answer came (the far end may close an
+    idle connection, RFC 9112 9.6) is replaced by a new one, once, within the same deadline. With ``keep``, a
+    stream both ends left open is handed to it instead of closed."""
     seen = _Seen()
     stream: ByteStream | None = None
+    conn: h11.Connection | None = None
+    whole = False
     try:
         async with awake_timeout(timeout_s):
-            stream = await open_stream()
-            conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEADER_CAP_BYTES)
-            await stream.send(_request_bytes(conn, request))
-            await _read(conn, stream, seen, body_cap)
+            if kept is not None:
+                stream, conn = kept.take()
+                try:
+                    await _send_and_read(conn, stream, request, seen, body_cap)
+                except WireError as exc:
+                    if seen.received or exc.kind == "LocalProtocolError":
+                        raise
+                    await stream.aclose()
+                    stream = conn = None
+            if conn is None:
+                stream = await open_stream()
+                conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEADER_CAP_BYTES)
+                await _send_and_read(conn, stream, request, seen, body_cap)
+        whole = True
     except TimeoutError:
         if not seen.received:
             return Answer(None, problem=f"no answer within {timeout_s:g} s")
@@ -95,9 +168,24 @@ async def exchange(open_stream: Callable[[], Awaitable[ByteStream]], request: Wi
         detail = str(exc).strip()
         return Answer(None, problem=f"{problem}: {detail[:300]}" if detail else problem)
     finally:
-        if stream is not None:
+        if stream is not None and not (whole and keep is not None and conn is not None and _reusable(conn)):
             await stream.aclose()
+            stream = None
+    if keep is not None and stream is not None and conn is not None:
+        await keep(stream, conn)  # it keeps it (``Kept``) or closes it
     return Answer(seen.status, bytes(seen.body).decode(seen.charset, "replace"))
+
+
+def _reusable(conn: h11.Connection) -> bool:
+    """The exchange ended whole, neither end said close, and nothing came past the end of the answer."""
+    return (conn.our_state is h11.DONE and conn.their_state is h11.DONE
+            and conn.trailing_data == (b"", False))
+
+
+async def _send_and_read(conn: h11.Connection, stream: ByteStream, request: WireRequest, seen: _Seen,
+                         body_cap: int) -> None:
+    await stream.send(_request_bytes(conn, request))
+    await _read(conn, stream, seen, body_cap)
 
 
 class _TooLarge(Exception):

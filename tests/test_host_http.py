@@ -7,16 +7,20 @@ host through its in-process SSH server, as a service on a host would be.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import ipaddress
 import os
 import ssl
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 import pytest_asyncio
+from asyncssh.constants import MSG_CHANNEL_OPEN, MSG_IGNORE
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -209,10 +213,107 @@ async def test_url_userinfo_is_neither_sent_nor_in_the_host_header(lab: DemoHost
 
 def test_the_callers_headers_win_over_the_defaults_but_the_body_is_never_compressed() -> None:
     sent = _headers("127.0.0.1", 8000, False, {"host": "api.internal", "ACCEPT-ENCODING": "gzip", "X-Key": "v"}, b"{}")
-    assert sent == [("Accept", "*/*"), ("Connection", "close"), ("User-Agent", "proofbot"), ("Content-Length", "2"),
+    assert sent == [("Accept", "*/*"), ("User-Agent", "proofbot"), ("Content-Length", "2"),
                     ("Content-Type", "application/json"), ("host", "api.internal"), ("X-Key", "v"),
                     ("Accept-Encoding", "identity")]
     # the Host header names the port only when it is not the scheme's; an IPv6 address in brackets
     assert _headers("::1", 443, True, {}, None)[0] == ("Host", "[::1]")
     assert _headers("::1", 8443, True, {}, None)[0] == ("Host", "[::1]:8443")
     assert _ascii_host("bücher.example") == "xn--bcher-kva.example"
+
+
+@dataclass
+class KeepAliveStats:
+    connections: int = 0
+    requests: list[tuple[int, bytes]] = field(default_factory=list)  # (connection number, path)
+
+
+@contextlib.asynccontextmanager
+async def keep_alive_server() -> AsyncIterator[tuple[int, KeepAliveStats]]:
+    """An HTTP/1.1 endpoint that keeps each connection for the next request; ``/hang`` never answers."""
+    stats = KeepAliveStats()
+    handlers: set[asyncio.Task[Any]] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+        stats.connections += 1
+        number = stats.connections
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                path = head.split()[1]
+                stats.requests.append((number, path))
+                if path == b"/hang":
+                    await asyncio.Event().wait()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], stats
+    finally:
+        server.close()
+        for task in handlers:  # a /hang handler waits for ever: its connection is closed here, not left to GC
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def test_requests_asked_together_to_one_port_share_one_channel_and_a_later_one_opens_its_own(
+        lab: DemoHost) -> None:
+    async with keep_alive_server() as (port, stats), connect(inventory_host(lab)) as conn:
+        health, probe = await asyncio.gather(fetch_via_host(conn, f"http://127.0.0.1:{port}/health"),
+                                             fetch_via_host(conn, f"http://127.0.0.1:{port}/v1/chat/completions",
+                                                            method="POST", json_body={"a": 1}))
+        assert (health.status, probe.status) == (200, 200)
+        assert stats.requests == [(1, b"/health"), (1, b"/v1/chat/completions")], "health first, one channel"
+        # asked after (a restart's poll): never on a connection the service accepted before
+        later = await fetch_via_host(conn, f"http://127.0.0.1:{port}/health")
+        assert later.status == 200 and stats.requests[-1] == (2, b"/health")
+
+
+async def test_a_health_that_hangs_holds_the_probe_back_only_for_the_lane_wait(lab: DemoHost,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("commands.host_http.LANE_WAIT_S", 0.3)
+    done: list[str] = []
+
+    async def fetched(url: str, timeout_s: float) -> HttpOutcome:
+        outcome = await fetch_via_host(conn, url, timeout_s=timeout_s)
+        done.append(url.rsplit("/", 1)[1])
+        return outcome
+
+    async with keep_alive_server() as (port, stats), connect(inventory_host(lab)) as conn:
+        health, probe = await asyncio.gather(fetched(f"http://127.0.0.1:{port}/hang", 3),
+                                             fetched(f"http://127.0.0.1:{port}/completions", 5))
+    assert health.status is None and health.problem == "no answer within 3 s"
+    assert probe.status == 200 and done == ["completions", "hang"], "answered on its own channel meanwhile"
+    assert [number for number, _ in stats.requests] == [1, 2]
+
+
+async def test_a_verify_sends_no_ignore_packets_over_gcm_and_opens_one_channel_for_health_and_probe(
+        lab: DemoHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[int] = []
+    ciphers: list[object] = []
+    original = asyncssh.connection.SSHConnection.send_packet
+
+    def counted(self: asyncssh.connection.SSHConnection, pkttype: int, *args: bytes, **kwargs: Any) -> None:
+        if isinstance(self, asyncssh.SSHClientConnection):  # the lab host's server is in this process too
+            sent.append(pkttype)
+            ciphers.append(self.get_extra_info("send_cipher"))
+        original(self, pkttype, *args, **kwargs)
+
+    monkeypatch.setattr(asyncssh.connection.SSHConnection, "send_packet", counted)
+    audit = AuditStore.open(tmp_path / "a.db")
+    try:
+        verified = await verify(VerifyPlan.for_host(inventory_host(lab), None), origin=Origin.local_user(), audit=audit)
+    finally:
+        audit.close()
+    statuses = {f.name: f.status for f in verified.checks}
+    assert statuses["health"] == "pass" and statuses["probe"] == "pass", statuses
+    # the host's health_url and probe share a port: one exec session and one direct-tcpip channel
+    assert sent.count(MSG_CHANNEL_OPEN) == 2, sent
+    assert MSG_IGNORE not in sent, "no empty MSG_IGNORE before each packet"
+    assert ciphers[-1] == "aes128-gcm@openssh.com"  # the server (asyncssh's own order: chacha20 first) takes ours

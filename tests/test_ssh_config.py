@@ -157,6 +157,7 @@ async def test_ping_v_shows_each_value_and_where_it_came_from(clean_host: DemoHo
     assert lines["identity_files"].endswith(f"{clean_host.client_key}  ← {config} line 6 (Host gpu-*)")
     assert "no_such_known_hosts (missing)" in lines["known_hosts"]
     assert lines["agent_forwarding"].split()[1:4] == ["False", "←", "never"]
+    assert lines["ciphers"].split()[1:3] == ["aes128-gcm@openssh.com,", "aes256-gcm@openssh.com,"]
     assert "ServerAliveInterval" in lines["ignored_from_config"]
     report = await run_cli("ping", "gpu-1", "-v", "--json", "--inventory", str(inventory))
     ssh = json.loads(report.stdout)["hosts"][0]["ssh"]

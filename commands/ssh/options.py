@@ -24,6 +24,7 @@ import asyncssh
 from commands.errors import AuthenticationFailed, HostKeyNotVerified
 from commands.known_hosts import Decision, Trust, decide, lookup_for, note_address_entry, trust_for
 from commands.known_hosts_file import FileTooBig
+from commands.ssh.ciphers import algorithm_options, without_ignore_padding
 from commands.ssh.failures import SSH_FAILURES, At, HostKeyRefused, Step, as_error
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class TrustingClient(asyncssh.SSHClient):
         self.decision: Decision | None = None
 
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        without_ignore_padding(conn)
         original = conn.validate_server_host_key
         peer = conn.get_extra_info("peername")
 
@@ -192,6 +194,7 @@ async def client_options(host: Host | Hop, now: float, trust: Trust | None = Non
             "gss_kex": False,
             "host_based_auth": False,
             "x509_trusted_certs": None,
+            **algorithm_options(),  # ciphers and MACs only: kex and host key algorithms stay asyncssh's
         }
 
 
@@ -227,6 +230,8 @@ def effective(host: Host) -> dict[str, dict[str, Any]]:
         "agent": {"value": "SSH_AUTH_SOCK" if settings.agent else False,
                   "origin": origin("agent")},
         "agent_forwarding": {"value": False, "origin": "never (proofbot does not forward the agent)"},
+        "ciphers": {"value": algorithm_options()["encryption_algs"],
+                    "origin": "OpenSSH's default set, AES-GCM first (a config's Ciphers must give that set)"},
     }
     if settings.config is not None:
         shown["ssh_config"] = {"value": settings.config, "origin": origin("config")}

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from commands.ssh_config.ciphers import DEFAULT as DEFAULT_CIPHERS
+from commands.ssh_config.ciphers import bad_spec, effective
+
 TAKEN = frozenset({
     "hostname", "port", "user", "identityfile", "identityfile2", "certificatefile", "userknownhostsfile",
     "globalknownhostsfile", "hostkeyalias", "proxyjump", "proxycommand", "canonicalizehostname",
@@ -57,6 +60,14 @@ def _not_none(value: str) -> bool:
     return value.lower() != "none"
 
 
+def _other_ciphers(value: str) -> bool:
+    """Ciphers whose effective set is not OpenSSH's default (the set proofbot offers, in its own order)."""
+    try:
+        return set(effective(value)) != set(DEFAULT_CIPHERS)
+    except ValueError:
+        return True
+
+
 # keyword -> (is this effective value refused, why)
 REFUSED_WHEN: dict[str, tuple[Callable[[str], bool], str]] = {
     "knownhostscommand": (_not_none, "KnownHostsCommand runs a command (as root here) to decide which host "
@@ -75,6 +86,8 @@ REFUSED_WHEN: dict[str, tuple[Callable[[str], bool], str]] = {
     "bindaddress": (lambda value: True, "BindAddress changes the route (source address): proofbot does not "
                                         "implement it"),
     "bindinterface": (lambda value: True, "BindInterface changes the route: proofbot does not implement it"),
+    "ciphers": (_other_ciphers, "proofbot offers OpenSSH's default set of ciphers (AES-GCM first) and does not take "
+                                "Ciphers yet: ssh would offer another set. Remove the line for this host"),
     "pubkeyauthentication": (lambda value: value.lower() in ("no", "false"),
                              "PubkeyAuthentication no: ssh would offer no key, proofbot logs in only with keys"),
 }
@@ -111,6 +124,10 @@ ONE_WORD = frozenset({"kbdinteractivedevices", "xauthlocation", "preferredauthen
 
 def bad_value(keyword: str, args: tuple[str, ...]) -> str | None:
     """Why ssh rejects this line of an option proofbot does not take (None: ssh accepts it)."""
+    if keyword == "ciphers":
+        if len(args) > 1:
+            return f"keyword {keyword} extra arguments at end of line"
+        return bad_spec(args[0]) if args else None
     if keyword not in ONE_WORD:
         return None
     if len(args) > 1:
