@@ -268,7 +268,7 @@ def _tag(hint: Any) -> str:
 
 def _sequence(hint: Any, value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any] | None) -> Any:
     is_tuple = get_origin(hint) is tuple
-    if not isinstance(value, (list, tuple)) or (not is_tuple and isinstance(value, tuple)):
+    if not isinstance(value, (list, tuple, set, frozenset)):  # YAML's !!set is a set
         kind = "tuple" if is_tuple else "list"
         errors.append((loc, f"{kind}_type", f"Input should be a valid {kind}"))
         return _FAIL
@@ -284,10 +284,11 @@ def _sequence(hint: Any, value: Any, loc: Loc, errors: list[Error], own: Mapping
     return tuple(items) if is_tuple else items
 
 
+# In pydantic-core's order (which one a NaN fails first).
 _BOUNDS: tuple[tuple[str, str, str, Callable[[Any, Any], bool]], ...] = (
-    ("gt", "greater_than", "greater than", lambda value, bound: bool(value > bound)),
+    ("le", "less_than_equal", "less than or equal to", lambda value, bound: bool(value <= bound)),
     ("ge", "greater_than_equal", "greater than or equal to", lambda value, bound: bool(value >= bound)),
-    ("le", "less_than_equal", "less than or equal to", lambda value, bound: bool(value <= bound)))
+    ("gt", "greater_than", "greater than", lambda value, bound: bool(value > bound)))
 
 
 def _bounded(value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any]) -> Any:
@@ -320,6 +321,8 @@ def _int(value: Any, strict: bool) -> Any:
             return "finite_number", "Input should be a finite number"
         if not value.is_integer():
             return "int_from_float", "Input should be a valid integer, got a number with a fractional part"
+        if not -2.0 ** 63 < value < 2.0 ** 63:
+            return "int_parsing_size", "Unable to parse input string as an integer, exceeded maximum size"
         return int(value)
     if isinstance(value, (str, bytes)):
         text = value.decode(errors="replace") if isinstance(value, bytes) else value
@@ -349,7 +352,8 @@ def _bool(value: Any, strict: bool) -> Any:
     if strict:
         return "bool_type", "Input should be a valid boolean"
     # pydantic-core reads a whole number (an i64, or a float without a fraction) as 0/1; anything else is no bool
-    if (isinstance(value, int) and -2 ** 63 <= value < 2 ** 63) or (isinstance(value, float) and value.is_integer()):
+    if (isinstance(value, int) and -2 ** 63 <= value < 2 ** 63) or (
+            isinstance(value, float) and value.is_integer() and -2.0 ** 63 < value < 2.0 ** 63):
         if value in (0, 1):
             return bool(value)
         return "bool_parsing", "Input should be a valid boolean, unable to interpret input"
