@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import types
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Self
 
-Loc = tuple[str | int, ...]
-Error = tuple[Loc, str, str]  # (where, pydantic's error type, message)
-_FAIL: Any = object()  # a value that did not validate (its errors are already recorded)
-_INT = re.compile(r"\s*[+-]?[0-9](?:_?[0-9])*(?:\.0*)?\s*", re.ASCII)
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+from commands.inventory.lax import FAIL, Checker, Error, Loc, check, checker
+
+__all__ = ["Invalid", "Loc", "Model", "check", "rules", "specs"]
 
 
 class Invalid(ValueError):
@@ -48,6 +44,7 @@ class Spec:
     hint: Any
     field: dataclasses.Field[Any]
     rules: Mapping[str, Any]
+    read: Checker
 
     @property
     def required(self) -> bool:
@@ -59,17 +56,41 @@ class Spec:
         return self.field.default
 
 
-_SPECS: dict[type, tuple[Spec, ...]] = {}
+_SPECS: dict[type, tuple[tuple[Spec, ...], frozenset[str]]] = {}
 
 
 def specs(model: type[Model]) -> tuple[Spec, ...]:
     """The model's fields, from its type hints (resolved at first use, once)."""
+    return _model_specs(model)[0]
+
+
+def _model_specs(model: type[Model]) -> tuple[tuple[Spec, ...], frozenset[str]]:
+    """The fields, and every key they may be written as."""
     found = _SPECS.get(model)
     if found is None:
-        hints = get_type_hints(model)
-        found = tuple(Spec(field.name, field.metadata.get("alias", field.name), hints[field.name], field,
-                           field.metadata) for field in dataclasses.fields(model))  # type: ignore[arg-type]
-        _SPECS[model] = found
+        namespace = vars(sys.modules[model.__module__])
+        fields = tuple(Spec(field.name, field.metadata.get("alias", field.name), hint, field, field.metadata,
+                            checker(hint, field.metadata))
+                       for field in dataclasses.fields(model)  # type: ignore[arg-type]
+                       for hint in [_hint(field.type, model.__module__, namespace)])
+        found = _SPECS[model] = fields, frozenset(key for spec in fields for key in (spec.key, spec.name))
+    return found
+
+
+_HINTS: dict[tuple[str, str], Any] = {}
+_BUILTIN_HINTS = {"str": str, "int": int, "float": float, "bool": bool, "Any": Any}
+
+
+def _hint(written: Any, module: str, namespace: dict[str, Any]) -> Any:
+    """A field's annotation (a string: the models use postponed annotations) evaluated in its module, each distinct
+    text once: typing.get_type_hints compiled every one of them again (~2 ms of a cold run)."""
+    if not isinstance(written, str):
+        return written
+    found = _BUILTIN_HINTS.get(written)
+    if found is None:
+        found = _HINTS.get((module, written))
+        if found is None:
+            found = _HINTS[(module, written)] = eval(written, namespace)  # our own source text
     return found
 
 
@@ -90,6 +111,11 @@ class Model:
     @classmethod
     def complete(cls, values: dict[str, Any], written: Mapping[str, Any]) -> None:
         """Rules over several fields once each is valid (raise ValueError); may complete ``values``."""
+
+    @classmethod
+    def validate_into(cls, raw: Any, loc: Loc, errors: list[Error]) -> Any:
+        """The model read from ``raw`` at ``loc``, or FAIL with its problems added to ``errors``."""
+        return validate_model(cls, raw, loc, errors)
 
     @classmethod
     def model_validate(cls, raw: Any) -> Self:
@@ -157,11 +183,11 @@ def validate_model(model: type[Model], raw: Any, loc: Loc, errors: list[Error]) 
         return raw
     if not isinstance(raw, dict):
         errors.append((loc, "model_type", f"Input should be a valid dictionary or instance of {model.__name__}"))
-        return _FAIL
+        return FAIL
     before = len(errors)
     values = _fields(model, raw, loc, errors)
     if len(errors) > before:
-        return _FAIL
+        return FAIL
     return _build(model, values)
 
 
@@ -169,9 +195,8 @@ def _fields(model: type[Model], raw: Mapping[str, Any], loc: Loc, errors: list[E
     """Each field from ``raw`` (or its default), then the model's rules over them; problems go to ``errors``."""
     before = len(errors)
     values: dict[str, Any] = {}
-    known: set[Any] = set()
-    for spec in specs(model):
-        known.update((spec.key, spec.name))
+    fields, known = _model_specs(model)
+    for spec in fields:
         key = spec.key if spec.key in raw else spec.name
         if key not in raw:
             if spec.required:
@@ -182,8 +207,8 @@ def _fields(model: type[Model], raw: Mapping[str, Any], loc: Loc, errors: list[E
                 continue
             key, value = spec.key, values[spec.name]
         else:
-            value = check(spec.hint, raw[key], (*loc, key), errors, spec.rules)
-            if value is _FAIL:
+            value = spec.read(raw[key], (*loc, key), errors)
+            if value is FAIL:
                 continue
         try:
             for own in model.checks.get(spec.name, ()):
@@ -203,166 +228,3 @@ def _fields(model: type[Model], raw: Mapping[str, Any], loc: Loc, errors: list[E
     return values
 
 
-def check(hint: Any, value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any] | None = None) -> Any:
-    """``value`` as ``hint`` (lax, as pydantic 2), or _FAIL with its errors recorded; ``own``: the field's rules."""
-    if hint is Any:
-        return value
-    origin = get_origin(hint)
-    if isinstance(hint, type):
-        if issubclass(hint, Model):
-            return validate_model(hint, value, loc, errors)
-        scalar = _SCALARS[hint](value, bool(own and own.get("strict")))
-        if isinstance(scalar, tuple):  # (type, message): not one
-            errors.append((loc, *scalar))
-            return _FAIL
-        return _bounded(scalar, loc, errors, own) if own else scalar
-    if origin is Literal:
-        if any(value == allowed and type(value) is type(allowed) for allowed in get_args(hint)):
-            return value
-        shown = [repr(allowed) for allowed in get_args(hint)]
-        words = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
-        errors.append((loc, "literal_error", f"Input should be {words}"))
-        return _FAIL
-    if origin in (Union, types.UnionType):
-        return _union(get_args(hint), value, loc, errors, own)
-    if origin is list or origin is tuple:
-        return _sequence(hint, value, loc, errors, own)
-    if origin is dict:
-        if not isinstance(value, dict):
-            errors.append((loc, "dict_type", "Input should be a valid dictionary"))
-            return _FAIL
-        key_hint, item_hint = get_args(hint)
-        out: dict[Any, Any] = {}
-        before = len(errors)
-        for key, item in value.items():
-            good_key = check(key_hint, key, (*loc, key, "[key]"), errors)
-            good = check(item_hint, item, (*loc, key), errors)
-            if good_key is not _FAIL and good is not _FAIL:
-                out[good_key] = good
-        return out if len(errors) == before else _FAIL
-    raise TypeError(f"no validator for {hint!r}")
-
-
-def _union(members: tuple[Any, ...], value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any] | None) -> Any:
-    """``X | None`` is X that may be null; a union of several is the first that takes the value, else each one's
-    errors under its name (pydantic's smart union, for the shapes the inventory has)."""
-    rest = [member for member in members if member is not type(None)]
-    if value is None and len(rest) < len(members):
-        return None
-    if len(rest) == 1:
-        return check(rest[0], value, loc, errors, own)
-    tried: list[Error] = []
-    for member in rest:
-        attempt: list[Error] = []
-        result = check(member, value, (*loc, _tag(member)), attempt, own)
-        if not attempt:
-            return result
-        tried += attempt
-    errors.extend(tried)
-    return _FAIL
-
-
-def _tag(hint: Any) -> str:
-    return hint.__name__ if isinstance(hint, type) else str(hint)
-
-
-def _sequence(hint: Any, value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any] | None) -> Any:
-    is_tuple = get_origin(hint) is tuple
-    if not isinstance(value, (list, tuple, set, frozenset)):  # YAML's !!set is a set
-        kind = "tuple" if is_tuple else "list"
-        errors.append((loc, f"{kind}_type", f"Input should be a valid {kind}"))
-        return _FAIL
-    item_hint = get_args(hint)[0]
-    before = len(errors)
-    items = [check(item_hint, item, (*loc, index), errors) for index, item in enumerate(value)]
-    if len(errors) > before:
-        return _FAIL
-    least = own.get("min_length") if own else None
-    if least is not None and len(items) < least:
-        errors.append((loc, "too_short", f"List should have at least {least} item after validation, not {len(items)}"))
-        return _FAIL
-    return tuple(items) if is_tuple else items
-
-
-# In pydantic-core's order (which one a NaN fails first).
-_BOUNDS: tuple[tuple[str, str, str, Callable[[Any, Any], bool]], ...] = (
-    ("le", "less_than_equal", "less than or equal to", lambda value, bound: bool(value <= bound)),
-    ("ge", "greater_than_equal", "greater than or equal to", lambda value, bound: bool(value >= bound)),
-    ("gt", "greater_than", "greater than", lambda value, bound: bool(value > bound)))
-
-
-def _bounded(value: Any, loc: Loc, errors: list[Error], own: Mapping[str, Any]) -> Any:
-    for rule, kind, words, holds in _BOUNDS:
-        bound = own.get(rule)
-        if bound is not None and not holds(value, bound):
-            errors.append((loc, kind, f"Input should be {words} {bound}"))
-            return _FAIL
-    return value
-
-
-def _str(value: Any, strict: bool) -> Any:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)) and not strict:
-        try:
-            return bytes(value).decode()
-        except UnicodeDecodeError:
-            return "string_unicode", "Input should be a valid string, unable to parse raw data as a unicode string"
-    return "string_type", "Input should be a valid string"
-
-
-def _int(value: Any, strict: bool) -> Any:
-    if isinstance(value, int) and not (strict and isinstance(value, bool)):
-        return int(value)
-    if strict:
-        return "int_type", "Input should be a valid integer"
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return "finite_number", "Input should be a finite number"
-        if not value.is_integer():
-            return "int_from_float", "Input should be a valid integer, got a number with a fractional part"
-        if not -2.0 ** 63 < value < 2.0 ** 63:
-            return "int_parsing_size", "Unable to parse input string as an integer, exceeded maximum size"
-        return int(value)
-    if isinstance(value, (str, bytes)):
-        text = value.decode(errors="replace") if isinstance(value, bytes) else value
-        if _INT.fullmatch(text):
-            return int(text.strip().partition(".")[0])
-        return "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
-    return "int_type", "Input should be a valid integer"
-
-
-def _float(value: Any, strict: bool) -> Any:
-    if isinstance(value, (int, float)) and not (strict and isinstance(value, bool)):
-        return float(value)
-    if isinstance(value, (str, bytes)) and not strict:
-        text = value.decode(errors="replace") if isinstance(value, bytes) else value
-        if text.isascii():
-            try:
-                return float(text)
-            except ValueError:
-                pass
-        return "float_parsing", "Input should be a valid number, unable to parse string as a number"
-    return "float_type", "Input should be a valid number"
-
-
-def _bool(value: Any, strict: bool) -> Any:
-    if isinstance(value, bool):
-        return value
-    if strict:
-        return "bool_type", "Input should be a valid boolean"
-    # pydantic-core reads a whole number (an i64, or a float without a fraction) as 0/1; anything else is no bool
-    if (isinstance(value, int) and -2 ** 63 <= value < 2 ** 63) or (
-            isinstance(value, float) and value.is_integer() and -2.0 ** 63 < value < 2.0 ** 63):
-        if value in (0, 1):
-            return bool(value)
-        return "bool_parsing", "Input should be a valid boolean, unable to interpret input"
-    if isinstance(value, (str, bytes)):
-        text = (value.decode(errors="replace") if isinstance(value, bytes) else value).lower()
-        if text in _TRUE or text in _FALSE:
-            return text in _TRUE
-        return "bool_parsing", "Input should be a valid boolean, unable to interpret input"
-    return "bool_type", "Input should be a valid boolean"
-
-
-_SCALARS: dict[type, Callable[[Any, bool], Any]] = {str: _str, int: _int, float: _float, bool: _bool}
