@@ -45,10 +45,9 @@ class Spec:
     field: dataclasses.Field[Any]
     rules: Mapping[str, Any]
     read: Checker
-
-    @property
-    def required(self) -> bool:
-        return self.field.default is dataclasses.MISSING and self.field.default_factory is dataclasses.MISSING
+    checks: tuple[Callable[[Any, dict[str, Any]], Any], ...]  # the model's own, for this field
+    required: bool
+    validate_default: bool
 
     def default(self) -> Any:
         if self.field.default_factory is not dataclasses.MISSING:
@@ -70,7 +69,9 @@ def _model_specs(model: type[Model]) -> tuple[tuple[Spec, ...], frozenset[str]]:
     if found is None:
         namespace = vars(sys.modules[model.__module__])
         fields = tuple(Spec(field.name, field.metadata.get("alias", field.name), hint, field, field.metadata,
-                            checker(hint, field.metadata))
+                            checker(hint, field.metadata), tuple(model.checks.get(field.name, ())),
+                            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING,
+                            bool(field.metadata.get("validate_default")))
                        for field in dataclasses.fields(model)  # type: ignore[arg-type]
                        for hint in [_hint(field.type, model.__module__, namespace)])
         found = _SPECS[model] = fields, frozenset(key for spec in fields for key in (spec.key, spec.name))
@@ -156,8 +157,20 @@ class Model:
         return shown
 
     def model_dump_json(self, *, include: set[str] | None = None, exclude: set[str] | None = None) -> str:
-        """One stable line of the fields (the SSH pool's key for a host's login)."""
-        return json.dumps(self.model_dump(include=include, exclude=exclude), separators=(",", ":"))
+        """One stable line of the fields (the SSH pool's key for a host's login, asked for at every connection: the
+        line of a frozen model is made once)."""
+        key = (id(self), frozenset(include) if include is not None else None, frozenset(exclude or ()))
+        kept = _DUMPS.get(key)
+        if kept is not None and kept[0] is self:
+            return kept[1]
+        line = json.dumps(self.model_dump(include=include, exclude=exclude), separators=(",", ":"))
+        if len(_DUMPS) >= 4096:  # bounded: a long-running serve reloads its inventory
+            _DUMPS.clear()
+        _DUMPS[key] = (self, line)
+        return line
+
+
+_DUMPS: dict[tuple[int, frozenset[str] | None, frozenset[str]], tuple[Model, str]] = {}
 
 
 def _plain(value: Any) -> Any:
@@ -203,20 +216,21 @@ def _fields(model: type[Model], raw: Mapping[str, Any], loc: Loc, errors: list[E
                 errors.append(((*loc, spec.key), "missing", "Field required"))
                 continue
             values[spec.name] = spec.default()
-            if not spec.rules.get("validate_default"):
+            if not spec.validate_default:
                 continue
             key, value = spec.key, values[spec.name]
         else:
             value = spec.read(raw[key], (*loc, key), errors)
             if value is FAIL:
                 continue
-        try:
-            for own in model.checks.get(spec.name, ()):
-                value = own(value, values)
-        except ValueError as exc:
-            values.pop(spec.name, None)
-            errors.append(((*loc, key), "value_error", f"Value error, {exc}"))
-            continue
+        if spec.checks:
+            try:
+                for own in spec.checks:
+                    value = own(value, values)
+            except ValueError as exc:
+                values.pop(spec.name, None)
+                errors.append(((*loc, key), "value_error", f"Value error, {exc}"))
+                continue
         values[spec.name] = value
     errors.extend(((*loc, key), "extra_forbidden", "Extra inputs are not permitted")
                   for key in raw if key not in known)
