@@ -143,5 +143,7 @@ def test_copy_and_dump() -> None:
     moved = host.model_copy(update={"port": 2222})
     assert (moved.port, host.port, moved.ssh is host.ssh) == (2222, 22, True)
     assert host.model_dump_json(include={"name", "port"}) == '{"name":"h","port":22}'
+    line = host.model_dump_json()  # made once for a frozen model (the SSH pool asks at every connection)
+    assert host.model_dump_json() is line and moved.model_dump_json() == line.replace('"port":22', '"port":2222')
     assert host.model_dump(include={"ssh"})["ssh"]["jump"] == []
     assert host != moved and host == host.model_copy()
