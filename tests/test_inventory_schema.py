@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from commands.inventory import Backup, Host, Service
 from commands.inventory.containers import Engine
+from commands.inventory.policies import implicit_policy
 from commands.inventory.schema import Invalid, Loc, Model, check, rules
+from commands.inventory.settings import Approvals
+from commands.vocabulary import Operation
 
 VALUES: list[Any] = [
     None, "", "x", " 22 ", "22", "22.0", "22.5", "+5", "-0", "1_000", "1__0", "_1", "0x10", "1e3", "inf", "-inf", "nan",
@@ -22,7 +25,7 @@ VALUES: list[Any] = [
     -(2**63) - 1,
     0.0, 1.0, 2.0, 1.5, -0.5, 22.0, 1e30, math.inf, -math.inf, math.nan, True, False, [], {}, ["a"], ["a", 1],
     [None], {"k": "v"}, {1: "v"}, ("a",), {"a"}, frozenset({"a"}), b"ab", b"\xff", datetime.date(2020, 1, 1),
-    2**63 - 1, 9.2e18, -float(2**63), "9" * 30,
+    2**63 - 1, 9.2e18, -float(2**63), "9" * 30, Operation.VERIFY,
 ]
 TYPES: list[tuple[Any, dict[str, Any]]] = [
     (str, {}), (int, {}), (float, {}), (bool, {}), (bool, {"strict": True}), (int, {"strict": True}),
@@ -147,3 +150,10 @@ def test_copy_and_dump() -> None:
     assert host.model_dump_json() is line and moved.model_dump_json() == line.replace('"port":22', '"port":2222')
     assert host.model_dump(include={"ssh"})["ssh"]["jump"] == []
     assert host != moved and host == host.model_copy()
+
+
+def test_a_policy_built_in_code_reads_as_written() -> None:
+    """The implicit policy names its operations by the vocabulary's StrEnum: its audit text says the plain words."""
+    policy = implicit_policy(Approvals(approvers=["U1"]), ["C123"])
+    assert policy.text() == ("targets: ['all'], operations: ['verify', 'restore', 'restart', 'ping'], "
+                             "approvers: ['U1'], required: 1, channels: ['C123']")

@@ -153,8 +153,8 @@ _BOUNDS: tuple[tuple[str, str, str, Callable[[Any, Any], bool]], ...] = (
 
 
 def _str(value: Any, strict: bool) -> Any:
-    if isinstance(value, str):
-        return value
+    if isinstance(value, str):  # a str subclass (a StrEnum the code passes) is kept as the plain str, as pydantic did
+        return str.__str__(value)
     if isinstance(value, (bytes, bytearray)) and not strict:
         try:
             return bytes(value).decode()
