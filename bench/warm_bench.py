@@ -29,13 +29,14 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 import yaml
 
-from bench.fleet_bench import Run, floor_spec, measure_runs, runtime_python
+from bench.fleet_bench import Run, floor_spec, run_measured, runtime_python
 from commands.inventory import Host, parse_inventory
 from commands.operation import Origin
 from commands.ssh import open_connections, warm_connections
@@ -114,7 +115,7 @@ async def measure(host: Host, repeats: int, db: Path) -> dict[str, dict[str, flo
 
 
 async def whole_processes(document: dict[str, Any], size: int, repeats: int, work: Path,
-                          before: Path | None = None) -> dict[str, list[Run]]:
+                          before: Path | None = None) -> Rounds:
     """``proofbot verify all`` over ``size`` inventory names of the lab host, and the floor over as many
     connections, each a fresh process, alternating (one warm-up each, not counted); with ``before`` (another
     clone, e.g. main) its proofbot too, in the same rounds."""
@@ -135,16 +136,54 @@ async def whole_processes(document: dict[str, Any], size: int, repeats: int, wor
     # As installed (pip compiles every module): bytecode is written and used even where the environment
     # says not to (PYTHONDONTWRITEBYTECODE), outside the clone; the warm-up run writes it.
     env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
-    runs: dict[str, list[Run]] = {label: [] for label in argvs}
-    for index in range(repeats + 1):
-        for label, argv in argvs.items():
-            [run] = await asyncio.to_thread(measure_runs, label, argv, 1, env, False)
-            if index:
-                runs[label].append(run)
-    for label, each in runs.items():
+    rounds = await asyncio.to_thread(run_rounds, argvs, repeats, env)
+    for label in argvs:
         print(f"  {label} ({size} hosts, whole process): " + ", ".join(
-            f"{run.wall_s:.3f} s (CPU {run.cpu_s:.2f} s)" for run in each), flush=True)
-    return runs
+            f"{run.wall_s:.3f} s (CPU {run.cpu_s:.2f} s)" for run in rounds.runs[label]), flush=True)
+    return rounds
+
+
+@dataclass
+class Rounds:
+    """The whole-process rounds: each process's runs over the rounds that completed, and each failed round's why."""
+
+    runs: dict[str, list[Run]]
+    failed: list[str] = field(default_factory=list)  # "round 3: proofbot exit 3 (its last stderr line)"
+    asked: int = 0
+
+    @property
+    def completed(self) -> int:
+        return min((len(runs) for runs in self.runs.values()), default=0)
+
+
+def run_rounds(argvs: dict[str, list[str]], repeats: int, env: dict[str, str],
+               run: Callable[[list[str], dict[str, str]], Run] = run_measured) -> Rounds:
+    """One warm-up round (not counted), then ``repeats`` rounds, each process once per round, alternating. A round
+    in which a process exits non-zero or passes its deadline (a connect timeout under load) is recorded and left
+    out, every process's run of it with it (the comparison stays paired); the others still count."""
+    rounds = Rounds({label: [] for label in argvs}, asked=repeats)
+    for index in range(repeats + 1):
+        done: dict[str, Run] = {}
+        for label, argv in argvs.items():
+            try:
+                outcome = run(argv, env)
+            except TimeoutError as exc:
+                why = str(exc)
+            else:
+                if outcome.code == 0:
+                    done[label] = outcome
+                    continue
+                last = (outcome.err.strip().splitlines() or ["no stderr"])[-1]
+                why = f"exit {outcome.code} ({last[:200]})"
+            said = f"{'warm-up round' if not index else f'round {index}'}: {label} {why}"
+            rounds.failed.append(said)
+            print(f"  FAILED {said}; that round is left out", flush=True)
+            break  # the round is lost: its other processes need not run
+        else:
+            if index:
+                for label, outcome in done.items():
+                    rounds.runs[label].append(outcome)
+    return rounds
 
 
 async def main() -> int:
@@ -170,21 +209,30 @@ async def main() -> int:
                     else document["ssh"]["known_hosts"]).parent
         print(f"warm vs cold verify at +{args.rtt_ms:g} ms RTT (userspace proxy), one loopback lab host", flush=True)
         rows = await measure(host, args.repeats, work / "warm-bench.db") if args.repeats else {}
-        fleet = await whole_processes(document, args.fleet, args.fleet_repeats, work, args.before) if args.fleet else {}
+        fleet = await whole_processes(document, args.fleet, args.fleet_repeats, work, args.before) if args.fleet \
+            else None
     finally:
         child.stdin.close()
         await asyncio.wait_for(child.wait(), 60)
-    if fleet:
-        report_fleet(args.fleet, fleet)
+    code = report_fleet(args.fleet, fleet) if fleet is not None else 0
     if rows:
         report(rows)
-    return 0
+    return code
 
 
-def report_fleet(size: int, fleet: dict[str, list[Run]]) -> None:
+def report_fleet(size: int, rounds: Rounds) -> int:
+    """The medians over the rounds that completed, saying how many of how many and why the others failed;
+    exit 1 when none completed (nothing to report)."""
+    fleet = rounds.runs
+    for why in rounds.failed:
+        print(f"failed: {why}")
+    if not rounds.completed:
+        print(f"\nno whole-process round of {rounds.asked} completed: no figure", flush=True)
+        return 1
     floor = fleet["floor"]
     floor_cpu, floor_wall = (statistics.median(r.cpu_s for r in floor), statistics.median(r.wall_s for r in floor))
-    print(f"\n| {size} hosts, whole process, median of {len(floor)} | wall | x floor | CPU | x floor's CPU |")
+    print(f"\n| {size} hosts, whole process, median of {rounds.completed} of {rounds.asked} rounds "
+          f"({rounds.asked - rounds.completed} failed) | wall | x floor | CPU | x floor's CPU |")
     print("| --- | ---: | ---: | ---: | ---: |")
     print(f"| floor | {floor_wall:.3f} s | 1.00x | {floor_cpu:.2f} s | 1.00x |")
     for label in [name for name in fleet if name != "floor"]:
@@ -192,6 +240,7 @@ def report_fleet(size: int, fleet: dict[str, list[Run]]) -> None:
         wall = statistics.median(r.wall_s for r in fleet[label])
         print(f"| `proofbot verify all` ({label}) | {wall:.3f} s | {wall / floor_wall:.2f}x | {cpu:.2f} s | "
               f"{cpu / floor_cpu:.2f}x |")
+    return 0
 
 
 def report(rows: dict[str, dict[str, float]]) -> None:

@@ -32,7 +32,7 @@ from commands.store.log import PROOFBOT, Within, audit_log
 from commands.vocabulary import PlanState, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 
 def hash_of(content: dict[str, Any]) -> str:
@@ -289,7 +289,7 @@ async def withdraw(audit: AuditStore, plan: Decidable, actor: str, *, refused: b
     """The requester's own front-end declined before any approval (no terminal to ask on, or "no"):
     in one transaction the plan is closed, the event says why (``refused`` or ``cancelled``), the
     hosts are freed."""
-    def close(db: sqlite_utils.Database) -> None:
+    def close(db: Db) -> None:
         approvals.set_state(db, plan.operation_id, PlanState.VOID)
         log = Within(plan.operation, plan.operation_id, plan.audit_host, actor, db=db)
         if refused:

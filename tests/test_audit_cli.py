@@ -41,12 +41,13 @@ async def test_audit_lists_operations_newest_first_with_approver(tmp_path: Path,
     operations = json.loads(run.stdout)["operations"]
     assert [op["operation_id"] for op in operations] == ["op-5", "op-4", "op-3", "op-2", "op-1"]
     assert set(operations[0]) == {"operation_id", "operation", "host", "requested_at", "requested_by", "approved_by",
-                                  "verdict", "channel", "thread_ts", "finished_at", "fleet", "part_of"}
+                                  "verdict", "channel", "thread_ts", "finished_at", "fleet", "part_of", "note"}
     restore = operations[3]
     assert restore | {"requested_at": None, "finished_at": None} == {
         "operation_id": "op-2", "operation": "restore", "host": "ct129", "requested_at": None,
         "requested_by": "slack:U0ALICE", "approved_by": "slack:U0BOB", "verdict": "pass",
-        "channel": "C0OPS", "thread_ts": "200.000100", "finished_at": None, "fleet": None, "part_of": None}
+        "channel": "C0OPS", "thread_ts": "200.000100", "finished_at": None, "fleet": None, "part_of": None,
+        "note": None}
     assert restore["finished_at"] >= restore["requested_at"]
     assert (operations[2]["verdict"], operations[2]["approved_by"]) == ("rejected", None)
     assert (operations[0]["verdict"], operations[0]["finished_at"]) == ("in progress", None)

@@ -1,12 +1,13 @@
 """An interrupted operation's parent message keeps what the user needs: the plan as it was shown (what was
 planned, who asked), who approved it and when, and that it was interrupted (why, and that its thread says what is
 known); the plan's Approve/Reject are gone, since an interrupted plan can be neither. Against the fake Slack,
-which checks every Block Kit payload as Slack would."""
+which checks every Block Kit payload as Slack would. A verify (no plan) gets the short notice, naming who asked."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -16,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import restart as slack_restart
 from bot.slack.listening import BotContext
-from bot.slack.recovery import take_over_leases
+from bot.slack.recovery import recover_in_slack, take_over_leases
 from bot.slack.restart_blocks import restart_plan_message
 from commands.inventory import Inventory, parse_inventory
 from commands.operation import Origin
@@ -27,6 +28,7 @@ from commands.store.db import AuditStore
 from commands.store.locks import LockHolder
 from commands.store.log import audit_log
 from commands.vocabulary import Operation, PlanState
+from tests.audit_events import raw_append
 from tests.lab.waits import until
 from tests.slack_fake.records import Message
 from tests.slack_fake.server import FakeSlack
@@ -98,3 +100,34 @@ async def test_a_plan_that_no_longer_rebuilds_leaves_the_short_notice(tmp_path: 
     assert shown.text.startswith("restart of ct129: interrupted (the proofbot replica running this stopped")
     assert "Restart plan" not in json.dumps(shown.blocks) and "what is known is in this thread" in shown.text
     assert not [b for b in shown.blocks if b.get("type") == "actions"]
+
+
+async def test_a_verify_interrupted_names_who_asked_on_its_parent(tmp_path: Path) -> None:
+    """A verify has no plan to keep: its parent is the short notice, and it names who asked, as every parent does
+    (a host's verify and a fleet's, each whose bot died mid-run)."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # a process that certainly ended: the bot that ran them
+    store = AuditStore.open(tmp_path / "a.db")
+    try:
+        async with FakeSlack(channels={CHANNEL: "ops"}) as slack:
+            client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+            parents = {}
+            for operation_id, host, actor, fleet in (("op-host", "ct129", "slack:U0ALICE", None),
+                                                      ("op-fleet", None, "slack:U0BOB", {"target": "gpu-west",
+                                                                                        "hosts": ["ct130"]})):
+                parent = str((await client.chat_postMessage(channel=CHANNEL, text="verify: checking…"))["ts"])
+                origin = {"actor": actor, "via": "slack", "channel": CHANNEL, "thread_ts": parent,
+                          "process": {"machine": socket.gethostname(), "pid": gone.pid, "started": None}}
+                await raw_append(store, "requested", operation_id=operation_id, operation="verify", host=host,
+                                 actor=actor, details={"origin": origin, **({"fleet": fleet} if fleet else {})})
+                parents[operation_id] = parent
+            await recover_in_slack(BotContext(inventory_of("ct129", "ct130"), store), client)
+            shown = {operation_id: slack.message(CHANNEL, parent) for operation_id, parent in parents.items()}
+    finally:
+        store.close()
+    for operation_id, (what, mention, actor) in {"op-host": ("verify of ct129", "<@U0ALICE>", "slack:U0ALICE"),
+                                                 "op-fleet": ("verify of gpu-west", "<@U0BOB>", "slack:U0BOB")}.items():
+        message = shown[operation_id]
+        assert message.text.startswith(f"{what}: interrupted (proofbot stopped)"), message.text
+        assert f"requested by {actor}" in message.text, message.text
+        assert f"requested by {mention}" in json.dumps(message.blocks), message.blocks

@@ -34,6 +34,8 @@ def render_operations(records: Sequence[OperationRecord], host: str | None) -> s
         lines.append(f"    requested by {record.requested_by or '?'}"
                      f"{f' via {record.via}' if record.via else ''} · "
                      f"{approval_words(record, actor=record.decided_by)}{finished}")
+        if record.note:  # an interrupted one: who stopped, and what is known (a restart never sent)
+            lines.append(f"    {shorten(record.note, 300)}")
         if record.channel and record.thread_ts:
             lines.append(f"    thread: Slack channel {record.channel}, thread_ts {record.thread_ts}")
         else:

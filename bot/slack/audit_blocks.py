@@ -11,7 +11,7 @@ from bot.slack.blocks import Message, as_dicts, context_block, escape, section_b
 from bot.slack.emoji import VERDICT_EMOJI
 from bot.slack.thread_blocks import FLEET_REVERIFY, VERIFY_NOW
 from bot.words import approval_words, fleet_words, no_thread, operation_words, verdict_word, when
-from commands.store.recovery import LEASE_ENDED, STOPPED, Interrupted
+from commands.store.recovery import LEASE_ENDED, NOT_SENT, STOPPED, UNRECORDED_BEFORE_SEND, Interrupted
 from commands.store.trail import OperationRecord
 from commands.vocabulary import Operation
 
@@ -63,7 +63,12 @@ def interrupted_why(op: Interrupted) -> tuple[str, str]:
         return "proofbot restarted: ", "proofbot stopped"
     if op.reason == LEASE_ENDED:
         return f"{LEASE_ENDED}: ", LEASE_ENDED
-    return "", "the audit database did not take a write"
+    return "", UNRECORDED_BEFORE_SEND if op.not_sent else "the audit database did not take a write"
+
+
+def _not_sent(op: Interrupted) -> str:
+    """What the parent and the plan add for a restart never sent (nothing is unknown about it)."""
+    return f"; {NOT_SENT}" if op.not_sent else ""
 
 
 def interrupted_message(op: Interrupted) -> Message:
@@ -82,9 +87,12 @@ def interrupted_message(op: Interrupted) -> Message:
                 f"{rollout_states_words(op.hosts)}Operation `{op.operation_id}` is marked interrupted; no host is "
                 f"restarted again without a new plan (`/restart {op.fleet_target}` shows every host as it is now).")
         return headline, [SectionBlock(text=MarkdownTextObject(text=escape(text))).to_dict()]
+    after = (f"the restart was never sent (proofbot records it before sending it): {op.host}'s service runs as "
+             "before, same PID expected" if op.not_sent
+             else "nothing is known about what happened on the host after that")
     text = (f":warning: {why} while this {op.operation} of {op.host} was running. The last step "
-            f"recorded was `{op.last_step}` at {op.last_at}; nothing is known about what happened on the host "
-            f"after that. Operation `{op.operation_id}` is marked interrupted.")
+            f"recorded was `{op.last_step}` at {op.last_at}; {after}. Operation `{op.operation_id}` is marked "
+            "interrupted.")
     blocks = [SectionBlock(text=MarkdownTextObject(text=escape(text).replace("&lt;", "<"))),
               ActionsBlock(elements=[ButtonElement(text="Verify now", action_id=VERIFY_NOW, value=op.operation_id,
                                                    style="primary")])]
@@ -95,11 +103,12 @@ def interrupted_parent_message(op: Interrupted) -> Message:
     """The operation's parent message, left on its last progress line, once it is finished interrupted: what
     was interrupted, why, and that its thread says what is known (the plan, if any, is ``interrupted`` too)."""
     _, why = interrupted_why(op)
-    text = (f"{op.operation} of {op.fleet_target or op.host}: interrupted ({why}); "
-            f"operation {op.operation_id}, what is known is in this thread")
+    text = (f"{op.operation} of {op.fleet_target or op.host}: interrupted ({why}){_not_sent(op)}; "
+            f"operation {op.operation_id}, requested by {op.requested_by or '?'}, what is known is in this thread")
     headline = (f":warning: *{escape(f'{op.operation} of {op.fleet_target or op.host}')}: interrupted* "
-                f"({escape(why)}); what is known is in this thread")
-    return text, as_dicts([section_block(headline), context_block(f"operation `{escape(op.operation_id)}`")])
+                f"({escape(why)}){escape(_not_sent(op))}; what is known is in this thread")
+    note = f"operation `{escape(op.operation_id)}` · requested by {who(op.requested_by)}"  # who asked, as any parent
+    return text, as_dicts([section_block(headline), context_block(note)])
 
 
 def interrupted_plan_status(op: Interrupted, approvers: Sequence[str], decided_at: str | None) -> str:
@@ -109,7 +118,8 @@ def interrupted_plan_status(op: Interrupted, approvers: Sequence[str], decided_a
     _, why = interrupted_why(op)
     by = ", ".join(who(a if ":" in a else f"slack:{a}") for a in approvers) or who(None)
     return (f":white_check_mark: approved by {by}" + (f" at {escape(decided_at)}" if decided_at else "")
-            + f" — :warning: *interrupted* ({escape(why)}); what is known is in this thread · operation "
+            + f" — :warning: *interrupted* ({escape(why)}){escape(_not_sent(op))}; what is known is in this thread"
+            f" · operation "
             f"`{escape(op.operation_id)}`")
 
 

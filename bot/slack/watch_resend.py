@@ -23,7 +23,7 @@ from commands.watch.memory import change_of, result_of_json
 from commands.watch.state import Announcement, HostChange
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 log = logging.getLogger(__name__)
 SAID_EVENT = "proofbot_watch_said"
@@ -97,7 +97,7 @@ async def _keys_in_history(client: AsyncWebClient, channel: str, at: datetime) -
     return keys
 
 
-def _last_said(db: sqlite_utils.Database, targets: list[str]) -> dict[str, LastSaid]:
+def _last_said(db: Db, targets: list[str]) -> dict[str, LastSaid]:
     """Each target's last run, when it said something: its changes not held for the quiet hours (from its
     ``watch-change`` events), and the digest it released (the run before it held one, this one none)."""
     runs: dict[str, list[tuple[str, str, Mapping[str, Any]]]] = {}

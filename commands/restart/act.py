@@ -54,6 +54,7 @@ from commands.store import locks
 from commands.store.db import AuditStore
 from commands.store.kinds import Finished, Refusal
 from commands.store.log import audit_log
+from commands.store.recovery import RESTART_SENT
 from commands.verify.runner import ask, read_facts
 from commands.vocabulary import CheckStatus, CommandState, Operation, Signal
 
@@ -231,7 +232,7 @@ class _Run:
         # Recorded first, then sent: a write the database does not take leaves nothing sent (and says so),
         # never a restart the log cannot tell.
         try:
-            await self.log.step("restart-sent", command=shlex.join(argv))
+            await self.log.step(RESTART_SENT, command=shlex.join(argv))
         except CouldNotRecord as exc:
             raise not_recorded(self.plan.host.name, exc) from exc
         watch.command, watch.command_state = shlex.join(argv), CommandState.RUNNING

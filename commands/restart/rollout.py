@@ -31,15 +31,16 @@ from typing import Any, ClassVar, Literal
 
 from commands.clock import utc_now
 from commands.errors import CouldNotCheck, PlanVoid, Refused, UsageError
+from commands.fleet.deadline import fleet_deadline_s
 from commands.fleet.run import run_bounded
 from commands.inventory import FleetSettings, Host, Inventory
 from commands.operation import OperationResult, Origin
 from commands.plans import Decidable, PlanRequest, admit, begin_apply, hash_of, request_plan
 from commands.redact import redact_data
-from commands.restart.act import POLL_INTERVAL_S, SETTLE_S, Halt, NotSent, changes_since, restart
+from commands.restart.act import COMMAND_GRACE_S, POLL_INTERVAL_S, SETTLE_S, Halt, NotSent, changes_since, restart
 from commands.restart.plan import RestartPlan, ServiceSnapshot, plan_restart, read_snapshot
 from commands.restart.progress import OnProgress
-from commands.ssh import connect
+from commands.ssh import bastions_kept, connect
 from commands.store import approvals, locks
 from commands.store.approvals import PendingPlan
 from commands.store.db import AuditStore
@@ -274,36 +275,45 @@ async def apply_rollout(plan: RolloutPlan, decided: PendingPlan, *, origin: Orig
                         poll_interval_s: float = POLL_INTERVAL_S, settle_s: float = SETTLE_S) -> RolloutResult:
     """Restart an approved rolling plan batch by batch, halting at the first host not proven.
 
-    Raises ``Refused`` (not approved, a host busy, unreadable or changed since the plan) with
-    nothing restarted (``begin_apply``). ``fleet`` gives the deadline and fan-out of the re-read;
-    the batch size is the plan's own (it was shown and approved).
+    Raises ``Refused`` (not approved, a host busy, unreadable or changed since the plan) with nothing restarted
+    (``begin_apply``). ``fleet`` gives the deadline and fan-out of the re-read; the batch size is the plan's own.
     """
-    run = _Rollout(plan, origin, audit)
-    taken = await begin_apply(plan, decided, origin.actor, audit, fleet=fleet, channel=origin.channel,
-                              thread_ts=origin.thread_ts)
-    run.locks = {lock.host: lock for lock in taken}
-    try:  # the locks still held are freed only after ``finished``: until then the rollout always holds one,
-        # so a replica killed mid-rollout leaves a lease that ends, and another interrupts the rollout
-        try:
-            halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
-        except BaseException as exc:
-            await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
-                host: outcome.state for host, outcome in run.outcomes.items()}))
-            raise
-        for restart_plan in plan.hosts:
-            run.outcomes.setdefault(restart_plan.host.name, HostOutcome(
-                restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
-        result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
-                               [run.outcomes[p.host.name] for p in plan.hosts], halted)
-        await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
-        await run.log.finished(Finished(
-            result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
-            hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
-            extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
-                   "untouched": result.named("untouched")}))
-    finally:
-        await run.release_untaken()
-    return result
+    # one login to each bastion for the run, however slow its writes and posts between batches; not past its bound
+    async with bastions_kept((p.host for p in plan.hosts), at_most_s=rollout_deadline_s(plan, fleet)):
+        run = _Rollout(plan, origin, audit)
+        taken = await begin_apply(plan, decided, origin.actor, audit, fleet=fleet, channel=origin.channel,
+                                  thread_ts=origin.thread_ts)
+        run.locks = {lock.host: lock for lock in taken}
+        try:  # the locks still held are freed only after ``finished``: until then the rollout always holds one,
+            # so a replica killed mid-rollout leaves a lease that ends, and another interrupts the rollout
+            try:
+                halted = await _batches(run, on_host_start, on_host_done, on_host_progress, poll_interval_s, settle_s)
+            except BaseException as exc:
+                await asyncio.shield(run.log.interrupted(repr(exc), outcomes={
+                    host: outcome.state for host, outcome in run.outcomes.items()}))
+                raise
+            for restart_plan in plan.hosts:
+                run.outcomes.setdefault(restart_plan.host.name, HostOutcome(
+                    restart_plan.host.name, "untouched", reason=f"not reached: {halted}"))
+            result = RolloutResult(plan.operation_id, plan.target, run.started_at, time.monotonic() - run.started,
+                                   [run.outcomes[p.host.name] for p in plan.hosts], halted)
+            await approvals.close(audit, plan.operation_id, PlanState.APPLIED)
+            await run.log.finished(Finished(
+                result.verdict, duration_s=round(result.duration_s, 3), counts=dict(sorted(result.counts().items())),
+                hosts={o.host: o.result.operation_id for o in result.hosts if o.result is not None},
+                extra={"halted": halted or None, "done": result.named("done"), "failed": result.named("failed"),
+                       "untouched": result.named("untouched")}))
+        finally:
+            await run.release_untaken()
+        return result
+
+
+def rollout_deadline_s(plan: RolloutPlan, fleet: FleetSettings) -> float:
+    """A rollout with every step at its bound: the apply's re-read (a fleet deadline), then per batch its slowest
+    restart (``ready_timeout_s`` and the command's grace) and a ``host_deadline_s`` to connect, re-read and prove."""
+    return (fleet_deadline_s(len(plan.hosts), fleet.host_deadline_s, fleet.max_parallel)
+            + sum(max(p.service.ready_timeout_s for p in batch) + COMMAND_GRACE_S + fleet.host_deadline_s
+                  for batch in plan.batches()))
 
 
 async def _batches(run: _Rollout, on_host_start: OnHostStart | None, on_host_done: OnHostDone | None,

@@ -285,17 +285,22 @@ async def linger(registry: Registry, key: str, shared: Shared) -> None:
 
 
 @asynccontextmanager
-async def bastions_kept(hosts: Iterable[Host]) -> AsyncIterator[None]:
-    """While inside (a fleet's run), the connection to each bastion chain these hosts go through stays open
-    between one host and the next, however long that gap (an audit write on a loaded machine passed
-    BASTION_LINGER_S); on leaving, an unused one lingers and closes as before."""
+async def bastions_kept(hosts: Iterable[Host], *, at_most_s: float | None = None) -> AsyncIterator[None]:
+    """While inside (a fleet's run, a rollout's), the connection to each bastion chain these hosts go through stays
+    open between one host and the next, however long that gap (an audit write on a loaded machine passed
+    BASTION_LINGER_S), but never past ``at_most_s`` (the run's own deadline: a run stuck past it pins no bastion);
+    on leaving, or at that deadline, an unused one lingers and closes as before."""
     registry = registry_here()
     keys = {chain_key(host.ssh.jump[:end]) for host in hosts for end in range(1, len(host.ssh.jump) + 1)}
     for key in keys:
         registry.kept[key] = registry.kept.get(key, 0) + 1
-    try:
-        yield
-    finally:
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
         for key in keys:
             registry.kept[key] -= 1
             if registry.kept[key] == 0:
@@ -303,6 +308,14 @@ async def bastions_kept(hosts: Iterable[Host]) -> AsyncIterator[None]:
                 shared = registry.current.get(key)
                 if shared is not None and shared.users == 0:
                     registry.lingering.add(asyncio.create_task(linger(registry, key, shared)))
+
+    timer = asyncio.get_running_loop().call_later(at_most_s, release) if at_most_s is not None else None
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
+        release()
 
 
 @asynccontextmanager

@@ -34,7 +34,7 @@ from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import EventKind, PlanState, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 Decision = Literal[PlanState.APPROVED, PlanState.REJECTED]
 
@@ -122,7 +122,7 @@ def _no_such_plan(plan_id: str) -> Refused:
     return Refused(f"no such plan {plan_id!r}", hint="it may have been made by another proofbot database")
 
 
-def _settle(db: sqlite_utils.Database, plan_id: str, state: PlanState, decided_by: str | None,
+def _settle(db: Db, plan_id: str, state: PlanState, decided_by: str | None,
             expired_by: float | None = None) -> PendingPlan | None:
     """The one write that decides a plan, returning the plan as it is after it (None when it was no
     longer pending, or, with ``expired_by``, not yet expired then): the first decision wins."""
@@ -134,17 +134,17 @@ def _settle(db: sqlite_utils.Database, plan_id: str, state: PlanState, decided_b
     return plan_of(rows[0]) if rows else None
 
 
-def _log(plan: PendingPlan, actor: str, db: sqlite_utils.Database) -> Within:
+def _log(plan: PendingPlan, actor: str, db: Db) -> Within:
     return Within(plan.operation, plan.id, plan.host, actor, db=db)
 
 
-def _expired(db: sqlite_utils.Database, plan: PendingPlan, details: dict[str, str]) -> None:
+def _expired(db: Db, plan: PendingPlan, details: dict[str, str]) -> None:
     log = _log(plan, PROOFBOT, db)
     log.expired(plan.expires_at_utc(), **details)
     _end(db, log, plan, Verdict.EXPIRED, "no decision before the plan expired")
 
 
-def _end(db: sqlite_utils.Database, log: Within, plan: PendingPlan, verdict: Verdict, summary: str) -> None:
+def _end(db: Db, log: Within, plan: PendingPlan, verdict: Verdict, summary: str) -> None:
     """A plan that will not be applied, ended with its decision: finished, and its host freed if it holds it."""
     log.finished(Finished(verdict, summary))
     locks.free(db, plan.host, plan.id)
@@ -171,7 +171,7 @@ def _judge(plan: PendingPlan, actor: str, decision: Decision, rule: Rule, user_i
     return Judgement.OK
 
 
-def _counted(db: sqlite_utils.Database, plan: PendingPlan, rule: Rule) -> tuple[str, ...]:
+def _counted(db: Db, plan: PendingPlan, rule: Rule) -> tuple[str, ...]:
     """The approvals that count now: each person once, and only while the rule still names them (a member
     removed from a group, a policy changed since the click: no longer counted)."""
     users: dict[str, None] = {}
@@ -235,7 +235,7 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
 
     rule = _rule(approvals)
 
-    def attempt(db: sqlite_utils.Database) -> tuple[Judgement, PendingPlan]:
+    def attempt(db: Db) -> tuple[Judgement, PendingPlan]:
         row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
@@ -282,7 +282,7 @@ async def decide(store: AuditStore, plan_id: str, actor: str, decision: Decision
 
 async def approval_count(store: AuditStore, plan_id: str, approvals: Approvals | Rule) -> tuple[str, ...]:
     """The approvals of a pending plan that count under ``approvals`` now, in the order given."""
-    def read(db: sqlite_utils.Database) -> tuple[str, ...]:
+    def read(db: Db) -> tuple[str, ...]:
         row = first_row(db, "SELECT * FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)
@@ -313,7 +313,7 @@ def _refusal(outcome: Judgement, plan: PendingPlan, why: str) -> Refused:
 
 async def expire_if_due(store: AuditStore, plan_id: str) -> PendingPlan | None:
     """Mark a pending plan expired once its time has passed; returns it when this call expired it."""
-    def attempt(db: sqlite_utils.Database) -> PendingPlan | None:
+    def attempt(db: Db) -> PendingPlan | None:
         plan = _settle(db, plan_id, PlanState.EXPIRED, None, expired_by=time.time())
         if plan is not None:
             _expired(db, plan, {})
@@ -326,14 +326,14 @@ async def close(store: AuditStore, plan_id: str, state: PlanState) -> None:
     await store.write(lambda db: set_state(db, plan_id, state))
 
 
-def set_state(db: sqlite_utils.Database, plan_id: str, state: PlanState) -> None:
+def set_state(db: Db, plan_id: str, state: PlanState) -> None:
     """``close`` inside the caller's transaction (a withdrawal closes the plan with its event)."""
     if state not in (PlanState.VOID, PlanState.APPLIED):
         raise ValueError(f"a plan is closed void or applied, not {state}")
     db.execute("UPDATE plans SET state = ? WHERE id = ?", [PlanState(state), plan_id])
 
 
-def interrupt_in(db: sqlite_utils.Database, plan_id: str) -> None:
+def interrupt_in(db: Db, plan_id: str) -> None:
     """An approved plan whose apply was interrupted (``commands/store/recovery.py``) is ``interrupted``, in the
     caller's transaction; a plan in any other state, or no plan (a verify), is left as it is."""
     db.execute("UPDATE plans SET state = ? WHERE id = ? AND state = ?",
@@ -343,7 +343,7 @@ def interrupt_in(db: sqlite_utils.Database, plan_id: str) -> None:
 async def close_unapplied(store: AuditStore, plan_id: str, actor: str, verdict: Verdict | str, reason: str) -> None:
     """End a plan that will not be applied (rejected, expired, declined): finish it and free the host if
     this plan holds it, in one transaction."""
-    def finish(db: sqlite_utils.Database) -> None:
+    def finish(db: Db) -> None:
         row = first_row(db, "SELECT operation, host FROM plans WHERE id = ?", plan_id)
         if row is None:
             raise _no_such_plan(plan_id)

@@ -23,11 +23,12 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from commands.errors import UsageError
 from commands.store.db import AuditStore
 from commands.store.events import GENESIS_HASH, event_hash, first_row, stored_details
+from commands.store.handle import Streaming
 from commands.store.migrations import MIGRATIONS, statements
 from commands.store.pg_schema import pg_expected, pg_guard_sql, pg_has_table, pg_present
 from commands.store.schema import (
@@ -40,7 +41,7 @@ from commands.store.schema import (
 )
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 Problem = Literal["edited", "deleted", "inserted", "genesis", "truncated", "anchor"]
 GUARD_TRIGGERS = (
@@ -121,10 +122,10 @@ async def verify_chain(store: AuditStore, anchor: Anchor | None = None) -> Chain
     return await store.snapshot(lambda db: walk_chain(db, anchor))
 
 
-def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> ChainReport:
+def walk_chain(db: Db, anchor: Anchor | None = None) -> ChainReport:
     count, previous, broken = 0, None, None
     every = "SELECT * FROM events ORDER BY id"  # streamed: a log of millions of events is never held at once
-    for prev, row, following in _windows(cast(Any, db).iterate(every) if _on_postgres(db) else db.query(every)):
+    for prev, row, following in _windows(db.iterate(every) if isinstance(db, Streaming) else db.query(every)):
         count += 1
         previous = row
         if broken is None and not (row.prev_hash == (prev.hash if prev else GENESIS_HASH) and row.content_ok()):
@@ -145,8 +146,8 @@ def walk_chain(db: sqlite_utils.Database, anchor: Anchor | None = None) -> Chain
                        missing, differences)
 
 
-def _on_postgres(db: Any) -> bool:
-    return getattr(db, "dialect", "sqlite") == "postgresql"
+def _on_postgres(db: Db) -> bool:
+    return getattr(db, "dialect", "sqlite") == "postgresql"  # sqlite-utils' own Database (tests) names none
 
 
 def guard_trigger_sql() -> dict[str, str]:
@@ -175,7 +176,7 @@ def _windows(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Row | None, Ro
         yield prev, current, None
 
 
-def _diagnose(db: sqlite_utils.Database, prev: Row | None, row: Row, following: Row | None) -> Break:
+def _diagnose(db: Db, prev: Row | None, row: Row, following: Row | None) -> Break:
     expected = prev.hash if prev else GENESIS_HASH
     linked, content_ok = row.prev_hash == expected, row.content_ok()
     if following is not None and following.prev_hash == expected:
@@ -218,7 +219,7 @@ def _name(row: Row | None) -> str:
     return f"#{row.id}" if row else "the genesis hash"
 
 
-def _check_head(db: sqlite_utils.Database, last: Row | None, count: int) -> Break | None:
+def _check_head(db: Db, last: Row | None, count: int) -> Break | None:
     try:
         head = None if _on_postgres(db) and not pg_has_table(db, "chain_head") else \
             first_row(db, "SELECT event_id, hash, events FROM chain_head WHERE id = 1")
@@ -248,7 +249,7 @@ def _check_head(db: sqlite_utils.Database, last: Row | None, count: int) -> Brea
     return None
 
 
-def _check_anchor(db: sqlite_utils.Database, anchor: Anchor) -> Break | None:
+def _check_anchor(db: Db, anchor: Anchor) -> Break | None:
     row = first_row(db, "SELECT hash FROM events WHERE id = ?", anchor.event_id)
     if row is None:
         return Break(anchor.event_id, "anchor", f"the anchored event #{anchor.event_id} is no longer in the log "

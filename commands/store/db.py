@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 from commands.errors import CouldNotRecord, UsageError
 from commands.store.events import Event, event_of
@@ -31,7 +31,7 @@ from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pendi
 from commands.store.pg import PgBackend, is_pg_url, redacted_url
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
@@ -85,9 +85,9 @@ class AuditStore:
         return "postgresql" if self._pg is not None else "sqlite"
 
     @property
-    def _db(self) -> sqlite_utils.Database:
+    def _db(self) -> LiteDatabase:
         assert self._sqlite is not None, "a SQLite-only path ran on PostgreSQL"
-        return cast("sqlite_utils.Database", self._sqlite)  # the subset the store uses (lite.py)
+        return self._sqlite
 
     @classmethod
     def open(cls, path: Path | str, *, existing: bool = False) -> AuditStore:
@@ -133,16 +133,16 @@ class AuditStore:
         if self._renewer is None:
             self._renewer = Renewer(lambda: self._worker.submit(self._write_now, self._renew).result())
 
-    def _renew(self, db: sqlite_utils.Database) -> int:
+    def _renew(self, db: Db) -> int:
         return renew(db, process_holder())
 
-    def _write_now(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+    def _write_now(self, work: Callable[[Db], T]) -> T:
         """``write`` from the worker thread itself."""
         if self._pg is not None:
-            return self._pg.atomic(True, work)  # type: ignore[arg-type]  # same API
+            return self._pg.atomic(True, work)  # PgDatabase is a Db too (mypy checks it)
         return self._atomic("BEGIN IMMEDIATE", work)
 
-    async def write_apart(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+    async def write_apart(self, work: Callable[[Db], T]) -> T:
         """A write outside the hash chain that must not wait for the log (a Slack delivery claim, before the ack):
         on PostgreSQL its own thread and connection, under no writer's lock, so it never queues behind the appends
         of the operations running (at 50 verifies at once those held acks past Slack's 3 s); on SQLite ``write``."""
@@ -156,7 +156,7 @@ class AuditStore:
         def run() -> T:
             if not backend:  # connected in its own thread, on first use
                 backend.append(PgBackend(url))
-            return backend[0].atomic(True, work, chained=False)  # type: ignore[arg-type]  # same API
+            return backend[0].atomic(True, work, chained=False)  # PgDatabase is a Db too (mypy checks it)
         return await asyncio.get_running_loop().run_in_executor(worker, run)
 
     def close(self) -> None:
@@ -187,7 +187,7 @@ class AuditStore:
                 self._atomic("BEGIN IMMEDIATE", functools.partial(apply_pending, version=version,
                                                                     description=description, sql=sql))
 
-    def _atomic(self, begin: str, work: Callable[[sqlite_utils.Database], T]) -> T:
+    def _atomic(self, begin: str, work: Callable[[Db], T]) -> T:
         """work(db) between ``begin`` and COMMIT, rolled back if it raises; only ever on the worker thread."""
         conn = self._db.conn
         state = {"committing": False}
@@ -224,7 +224,7 @@ class AuditStore:
         # while the next call started on the same connection).
         return await asyncio.get_running_loop().run_in_executor(self._worker, work)
 
-    async def write(self, work: Callable[[sqlite_utils.Database], T]) -> T:
+    async def write(self, work: Callable[[Db], T]) -> T:
         """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
 
         ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
@@ -234,11 +234,11 @@ class AuditStore:
             tally.writes += 1
         return value
 
-    async def snapshot(self, query: Callable[[sqlite_utils.Database], T]) -> T:
+    async def snapshot(self, query: Callable[[Db], T]) -> T:
         """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
         pg = self._pg
         if pg is not None:
-            return await self._run(lambda: pg.atomic(False, query))  # type: ignore[arg-type]  # same API
+            return await self._run(lambda: pg.atomic(False, query))  # PgDatabase is a Db too (mypy checks it)
         return await self._run(lambda: self._atomic("BEGIN DEFERRED", query))
 
     async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:

@@ -9,21 +9,24 @@ Slack's retry runs it (docs/deployment.md "Two replicas behind Socket Mode").
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from commands.errors import CouldNotRecord
 from commands.store.db import AuditStore, WriteTally
 from commands.store.leases import process_holder
 
+if TYPE_CHECKING:
+    from commands.store.handle import Db
+
 KEEP_S = 3600.0
 
 
-def claim_in(db: Any, delivery_id: str, kind: str, now: float | None = None) -> bool:
+def claim_in(db: Db, delivery_id: str, kind: str, now: float | None = None) -> bool:
     """In the caller's write transaction: True if this delivery is new (claimed now), False if seen before."""
     return claim_all_in(db, [(delivery_id, kind)], now)[0]
 
 
-def claim_all_in(db: Any, deliveries: list[tuple[str, str]], now: float | None = None) -> list[bool]:
+def claim_all_in(db: Db, deliveries: list[tuple[str, str]], now: float | None = None) -> list[bool]:
     """Several (id, kind) claimed in the caller's write transaction by one INSERT: for each, True if claimed now;
     an id seen before, or earlier in the same list, is False (its first occurrence alone is claimed)."""
     moment = time.time() if now is None else now
@@ -48,7 +51,7 @@ async def claim(store: AuditStore, delivery_id: str, kind: str) -> bool:
     return await store.write_apart(lambda db: claim_in(db, delivery_id, kind))
 
 
-def unclaim_in(db: Any, delivery_id: str) -> None:
+def unclaim_in(db: Db, delivery_id: str) -> None:
     """This process's claim of the delivery goes (another replica's is left alone)."""
     db.execute("DELETE FROM deliveries WHERE id = ? AND replica = ?", [delivery_id, process_holder()])
 

@@ -19,7 +19,7 @@ from commands.clock import utc_now
 from commands.redact import redact_data
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 GENESIS_HASH = "0" * 64
 D = TypeVar("D")
@@ -52,12 +52,12 @@ def from_row(cls: type[D], row: Mapping[str, Any], **decoded: Any) -> D:
     return cls(**{name: decoded[name] if name in decoded else row[name] for name in names})
 
 
-def first_row(db: sqlite_utils.Database, sql: str, *params: Any) -> dict[str, Any] | None:
+def first_row(db: Db, sql: str, *params: Any) -> dict[str, Any] | None:
     """The first row of a query as a dict, or None."""
     return next(db.query(sql, params), None)
 
 
-def append_event(db: sqlite_utils.Database, kind: str, *, operation_id: str | None = None,
+def append_event(db: Db, kind: str, *, operation_id: str | None = None,
                  operation: str | None = None, host: str | None = None, actor: str | None = None,
                  details: dict[str, Any] | None = None) -> Event:
     """Append one event after the current head, inside the caller's IMMEDIATE transaction (``store.write``),

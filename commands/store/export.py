@@ -17,11 +17,14 @@ import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from commands.errors import UsageError
 from commands.store.chain import guard_trigger_sql
 from commands.store.db import AuditStore
+
+if TYPE_CHECKING:
+    from commands.store.handle import Db
 
 COLUMNS = ("id", "at", "operation_id", "operation", "host", "kind", "actor", "details", "prev_hash", "hash")
 BATCH = 2000  # events read and written at a time: memory stays bounded however long the log
@@ -81,7 +84,7 @@ def _discard(target: sqlite3.Connection | None, temp: Path) -> None:
         temp.unlink()
 
 
-def _copy(db: Any, target: sqlite3.Connection) -> tuple[int, int | None]:
+def _copy(db: Db, target: sqlite3.Connection) -> tuple[int, int | None]:
     """Every event, in id order and in batches, then the source's chain head (all in the caller's snapshot)."""
     marks = ", ".join("?" for _ in COLUMNS)
     insert = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({marks})"

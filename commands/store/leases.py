@@ -16,9 +16,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.vocabulary import PlanState
+
+if TYPE_CHECKING:
+    from commands.store.handle import Db
 
 LEASE_S = 30.0
 RENEW_EVERY_S = LEASE_S / 3
@@ -44,7 +47,7 @@ def lease_expired(lease_expires: float | None, now: float | None = None) -> bool
     return lease_expires is not None and lease_expires <= (time.time() if now is None else now)
 
 
-def renew(db: Any, holder: str, now: float | None = None) -> int:
+def renew(db: Db, holder: str, now: float | None = None) -> int:
     """Move this holder's leases forward (its locks, its pending plans): how many rows it holds."""
     until = lease_until(now)
     held = len(list(db.query("UPDATE locks SET lease_expires = ? WHERE lease_holder = ? RETURNING host",
@@ -54,7 +57,7 @@ def renew(db: Any, holder: str, now: float | None = None) -> int:
     return held
 
 
-def adopt_orphaned_plans(db: Any, holder: str, now: float | None = None) -> list[dict[str, Any]]:
+def adopt_orphaned_plans(db: Db, holder: str, now: float | None = None) -> list[dict[str, Any]]:
     """Pending plans whose holder's lease ended become this holder's (they stay valid: an approval may still
     come); each row as it is after, for the caller to announce. Decided plans are never taken."""
     moment = time.time() if now is None else now

@@ -21,7 +21,7 @@ from commands.store.leases import lease_expired, lease_until, process_holder
 from commands.store.log import PROOFBOT, audit_log
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ async def acquire(store: AuditStore, host: str, operation_id: str, operation: st
                       channel, thread_ts, process_holder(), lease_until())
     store.keep_leases()
 
-    def take(db: sqlite_utils.Database) -> LockHolder | None:
+    def take(db: Db) -> LockHolder | None:
         current = holder_in(db, host)
         if current is not None:
             if not current.is_stale():
@@ -88,7 +88,7 @@ async def release(store: AuditStore, lock: LockHolder) -> None:
         raise
 
 
-def free(db: sqlite_utils.Database, host: str, operation_id: str) -> None:
+def free(db: Db, host: str, operation_id: str) -> None:
     """Free the host if this operation holds it; another operation's lock is left alone."""
     db.execute("DELETE FROM locks WHERE host = ? AND operation_id = ?", [host, operation_id])
 
@@ -97,7 +97,7 @@ async def holder_of(store: AuditStore, host: str) -> LockHolder | None:
     return await store.snapshot(lambda db: holder_in(db, host))
 
 
-def holder_in(db: sqlite_utils.Database, host: str) -> LockHolder | None:
+def holder_in(db: Db, host: str) -> LockHolder | None:
     row = first_row(db, "SELECT * FROM locks WHERE host = ?", host)
     return from_row(LockHolder, row) if row else None
 

@@ -42,11 +42,10 @@ T = TypeVar("T")
 CUT_OFF_MAX = 10_000  # operation ids kept as stopped by a write not taken (store.cut_off)
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from commands.findings import Finding
     from commands.operation import Origin
     from commands.store.db import AuditStore
+    from commands.store.handle import Db
 
 PROOFBOT = "proofbot"  # the actor of what proofbot does on its own (expiry, recovery, its own life)
 
@@ -60,7 +59,7 @@ class Subject:
     host: str | None = None
     actor: str | None = None
 
-    def append(self, db: sqlite_utils.Database, body: EventBody, details: dict[str, Any] | None = None) -> Event:
+    def append(self, db: Db, body: EventBody, details: dict[str, Any] | None = None) -> Event:
         return append_event(db, body.KIND, operation_id=self.operation_id, operation=self.operation,
                             host=self.host, actor=self.actor, details=plain(body.details()) if details is None
                             else details)
@@ -70,9 +69,10 @@ class Subject:
 class Within(Subject):
     """The writers of the events written inside the caller's transaction."""
 
-    db: Any = None  # sqlite_utils.Database
+    db: Db | None = None  # the transaction's handle, when written within one
 
     def _write(self, body: EventBody) -> Event:
+        assert self.db is not None, "Within writes inside the caller's transaction: it is given its db"
         return self.append(self.db, body)
 
     def approved(self, plan_hash: str, requested_by: str, reason: str | None = None, *,
@@ -108,7 +108,7 @@ class AuditLog(Subject):
 
     store: Any = None  # AuditStore
 
-    def within(self, db: sqlite_utils.Database) -> Within:
+    def within(self, db: Db) -> Within:
         return Within(self.operation, self.operation_id, self.host, self.actor, db=db)
 
     async def _write(self, body: EventBody) -> Event:
@@ -117,7 +117,7 @@ class AuditLog(Subject):
         return await self._recorded(lambda db: self.append(db, body, details),
                                     its_own=not isinstance(body, LockReleasedStale))
 
-    async def _recorded(self, work: Callable[[sqlite_utils.Database], T], its_own: bool = True) -> T:
+    async def _recorded(self, work: Callable[[Db], T], its_own: bool = True) -> T:
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
         store: AuditStore = self.store
         first = store.cut_off.get(self.operation_id) if its_own and self.operation_id is not None else None

@@ -22,7 +22,7 @@ from commands.store.events import GENESIS_HASH, sql_list
 from commands.vocabulary import ENDING_KINDS, EventKind, Operation
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 SCHEMA_MIGRATIONS = ("CREATE TABLE IF NOT EXISTS schema_migrations "
                      "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)")
@@ -309,7 +309,7 @@ MIGRATIONS.append((
 ))
 
 
-def apply_pending(db: sqlite_utils.Database, version: int, description: str, sql: str) -> None:
+def apply_pending(db: Db, version: int, description: str, sql: str) -> None:
     """Apply one migration inside the caller's IMMEDIATE transaction, unless it is applied already."""
     # Another process may have applied it since this one looked: only the check under the write lock counts.
     if next(db.query("SELECT 1 AS done FROM schema_migrations WHERE version = ?", [version]), None):

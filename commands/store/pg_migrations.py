@@ -9,9 +9,12 @@ statement of the SQLite migrations runs here as it is written there, the one cop
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from commands.store.migrations import LEASE_COLUMNS, MIGRATIONS, statements
+
+if TYPE_CHECKING:
+    from commands.store.handle import Db
 
 # SQLite's functions for the paths the views use ('$', '$.a.b'): text (JSON true is 'true', where SQLite
 # gives 1), NULL for a missing path; json_array_length gives 0 for what is not an array, as SQLite does.
@@ -105,7 +108,7 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
 ]
 
 
-def apply_pending_pg(db: Any, version: int) -> None:
+def apply_pending_pg(db: Db, version: int) -> None:
     """Apply one migration inside the caller's write transaction (advisory lock held), unless applied."""
     from commands.clock import utc_now
 

@@ -9,10 +9,13 @@ name only here (SQLite compares their SQL too).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from commands.store.pg_migrations import GUARD_BODIES
 from commands.store.schema import SchemaObject, expected_schema, normalised, schema_from
+
+if TYPE_CHECKING:
+    from commands.store.handle import Db
 
 # Indexes PostgreSQL makes for a PRIMARY KEY or UNIQUE constraint are left out, as SQLite's autoindexes
 # (no SQL) are; a trigger that is disabled (ALTER TABLE … DISABLE TRIGGER) is left out: it guards nothing.
@@ -31,7 +34,7 @@ CATALOG = """
 """
 
 
-def pg_present(db: Any) -> dict[str, SchemaObject]:
+def pg_present(db: Db) -> dict[str, SchemaObject]:
     return schema_from(db.query(CATALOG))
 
 
@@ -49,6 +52,6 @@ def pg_guard_sql() -> dict[str, str]:
     return {name: normalised(body) for name, body in GUARD_BODIES.items()}
 
 
-def pg_has_table(db: Any, name: str) -> bool:
+def pg_has_table(db: Db, name: str) -> bool:
     """Asked before reading a table that may have been dropped: an error would end PostgreSQL's transaction."""
     return next(db.query("SELECT to_regclass(?) IS NOT NULL AS found", [name]))["found"] is True

@@ -34,7 +34,7 @@ from commands.store.log import PROOFBOT, Within
 from commands.vocabulary import ENDING_KINDS, EventKind, Operation, PlanState, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 # A rollout's host as its interruption finds it: restarted and proven, restarted and not, under way when its
 # process died (nothing is known since), never restarted (commands/restart/rollout.py's HostState, and unknown).
@@ -65,11 +65,24 @@ class Interrupted:
     fleet_operation_id: str | None = None  # one host's part of that fleet: the fleet tells its story
     hosts: tuple[tuple[str, str], ...] = ()  # a rollout's hosts in its plan's order, each with its RolloutState
     reason: str = "proofbot stopped while this ran"  # STOPPED; LEASE_ENDED or UNRECORDED say another cause
+    not_sent: bool = False  # a restart whose ``restart-sent`` was never recorded: it was never sent (act.py)
+    requested_by: str | None = None  # who asked (its request's origin), named wherever it is told
+
+    @property
+    def summary(self) -> str:
+        """What its ``finished`` event says: who stopped, and for a restart never sent, that it was not sent (the
+        UNRECORDED words "not known" would be false then: ``restart-sent`` is recorded before the command is sent)."""
+        if not self.not_sent:
+            return self.reason
+        return (UNRECORDED_BEFORE_SEND if self.reason == UNRECORDED else self.reason) + "; " + NOT_SENT
 
 
 STOPPED = Interrupted.reason  # this bot (or the CLI process that ran it) stopped: found at the next start
 LEASE_ENDED = "the proofbot replica running this stopped (its lease ended)"  # another replica's, at take_over
 UNRECORDED = "the audit database did not take a write: what happened after the last step recorded is not known"
+UNRECORDED_BEFORE_SEND = "the audit database did not take a write before the restart was sent"
+NOT_SENT = "the restart was not sent (proofbot records it before sending it): same PID expected"
+RESTART_SENT = "restart-sent"  # the step a restart records just before it sends the command (commands/restart/act.py)
 
 
 async def recover(store: AuditStore) -> tuple[list[Interrupted], list[approvals.PendingPlan]]:
@@ -111,7 +124,11 @@ async def _interrupt_gone(store: AuditStore, rows: list[dict[str, Any]], *, gone
         summary = last.details.get("summary", "") if isinstance(last.details, dict) else ""
         record = Interrupted(operation_id, operation, host, origin.get("channel"), origin.get("thread_ts"),
                              last.kind, last.at, (f"{step}: {summary}" if summary else step) if step else last.kind,
-                             fleet.get("target"), requested.get("fleet_operation_id"), reason=cause)
+                             fleet.get("target"), requested.get("fleet_operation_id"), reason=cause,
+                             not_sent=operation == Operation.RESTART and not any(
+                                 e.kind == EventKind.STEP and isinstance(e.details, dict)
+                                 and e.details.get("step") == RESTART_SENT for e in events),
+                             requested_by=origin.get("actor"))
         told = await store.write(functools.partial(_interrupt, record=record))
         if told is not None:
             interrupted.append(told)
@@ -146,7 +163,7 @@ async def take_over(store: AuditStore, now: float | None = None) -> tuple[list[I
     return interrupted, adopted
 
 
-def _fleets_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[str]:
+def _fleets_of(db: Db, operation_ids: list[str]) -> list[str]:
     """The fleet operations these operations are parts of (``fleet_operation_id`` in their requests)."""
     if not operation_ids:
         return []
@@ -157,7 +174,7 @@ def _fleets_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[str]
     return list(dict.fromkeys(fleet for fleet in fleets if isinstance(fleet, str)))
 
 
-def _unfinished_of(db: sqlite_utils.Database, operation_ids: list[str]) -> list[dict[str, Any]]:
+def _unfinished_of(db: Db, operation_ids: list[str]) -> list[dict[str, Any]]:
     if not operation_ids:
         return []
     marks = ", ".join("?" for _ in operation_ids)
@@ -182,7 +199,7 @@ async def _holder_gone(store: AuditStore, operation_id: str, host: str | None, h
     return STOPPED if lock is None or lock.operation_id != operation_id or lock.is_stale() else None
 
 
-def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | None:
+def _interrupt(db: Db, record: Interrupted) -> Interrupted | None:
     """Finish the operation as interrupted and free its host, in one transaction; None when another replica
     finished it first (writes are one at a time, so this check and the write cannot be split)."""
     if first_row(db, f"SELECT 1 AS done FROM events WHERE operation_id = ? AND kind IN {sql_list(ENDING_KINDS)}",
@@ -197,7 +214,8 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
                               counts={state: len(hosts) for state, hosts in by_state.items() if hosts},
                               extra={state: hosts for state, hosts in by_state.items()}))
     else:
-        log.finished(Finished(Verdict.INTERRUPTED, record.reason, last_event=last_event))
+        log.finished(Finished(Verdict.INTERRUPTED, record.summary, last_event=last_event,
+                              extra={"restart_sent": False} if record.not_sent else {}))
     approvals.interrupt_in(db, record.operation_id)  # its approved plan, if it had one, says so too
     if record.host is None:  # a fleet's hosts not yet handed to their parts: freed with it
         db.execute("DELETE FROM locks WHERE operation_id = ?", [record.operation_id])
@@ -210,7 +228,7 @@ def _interrupt(db: sqlite_utils.Database, record: Interrupted) -> Interrupted | 
     return record
 
 
-def _free_orphaned(db: sqlite_utils.Database, operation_id: str, now: float) -> None:
+def _free_orphaned(db: Db, operation_id: str, now: float) -> None:
     """Free the expired locks of an operation that is not running: one finished whose holder died before freeing
     its host, or a rollout's host part that died between taking the host's lock and its first event. A pending
     plan's lock is left to be adopted; one whose operation runs (requested, not finished) to ``_interrupt``."""
@@ -228,7 +246,7 @@ def _free_orphaned(db: sqlite_utils.Database, operation_id: str, now: float) -> 
             holder.why_stale(), asdict(holder))
 
 
-def rollout_states(db: sqlite_utils.Database, operation_id: str) -> dict[str, RolloutState]:
+def rollout_states(db: Db, operation_id: str) -> dict[str, RolloutState]:
     """Each host of an interrupted rollout, in its plan's order, by what the log holds of its part (the plan
     names each part's operation id, so this reads the plan and those parts, never the whole log)."""
     plan = first_row(db, "SELECT details FROM plans WHERE id = ?", operation_id)

@@ -30,10 +30,10 @@ from commands.store.db import AuditStore
 from commands.store.events import sql_list
 from commands.store.log import audit_log
 from commands.store.schema import require_text
-from commands.vocabulary import ENDING_KINDS, EventKind, Operation
+from commands.vocabulary import ENDING_KINDS, EventKind, Operation, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 DECISIONS = (EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED)
 # What ends an operation without a verdict of its own: the first of these is its verdict.
@@ -76,6 +76,7 @@ class OperationRecord:
     finished_at: str | None
     fleet: FleetRecord | None = None  # this operation is a fleet's (``verify GROUP``)
     part_of: FleetRecord | None = None  # this host's operation was part of that fleet operation
+    note: str | None = None  # an interrupted one: its ``finished`` summary (who stopped; a restart never sent)
 
     @property
     def approved_by(self) -> str | None:
@@ -87,7 +88,7 @@ class OperationRecord:
                 "approved_by": self.approved_by, "verdict": self.verdict, "channel": self.channel,
                 "thread_ts": self.thread_ts, "finished_at": self.finished_at,
                 "fleet": self.fleet.to_json() if self.fleet else None,
-                "part_of": self.part_of.to_json() if self.part_of else None}
+                "part_of": self.part_of.to_json() if self.part_of else None, "note": self.note}
 
 
 async def recent_operations(store: AuditStore, host: str | None = None,
@@ -96,7 +97,7 @@ async def recent_operations(store: AuditStore, host: str | None = None,
     return await store.snapshot(lambda db: query_operations(db, host, limit))
 
 
-def query_operations(db: sqlite_utils.Database, host: str | None, limit: int) -> list[OperationRecord]:
+def query_operations(db: Db, host: str | None, limit: int) -> list[OperationRecord]:
     limit = max(1, min(limit, MAX_LIMIT))
     # The ids come from the covering index alone; only the N rows chosen are read from the table.
     if host is None:  # a fleet's parts are left out: the fleet is their one line
@@ -117,7 +118,7 @@ async def last_per_host(store: AuditStore) -> dict[str, OperationRecord]:
     return {record.host: record for record in records if record.host}
 
 
-def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> list[OperationRecord]:
+def _records(db: Db, newest: str, arguments: list[Any]) -> list[OperationRecord]:
     """The operations whose ``requested`` event ids ``newest`` selects, newest first, with their outcomes."""
     requested = list(db.query(
         f"SELECT id, operation_id, operation, host, at, actor, details FROM events WHERE id IN ({newest}) "
@@ -140,7 +141,7 @@ def _records(db: sqlite_utils.Database, newest: str, arguments: list[Any]) -> li
             for row in requested]
 
 
-def _fleets_of(db: sqlite_utils.Database, ids: set[Any]) -> dict[str, FleetRecord]:
+def _fleets_of(db: Db, ids: set[Any]) -> dict[str, FleetRecord]:
     """The fleet operations these hosts' operations were part of, by id."""
     wanted = sorted(str(i) for i in ids if i)
     if not wanted:
@@ -195,7 +196,8 @@ def _record(requested: dict[str, Any], details: dict[str, Any], outcomes: list[d
                            requested["at"], requested["actor"], _str(origin.get("via")), _str(origin.get("channel")),
                            _str(origin.get("thread_ts")), decision, decided_by, verdict, finished_at,
                            fleet=_fleet_record(operation_id, details, finished),
-                           part_of=fleets.get(str(details.get("fleet_operation_id"))))
+                           part_of=fleets.get(str(details.get("fleet_operation_id"))),
+                           note=_str(finished.get("summary")) if finished and verdict == Verdict.INTERRUPTED else None)
 
 
 def _json(text: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from commands.store.events import sql_list
 from commands.vocabulary import EventKind, Operation, Verdict
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 READ_KINDS = (EventKind.REQUESTED, EventKind.FINISHED)
 
@@ -61,7 +61,7 @@ async def not_passing(audit: AuditStore, fleet_operation_id: str) -> NotPassing:
                       len(order))
 
 
-def _parts_of(db: sqlite_utils.Database, fleet_operation_id: str) -> dict[str, str]:
+def _parts_of(db: Db, fleet_operation_id: str) -> dict[str, str]:
     """host -> its own verify's operation id, for the hosts of a fleet verify that started."""
     rows = db.query(
         f"SELECT host, operation_id FROM events WHERE kind = '{EventKind.REQUESTED}' AND host IS NOT NULL "
@@ -69,7 +69,7 @@ def _parts_of(db: sqlite_utils.Database, fleet_operation_id: str) -> dict[str, s
     return {str(row["host"]): str(row["operation_id"]) for row in rows}
 
 
-def _outcomes(db: sqlite_utils.Database, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+def _outcomes(db: Db, operation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
     """operation id -> (verdict, backup compared), one query for the whole fleet."""
     if not operation_ids:
         return {}

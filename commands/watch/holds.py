@@ -14,7 +14,7 @@ from commands.store.locks import holder_in
 from commands.vocabulary import EventKind, Operation
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 # What proofbot does to a host that moves its state: a verify or a ping changes nothing.
 MUTATING = (Operation.RESTORE, Operation.RESTART, Operation.ROLLOUT)
@@ -51,7 +51,7 @@ class LockHolds:
         return {host: self.until[host] for host in hosts if host in self.until and now < self.until[host]}
 
 
-def _last_mutation(db: sqlite_utils.Database, hosts: list[str]) -> dict[str, str]:
+def _last_mutation(db: Db, hosts: list[str]) -> dict[str, str]:
     """host -> when its last restore or restart (a rollout's part too) finished, for the hosts that had one."""
     if not hosts:
         return {}

@@ -17,7 +17,7 @@ from commands.watch.schedule import Watch
 from commands.watch.state import HostChange, HostState, Result, TargetWatch
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from commands.store.handle import Db
 
 # The newest watch-run events read back, at most, to find each entry's last run (a quiet entry among busy
 # ones is far back); past this an entry starts afresh, as on its first run.
@@ -89,7 +89,7 @@ async def remembered(store: AuditStore, targets: Sequence[str]) -> dict[str, Rem
     return await store.snapshot(lambda db: _read(db, list(targets)))
 
 
-def _read(db: sqlite_utils.Database, targets: list[str]) -> dict[str, Remembered]:
+def _read(db: Db, targets: list[str]) -> dict[str, Remembered]:
     found = {target: Remembered() for target in targets}
     changes = db.query(
         "SELECT c.host AS host, c.details AS change, r.details AS run FROM events c JOIN events r "
