@@ -119,7 +119,7 @@ def test_a_plan_that_does_not_read_what_a_check_needs_is_refused_before_anything
 
 
 def test_every_manager_the_inventory_accepts_has_its_check_classes() -> None:
-    accepted = set(typing.get_args(Service.model_fields["manager"].annotation))
+    accepted = set(typing.get_args(typing.get_type_hints(Service)["manager"]))
     assert set(MANAGERS) == accepted
     systemd = Service(manager="systemd", unit="sglang", health_url="http://127.0.0.1:1/health")
     supervised = Service(manager="supervisord", unit="sglang", health_url="http://127.0.0.1:1/health")

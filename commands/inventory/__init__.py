@@ -9,12 +9,6 @@ hops (``ssh.jump``) · groups · hints (YAML errors and typos where a person loo
 This module is the package's API: the names the rest of proofbot uses.
 """
 
-import os
-
-# pydantic searches every installed distribution's entry points for plugins when it builds its first model (~30 ms
-# of CPU a process, importlib.metadata reading each dist-info); proofbot uses none, and as root runs no plugin code.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
 from commands.inventory.hosts import Backup, Host, Inventory, Probe, Service
 from commands.inventory.load import inventory_path, load_inventory, parse_inventory
 from commands.inventory.settings import Approvals, FleetSettings, Hop, Limits, SshSettings

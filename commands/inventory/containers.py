@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from pydantic import ConfigDict, field_validator, model_validator
 
 from commands.inventory.settings import Strict, absolute_path, matching
 
@@ -32,54 +31,51 @@ DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when 
 _SOCKET = re.compile(r"^unix:///[^\s\x00]+$")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Engine(Strict):
     """The container engine on the host: its CLI (default ``docker``, or ``podman`` for ``manager: podman``, on
     the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;
     Podman's CLI is the engine itself, ``-H`` makes it a remote client). ``engine: /usr/bin/docker`` and
     ``engine: unix:///run/docker.sock`` are short for one of them."""
 
-    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
-    model_config = ConfigDict(defer_build=True)
-
     cli: str = "docker"
     host: str | None = None
     compose: str = "docker-compose"  # compose v1's CLI (manager: compose); v2's `docker compose` is not packaged
 
-
-    @model_validator(mode="before")
     @classmethod
-    def _short_form(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return {"host": value} if value.startswith("unix://") else {"cli": value}
-        return value
-
-    @field_validator("cli")
-    @classmethod
-    def _cli(cls, value: str) -> str:
-        return value if value in DEFAULT_CLIS.values() else absolute_path(value)
-
-    @field_validator("compose")
-    @classmethod
-    def _compose(cls, value: str) -> str:
-        return value if value == "docker-compose" else absolute_path(value)
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str | None) -> str | None:
-        return None if value is None else matching(_SOCKET, value, "not a unix:///PATH socket")
+    def prepare(cls, raw: Any) -> Any:
+        if isinstance(raw, str):
+            return {"host": raw} if raw.startswith("unix://") else {"cli": raw}
+        return raw
 
     def argv(self) -> list[str]:
         """The CLI and its daemon, before a subcommand."""
         return [self.cli, *(["-H", self.host] if self.host else [])]
 
 
-def engine_for(manager: str, engine: Engine | None) -> Engine | None:
+Engine.checks = {
+    "cli": (lambda value, _: value if value in DEFAULT_CLIS.values() else absolute_path(value),),
+    "compose": (lambda value, _: value if value == "docker-compose" else absolute_path(value),),
+    "host": (lambda value, _: None if value is None else matching(_SOCKET, value, "not a unix:///PATH socket"),),
+}
+
+
+def cli_written(engine: Any) -> bool:
+    """Whether ``engine:`` as written names the CLI (``engine: /usr/bin/podman`` or ``{cli: …}``)."""
+    if isinstance(engine, str):
+        return not engine.startswith("unix://")
+    if isinstance(engine, Engine):  # built in code: a CLI other than the default was chosen
+        return engine.cli != "docker"
+    return isinstance(engine, dict) and "cli" in engine
+
+
+def engine_for(manager: str, engine: Engine | None, cli_chosen: bool = False) -> Engine | None:
     """The service's engine with its manager's CLI when `engine:` names none (Podman's is ``podman``)."""
     cli = DEFAULT_CLIS.get(manager)
-    if cli is None or cli == Engine.model_fields["cli"].default:
+    if cli is None or cli == "docker":
         return engine  # docker's (and compose's) is the model's own default
     engine = engine or Engine()
-    if "cli" in engine.model_fields_set:
+    if cli_chosen:
         return engine
     return engine.model_copy(update={"cli": cli})
 

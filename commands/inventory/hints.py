@@ -8,7 +8,8 @@ import types
 from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel
+
+from commands.inventory.schema import Model, specs
 
 # Errors PyYAML marks where it gave up (the end of the file, the next line) while the mistake is
 # where the thing it was reading began (its context mark): an unclosed quote or bracket, a list
@@ -59,7 +60,7 @@ def _key_run_on(text: str, error_line: int) -> tuple[int, int, str] | None:
     return last.start_mark.line + 1, last.start_mark.column + 1, last.value
 
 
-def unknown_key(model: type[BaseModel], loc: tuple[str | int, ...]) -> str:
+def unknown_key(model: type[Model], loc: tuple[str | int, ...]) -> str:
     """What to say of ``loc[-1]``, a key the model at ``loc[:-1]`` does not have."""
     import difflib  # only for a file with a typo: not on every load
 
@@ -72,7 +73,7 @@ def unknown_key(model: type[BaseModel], loc: tuple[str | int, ...]) -> str:
     return "not an inventory key here; known: " + ", ".join(f"`{key}`" for key in known)
 
 
-def _keys_at(model: type[BaseModel], parents: tuple[str | int, ...]) -> list[str]:
+def _keys_at(model: type[Model], parents: tuple[str | int, ...]) -> list[str]:
     annotation: Any = model
     for part in parents:
         annotation = _step(annotation, part)
@@ -81,16 +82,16 @@ def _keys_at(model: type[BaseModel], parents: tuple[str | int, ...]) -> list[str
     found = _model_in(annotation)
     if found is None:
         return []
-    return [info.alias or name for name, info in found.model_fields.items() if name != "origins"]
+    return [spec.key for spec in specs(found) if spec.name != "origins"]
 
 
 def _step(annotation: Any, part: str | int) -> Any:
     """The annotation one key (or index) down: a model's field, a dict's value or a list's item."""
     found = _model_in(annotation)
     if found is not None:
-        for name, info in found.model_fields.items():
-            if part in (name, info.alias):
-                return info.annotation
+        for spec in specs(found):
+            if part in (spec.name, spec.key):
+                return spec.hint
         return None
     for arg in _members(annotation):
         origin = get_origin(arg)
@@ -107,8 +108,8 @@ def _members(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def _model_in(annotation: Any) -> type[Model] | None:
     for arg in _members(annotation):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
+        if isinstance(arg, type) and issubclass(arg, Model):
             return arg
     return None

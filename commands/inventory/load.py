@@ -3,12 +3,13 @@ decided through the operator's ssh config, then hops and groups; every problem a
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
 
 from commands.errors import InventoryError
 from commands.inventory.groups import expand_groups
@@ -17,6 +18,7 @@ from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
 from commands.inventory.policies import validate_policies
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
+from commands.inventory.schema import Invalid
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
 from commands.inventory.watch import parse_watch
 from commands.ssh_config import resolve_entry
@@ -26,17 +28,21 @@ INVENTORY_ENV = "PROOFBOT_INVENTORY"
 DEFAULT_INVENTORY = "inventory.yml"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _InventoryFile(Strict):
-    ssh: dict[str, Any] = Field(default_factory=dict)
-    approvals: Approvals = Field(default_factory=Approvals)
+    ssh: dict[str, Any] = field(default_factory=dict)
+    approvals: Approvals = field(default_factory=Approvals)
     channels: list[str] | None = None
     policies: Any = None  # validated entry by entry (commands/inventory/policies.py)
-    fleet: FleetSettings = Field(default_factory=FleetSettings)
-    limits: Limits = Field(default_factory=Limits)
-    groups: dict[str, list[str]] = Field(default_factory=dict)
-    packages: dict[str, Any] = Field(default_factory=dict)
+    fleet: FleetSettings = field(default_factory=FleetSettings)
+    limits: Limits = field(default_factory=Limits)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    packages: dict[str, Any] = field(default_factory=dict)
     watch: Any = None  # commands/inventory/watch.py checks it, each entry at its line
     hosts: dict[str, dict[str, Any]]
+
+
+_FILE_KEYS = {field.name for field in dataclasses.fields(_InventoryFile)}
 
 
 def inventory_path(explicit: str | None) -> Path:
@@ -84,7 +90,7 @@ def parse_inventory(text: str, source: str) -> Inventory:
     top_ssh_problems: set[str] = set()
     try:
         SshSettings.model_validate(top_ssh)
-    except ValidationError as exc:
+    except Invalid as exc:
         problems.add_validation(("ssh",), exc, SshSettings)
         top_ssh_problems = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
     jumps: dict[str, tuple[str, list[HopSpec]]] = {}
@@ -105,17 +111,17 @@ def _document(raw: dict[str, Any], problems: Problems) -> _InventoryFile:
     """The top level; a section that is wrong is reported and left out, so the others are still checked."""
     try:
         return _InventoryFile.model_validate(raw)
-    except ValidationError as exc:
+    except Invalid as exc:
         problems.add_validation((), exc, _InventoryFile)
         bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
-    kept = {key: value for key, value in raw.items() if key not in bad and key in _InventoryFile.model_fields}
+    kept = {key: value for key, value in raw.items() if key not in bad and key in _FILE_KEYS}
     if "hosts" in bad and isinstance(raw.get("hosts"), dict):
         kept["hosts"] = {name: entry for name, entry in raw["hosts"].items()
                          if isinstance(name, str) and isinstance(entry, dict)}
     kept.setdefault("hosts", {})
     try:
         return _InventoryFile.model_validate(kept)
-    except ValidationError:  # already reported above
+    except Invalid:  # already reported above
         return _InventoryFile(hosts={})
 
 
@@ -177,7 +183,7 @@ def _hosts(document: _InventoryFile, top_ssh: dict[str, Any], problems: Problems
 
         try:
             host = Host.model_validate(merged)
-        except ValidationError as exc:
+        except Invalid as exc:
             problems.add_validation(where, exc, Host, skip=inherited)
             continue
         bad_backups = [backup for backup in host.backups if not NAME_PATTERN.fullmatch(backup)]

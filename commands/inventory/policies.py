@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
-
+from commands.inventory.schema import Invalid, rules
 from commands.inventory.settings import Approvals, Strict, matching
 from commands.vocabulary import Operation
 
@@ -26,48 +25,46 @@ POLICY_OPERATIONS = (Operation.VERIFY, Operation.RESTORE, Operation.RESTART, Ope
 PLAN_ONLY = "plan-only"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy(Strict):
     """One rule: for these targets and operations, these approvers (ids or groups), N of them, from these
     channels; ``cli: plan-only`` makes the CLI print the plan instead of applying it."""
 
-    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
-    model_config = ConfigDict(defer_build=True)
-
-    targets: list[str] = Field(min_length=1)
-    operations: list[str] = Field(min_length=1)
-    approvers: list[str] = Field(default_factory=list)
-    required: int = Field(default=1, ge=1, le=32)
+    targets: list[str] = field(metadata=rules(min_length=1))
+    operations: list[str] = field(metadata=rules(min_length=1))
+    approvers: list[str] = field(default_factory=list)
+    required: int = field(default=1, metadata=rules(ge=1, le=32))
     channels: list[str] | None = None
     cli: Literal["plan-only"] | None = None
 
-    @field_validator("operations")
-    @classmethod
-    def _operations(cls, value: list[str]) -> list[str]:
-        for operation in value:
-            if operation not in POLICY_OPERATIONS:
-                raise ValueError(f"{operation!r} is not an operation a policy covers; "
-                                 f"one of: {', '.join(POLICY_OPERATIONS)} (a rolling restart is a restart)")
-        return value
-
-    @field_validator("approvers")
-    @classmethod
-    def _approvers(cls, value: list[str]) -> list[str]:
-        for who in value:
-            if not (USER_ID.fullmatch(who) or GROUP_HANDLE.fullmatch(who)):
-                raise ValueError(f"not a Slack user id (U…) or user group handle (@name): {who!r}")
-        return value
-
-    @field_validator("channels")
-    @classmethod
-    def _channels(cls, value: list[str] | None) -> list[str] | None:
-        for channel in value or []:
-            matching(CHANNEL_ID, channel, "not a Slack channel id (C…)")
-        return value
-
     def text(self) -> str:
         """The policy as one line (what the audit log records beside its index)."""
-        shown = self.model_dump(mode="json", exclude_none=True)
+        shown = self.model_dump(exclude_none=True)
         return ", ".join(f"{key}: {value}" for key, value in shown.items())
+
+
+def _operations(value: list[str], _: object) -> list[str]:
+    for operation in value:
+        if operation not in POLICY_OPERATIONS:
+            raise ValueError(f"{operation!r} is not an operation a policy covers; "
+                             f"one of: {', '.join(POLICY_OPERATIONS)} (a rolling restart is a restart)")
+    return value
+
+
+def _approvers(value: list[str], _: object) -> list[str]:
+    for who in value:
+        if not (USER_ID.fullmatch(who) or GROUP_HANDLE.fullmatch(who)):
+            raise ValueError(f"not a Slack user id (U…) or user group handle (@name): {who!r}")
+    return value
+
+
+def _channels(value: list[str] | None, _: object) -> list[str] | None:
+    for channel in value or []:
+        matching(CHANNEL_ID, channel, "not a Slack channel id (C…)")
+    return value
+
+
+Policy.checks = {"operations": (_operations,), "approvers": (_approvers,), "channels": (_channels,)}
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,7 @@ def validate_policies(problems: Problems, written: object, names: set[str]) -> t
         where: KeyPath = ("policies", index)
         try:
             policy = Policy.model_validate(entry)
-        except ValidationError as exc:
+        except Invalid as exc:
             problems.add_validation(where, exc, Policy)
             continue
         unknown = [(at, target) for at, target in enumerate(policy.targets) if target not in names]

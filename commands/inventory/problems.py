@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from commands.errors import InventoryError
 from commands.inventory.hints import unknown_key
 from commands.inventory.hops import HopSpec, jump_spec
+from commands.inventory.schema import Invalid, Model
 
 KeyPath = tuple[str | int, ...]
 
@@ -31,16 +31,15 @@ class Problems:
         if problem not in self.found:
             self.found.append(problem)
 
-    def add_validation(self, prefix: KeyPath, exc: ValidationError, model: type[BaseModel],
+    def add_validation(self, prefix: KeyPath, exc: Invalid, model: type[Model],
                        skip: Callable[[KeyPath], bool] = lambda _: False) -> None:
-        for error in exc.errors():
-            loc = tuple(error["loc"])
+        for loc, kind, message in exc.found:
             if skip(loc):
                 continue
-            if error["type"] == "extra_forbidden":  # a typo, most often: say which key was meant
+            if kind == "extra_forbidden":  # a typo, most often: say which key was meant
                 self.add((*prefix, *loc), unknown_key(model, loc))
             else:
-                self.add((*prefix, *loc), error["msg"].removeprefix("Value error, "))
+                self.add((*prefix, *loc), message.removeprefix("Value error, "))
 
     def add_raised(self, exc: InventoryError) -> None:
         """A problem raised as ``SOURCE: KEY: message`` (the hop parsers), recorded at its key."""

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-
+from commands.inventory.schema import Model, rules
 from commands.ssh_config import defaults
 
-
-class Strict(BaseModel):
-    """Every inventory model: unknown keys are refused (a typo is reported, never ignored), values frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+Strict = Model  # the base every inventory model shares (commands/inventory/schema.py)
 
 
 def matching(pattern: re.Pattern[str], value: str, what: str) -> str:
@@ -33,52 +30,37 @@ def absolute_path(value: str) -> str:
     return value
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SshSettings(Strict):
     user: str = defaults.USER
     # One file or several (as OpenSSH's `UserKnownHostsFile a b`): hashed names, [host]:port,
     # @cert-authority and @revoked lines are all honoured.
     known_hosts: str | list[str] = defaults.KNOWN_HOSTS
     # OpenSSH's GlobalKnownHostsFile: read after the user's files (their @revoked lines count too).
-    global_known_hosts: list[str] = Field(default_factory=lambda: list(defaults.GLOBAL_KNOWN_HOSTS))
+    global_known_hosts: list[str] = field(default_factory=lambda: list(defaults.GLOBAL_KNOWN_HOSTS))
     # OpenSSH's HostKeyAlias: the name looked up in known_hosts instead of the host's address.
     host_key_alias: str | None = None
-    client_keys: list[str] = Field(default_factory=lambda: list(defaults.CLIENT_KEYS))
+    client_keys: list[str] = field(default_factory=lambda: list(defaults.CLIENT_KEYS))
     # User certificates; a KEY-cert.pub beside a client key is used without being named here.
-    client_certs: list[str] = Field(default_factory=list)
+    client_certs: list[str] = field(default_factory=list)
     # The operator's OpenSSH client config (opt-in): see commands/ssh_config/ for what is taken.
     config: str | None = None
     # Keys of the ssh-agent at SSH_AUTH_SOCK (opt-in); the agent is never forwarded.
-    agent: bool = Field(default=False, strict=True)
-    connect_timeout_s: float = Field(default=10, gt=0)
-    command_timeout_s: float = Field(default=60, gt=0)
+    agent: bool = field(default=False, metadata=rules(strict=True))
+    connect_timeout_s: float = field(default=10, metadata=rules(gt=0))
+    command_timeout_s: float = field(default=60, metadata=rules(gt=0))
     # SSH connections open at once across all hosts (one per host however many operations overlap).
-    max_connections: int = Field(default=32, ge=1, le=4096)
+    max_connections: int = field(default=32, metadata=rules(ge=1, le=4096))
     # The hops to the host (ProxyJump), resolved at load from `jump:` (commands/inventory/hops.py).
     jump: tuple[Hop, ...] = ()
     # OpenSSH's defaults: MaxStartups 10 (unauthenticated connections per sshd) and MaxSessions 10.
-    max_startups: int = Field(default=10, ge=1, le=1024)
-    max_sessions: int = Field(default=10, ge=1, le=1024)
+    max_startups: int = field(default=10, metadata=rules(ge=1, le=1024))
+    max_sessions: int = field(default=10, metadata=rules(ge=1, le=1024))
     # `serve` only (the CLI closes at exit): a connection unused this long is closed; 0 closes at once.
     # 600 s outlives a 5-minute watch with its jitter, so a watched host never logs in twice.
-    idle_close_s: float = Field(default=600, ge=0, le=86400)
+    idle_close_s: float = field(default=600, metadata=rules(ge=0, le=86400))
     # SSH keepalive (asyncssh keepalive_interval; 3 unanswered = the link is dead, ~4x this to notice).
-    keepalive_s: float = Field(default=2, gt=0, le=3600)
-
-    @field_validator("user")
-    @classmethod
-    def _user_is_a_name(cls, value: str) -> str:
-        return matching(defaults.USER_NAME, value, "not a valid user name")
-
-    @field_validator("known_hosts", "global_known_hosts", "client_keys", "client_certs")
-    @classmethod
-    def _paths(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
-        paths = [value] if isinstance(value, str) else value
-        if info.field_name == "known_hosts" and not paths:
-            raise ValueError("name at least one known_hosts file: host keys are always checked")
-        for path in paths:
-            if not path or "\x00" in path or "\n" in path:
-                raise ValueError(f"not a file path: {path!r}")
-        return value
+    keepalive_s: float = field(default=2, metadata=rules(gt=0, le=3600))
 
     def known_hosts_list(self) -> list[str]:
         return [self.known_hosts] if isinstance(self.known_hosts, str) else list(self.known_hosts)
@@ -91,44 +73,65 @@ class SshSettings(Strict):
         return [Path(os.path.expanduser(key)) for key in self.client_keys]
 
 
+def _user_is_a_name(value: str, _: dict[str, Any]) -> str:
+    return matching(defaults.USER_NAME, value, "not a valid user name")
+
+
+def _paths(name: str) -> Any:
+    def paths(value: str | list[str], _: dict[str, Any]) -> str | list[str]:
+        written = [value] if isinstance(value, str) else value
+        if name == "known_hosts" and not written:
+            raise ValueError("name at least one known_hosts file: host keys are always checked")
+        for path in written:
+            if not path or "\x00" in path or "\n" in path:
+                raise ValueError(f"not a file path: {path!r}")
+        return value
+    return (paths,)
+
+
+SshSettings.checks = {"user": (_user_is_a_name,),
+                      **{name: _paths(name) for name in ("known_hosts", "global_known_hosts", "client_keys",
+                                                         "client_certs")}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hop(Strict):
     """One hop of ``ssh.jump``: where it is and how to log in; ``name`` is how messages call it."""
 
     name: str  # an inventory host's name, or the hop as written (user@address:port)
     address: str
-    port: int = Field(ge=1, le=65535)
+    port: int = field(metadata=rules(ge=1, le=65535))
     ssh: SshSettings  # the inventory host's own settings, or the host's; jump always empty
 
 
-SshSettings.model_rebuild()
-
-
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetSettings(Strict):
     """How many hosts are worked on at once, and how long one host may take."""
 
-    max_parallel: int = Field(default=32, ge=1, le=4096)
+    max_parallel: int = field(default=32, metadata=rules(ge=1, le=4096))
     # One host that hangs is reported "timed out after N s" and never holds the others.
-    host_deadline_s: float = Field(default=120, gt=0)
+    host_deadline_s: float = field(default=120, metadata=rules(gt=0))
     # Rolling restart: hosts restarted (and proven) at a time.
-    restart_batch: int = Field(default=1, ge=1, le=4096)
+    restart_batch: int = field(default=1, metadata=rules(ge=1, le=4096))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Limits(Strict):
     """Operations in flight started from Slack (README "Slack"): a fleet is one operation; its hosts'
     verifies draw from ``hosts``, shared by every fleet in flight."""
 
-    per_user: int = Field(default=4, ge=1, le=1024)
-    total: int = Field(default=16, ge=1, le=4096)
-    hosts: int = Field(default=32, ge=1, le=4096)
+    per_user: int = field(default=4, metadata=rules(ge=1, le=1024))
+    total: int = field(default=16, metadata=rules(ge=1, le=4096))
+    hosts: int = field(default=32, metadata=rules(ge=1, le=4096))
 
 
 GROUP_TTL_S = 60.0  # how long a user group's members are trusted (docs/policies.md)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Approvals(Strict):
-    approvers: list[str] = Field(default_factory=list)
+    approvers: list[str] = field(default_factory=list)
     allow_self_approval: bool = False
-    expire_after_s: float = Field(default=900, gt=0)
+    expire_after_s: float = field(default=900, metadata=rules(gt=0))
     # A member removed from an approver user group stops counting once this has passed (0: ask at every click).
-    group_ttl_s: float = Field(default=GROUP_TTL_S, ge=0, le=3600)
-
+    group_ttl_s: float = field(default=GROUP_TTL_S, metadata=rules(ge=0, le=3600))

@@ -4,13 +4,12 @@ value parsed strictly and every problem said at its line."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
-
+from commands.inventory.schema import Invalid, rules
 from commands.inventory.settings import Strict, matching
 
 if TYPE_CHECKING:  # problems imports hosts, which holds the entries: the type only, to stay out of that cycle
@@ -73,46 +72,18 @@ class QuietHours:
         return local >= self.start or local < self.end  # across midnight
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WatchEntry(Strict):
-    """One ``watch`` entry as written; durations and quiet hours stay strings here, parsed by validators."""
-
-    # Validators built at first use (pydantic's defer_build), not at import: most inventories have no such section.
-    model_config = ConfigDict(defer_build=True)
+    """One ``watch`` entry as written; durations and quiet hours stay strings here, parsed by its checks."""
 
     target: str
     every: str
     channel: str
-    after: int = Field(default=DEFAULT_AFTER, ge=1, le=100, strict=True)
+    after: int = field(default=DEFAULT_AFTER, metadata=rules(ge=1, le=100, strict=True))
     quiet: str | None = None
     # How far after its slot a run may start (random, per run): 500 hosts never all start at once.
     # Default: a tenth of `every`.
     jitter: str | None = None
-
-    @field_validator("every", "jitter")
-    @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
-
-    @field_validator("every")
-    @classmethod
-    def _often_enough(cls, value: str) -> str:
-        if parse_duration(value) < MIN_EVERY:
-            raise ValueError(f"every {value} is too often: at least {MIN_EVERY.seconds}s")
-        return value
-
-    @field_validator("quiet")
-    @classmethod
-    def _quiet(cls, value: str | None) -> str | None:
-        if value is not None:
-            QuietHours.parse(value)
-        return value
-
-    @field_validator("channel")
-    @classmethod
-    def _channel(cls, value: str) -> str:
-        return matching(_CHANNEL, value, "not a Slack channel ID (C… or G…)")
 
     @property
     def interval(self) -> timedelta:
@@ -126,6 +97,28 @@ class WatchEntry(Strict):
     @property
     def quiet_hours(self) -> QuietHours | None:
         return QuietHours.parse(self.quiet) if self.quiet is not None else None
+
+
+def _duration(value: str | None, _: object) -> str | None:
+    if value is not None:
+        parse_duration(value)
+    return value
+
+
+def _often_enough(value: str, _: object) -> str:
+    if parse_duration(value) < MIN_EVERY:
+        raise ValueError(f"every {value} is too often: at least {MIN_EVERY.seconds}s")
+    return value
+
+
+def _quiet(value: str | None, _: object) -> str | None:
+    if value is not None:
+        QuietHours.parse(value)
+    return value
+
+
+WatchEntry.checks = {"every": (_duration, _often_enough), "jitter": (_duration,), "quiet": (_quiet,),
+                     "channel": (lambda value, _: matching(_CHANNEL, value, "not a Slack channel ID (C… or G…)"),)}
 
 
 def parse_watch(problems: Problems, written: Any, hosts: set[str], groups: set[str]) -> tuple[WatchEntry, ...]:
@@ -144,7 +137,7 @@ def parse_watch(problems: Problems, written: Any, hosts: set[str], groups: set[s
             continue
         try:
             entry = WatchEntry.model_validate(raw)
-        except ValidationError as exc:
+        except Invalid as exc:
             problems.add_validation(where, exc, WatchEntry)
             continue
         if entry.target not in hosts and entry.target not in groups:
