@@ -103,6 +103,14 @@ def test_missing_hosts_key_is_refused() -> None:
         parse_inventory("ssh: {user: root}\n", "inventory.yml")
 
 
+@pytest.mark.parametrize("value", ["33", "{a: b}", "true"])
+def test_a_key_file_list_of_the_wrong_type_is_reported_not_a_crash(value: str) -> None:
+    # the unsafe-file check reads client_keys before validation; a wrong type is the validator's to report
+    text = f"ssh: {{client_keys: {value}}}\nhosts: {{h1: {{address: 127.0.0.1}}}}\n"
+    with pytest.raises(InventoryError, match=r"ssh\.client_keys: Input should be a valid list"):
+        parse_inventory(text, "inventory.yml")
+
+
 def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
     with pytest.raises(InventoryError, match="not found") as raised:
         load_inventory(tmp_path / "nope.yml")

@@ -141,7 +141,10 @@ def unsafe_files(name: str, ssh: Mapping[str, Any], origins: Mapping[str, str], 
     found: list[tuple[KeyPath, str]] = []
     for key, kind, word in FILE_KEYS:
         value = ssh.get(key, FILE_DEFAULTS.get(key))
-        for path in (value,) if isinstance(value, str) else tuple(str(item) for item in value or ()):
+        # a value of the wrong type is the inventory check's to report (each problem at its key), not a crash here
+        listed = tuple(map(str, value)) if isinstance(value, list | tuple) else ()
+        paths = (value,) if isinstance(value, str) else listed
+        for path in paths:
             problem = unsafe_file(os.path.expanduser(path), kind)
             if problem is not None:
                 where, origin = _naming(name, key, origins)
