@@ -12,7 +12,7 @@ import random
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,9 @@ class LeftOut:
     text: str
 
 
-LeftOutRecorder = Callable[[LeftOut], Coroutine[Any, Any, object]]
+# Told of each message left out, synchronously: it schedules its own write (serve: a task serve holds and drains
+# before its store closes, bot/slack/listening.py ``keep``), so the outbox holds no task of its own.
+LeftOutRecorder = Callable[[LeftOut], None]
 
 
 def retry_after(exc: SlackApiError) -> float | None:
@@ -90,7 +92,6 @@ class ChannelOutbox:
         self._parents: deque[_Queued] = deque()
         self._rest: deque[_Queued] = deque()
         self._sender: asyncio.Task[None] | None = None
-        self._recording: set[asyncio.Task[object]] = set()
 
     def __len__(self) -> int:
         return len(self._parents) + len(self._rest)
@@ -124,15 +125,8 @@ class ChannelOutbox:
         log.warning("the outbox of %s is full (%d waiting): left out the passing reply %r of thread %s; the "
                     "thread's summary still lists it", what.channel, len(self), what.text[:80], what.thread_ts)
         if self.on_left_out is not None:
-            task = asyncio.create_task(self.on_left_out(what))
-            self._recording.add(task)
-            task.add_done_callback(self._recorded)
+            self.on_left_out(what)
         return True
-
-    def _recorded(self, task: asyncio.Task[object]) -> None:
-        self._recording.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.error("could not record a message left out of Slack: %s", exc)
 
     async def _send(self) -> None:
         while self._parents or self._rest:

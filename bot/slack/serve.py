@@ -13,7 +13,6 @@ import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +26,7 @@ from bot.logs import configure_logging
 from bot.metrics import DEFAULT_ADDRESS, Metrics, start_metrics_server
 from bot.slack.app import build_app
 from bot.slack.listening import BotContext
-from bot.slack.outbox import LeftOut, record_left_out
+from bot.slack.outbox import LeftOut, LeftOutRecorder, record_left_out
 from bot.slack.recovery import recover_in_slack, take_over_leases
 from bot.slack.session import slack_session
 from bot.slack.watch import start_watch, stop_watch
@@ -148,7 +147,7 @@ async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: 
             stop_metrics, port = await start_metrics_server(metrics, audit, metrics_at.address, metrics_at.port)
             logging.info("proofbot metrics at http://%s:%d/metrics", metrics_at.address, port)
         app = build_app(context, bot_token=bot_token, signing_secret=secret, api_url=api_url, session=session)
-        record_left_out(app.client, partial(_record_left_out, audit))  # a full outbox's drops, in the audit log
+        record_left_out(app.client, left_out_recorder(audit, context.keep))  # a full outbox's drops, in the audit log
         with metrics.installed():
             close = await _unless_stopped(stop, _start(app, context, app_token, http_port, bind))
             if close is None:
@@ -180,8 +179,15 @@ async def _serve(inventory: Inventory, db: Path | str, bot_token: str, api_url: 
     return 0
 
 
-async def _record_left_out(audit: AuditStore, left: LeftOut) -> None:
-    await bot_log(audit).slack_left_out(left.channel, left.thread_ts, left.text)
+def left_out_recorder(audit: AuditStore, keep: Callable[[asyncio.Task[None]], object]) -> LeftOutRecorder:
+    """Each message a full outbox leaves out, written to the audit log by a task ``keep`` holds (serve's: cancelled
+    and awaited before the store closes, its failure logged)."""
+    async def write(left: LeftOut) -> None:
+        await bot_log(audit).slack_left_out(left.channel, left.thread_ts, left.text)
+
+    def record(left: LeftOut) -> None:
+        keep(asyncio.create_task(write(left), name="slack-left-out"))
+    return record
 
 
 async def _start(app: AsyncApp, context: BotContext, app_token: str | None, http_port: int | None,
