@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -149,7 +150,11 @@ async def test_rolling_restart_halts_at_the_crash_looping_third_host(lab: NetnsL
         assert by_host[name]["new_pid"] == after[name] != before[name]
     crashed = {check["name"]: check for check in by_host["ct192"]["checks"]}
     assert crashed["main-pid"]["status"] == "fail"
-    assert crashed["main-pid"]["summary"].startswith("crash loop: the main PID changed ")
+    # Two truthful ways, by when the polls fell in its cycle: two new PIDs seen (a crash loop), or one new PID and
+    # supervisord restarting or giving up on it when the watch ended (a loaded machine polls less often).
+    ways = (r"crash loop: the main PID changed "
+            r"|PID \d+ → \d+ seen, but sglang is (STARTING|BACKOFF|EXITED|FATAL) at the end")
+    assert re.match(ways, crashed["main-pid"]["summary"]), crashed["main-pid"]["summary"]
     assert after["ct193"] == before["ct193"]  # untouched, read on the host
     assert by_host["ct193"]["verdict"] is None and by_host["ct193"]["rollout_state"] == "untouched"
     assert "halted after batch 3 of 4: ct192 failed its proof" in out["halted"]
