@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -22,7 +22,7 @@ from commands.inventory.containers import (
     engine_for,
 )
 from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
-from commands.inventory.schema import rules
+from commands.inventory.schema import model, rules
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
 from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
@@ -31,7 +31,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Probe(Strict):
     url: str
     json_body: dict[str, Any] = field(default_factory=dict, metadata=rules(alias="json"))
@@ -52,7 +52,7 @@ def _http_url(value: str, _: object = None) -> str:
 Probe.checks = {"url": (_http_url,)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Service(Strict):
     manager: Literal["systemd", "supervisord", "docker", "podman", "compose"]
     # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
@@ -109,7 +109,7 @@ Service.checks = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Backup(Strict):
     dir: str
     files: dict[str, str]
@@ -144,7 +144,7 @@ DIST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
 DEB_PATTERN = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,127}(:[a-z0-9][a-z0-9-]{0,31})?$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Packages(Strict):
     """Installed packages to prove pristine with no backup: Python distributions by their own RECORD
     (``package:<dist>``), Debian packages by dpkg's md5sums (``package:deb:<name>``)."""
@@ -186,7 +186,7 @@ def _deb(value: list[str], _: object) -> list[str]:
 Packages.checks = {"python": (_python,), "dists": (_dists,), "deb": (_deb,)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Host(Strict):
     name: str
     address: str
@@ -229,7 +229,7 @@ Host.checks = {"address": (lambda value, _: matching(defaults.ADDRESS, value, "n
 ALL_GROUP = "all"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Inventory(Strict):
     path: str
     approvals: Approvals

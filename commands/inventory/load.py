@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
 from commands.inventory.policies import validate_policies
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
-from commands.inventory.schema import Invalid
+from commands.inventory.schema import Invalid, model
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
 from commands.inventory.watch import parse_watch
 from commands.ssh_config import resolve_entry
@@ -28,7 +28,7 @@ INVENTORY_ENV = "PROOFBOT_INVENTORY"
 DEFAULT_INVENTORY = "inventory.yml"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class _InventoryFile(Strict):
     ssh: dict[str, Any] = field(default_factory=dict)
     approvals: Approvals = field(default_factory=Approvals)

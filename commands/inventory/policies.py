@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from commands.inventory.schema import Invalid, rules
+from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Approvals, Strict, matching
 from commands.vocabulary import Operation
 
@@ -25,7 +25,7 @@ POLICY_OPERATIONS = (Operation.VERIFY, Operation.RESTORE, Operation.RESTART, Ope
 PLAN_ONLY = "plan-only"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Policy(Strict):
     """One rule: for these targets and operations, these approvers (ids or groups), N of them, from these
     channels; ``cli: plan-only`` makes the CLI print the plan instead of applying it."""

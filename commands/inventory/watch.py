@@ -9,7 +9,7 @@ from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from commands.inventory.schema import Invalid, rules
+from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Strict, matching
 
 if TYPE_CHECKING:  # problems imports hosts, which holds the entries: the type only, to stay out of that cycle
@@ -72,7 +72,7 @@ class QuietHours:
         return local >= self.start or local < self.end  # across midnight
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class WatchEntry(Strict):
     """One ``watch`` entry as written; durations and quiet hours stay strings here, parsed by its checks."""
 
