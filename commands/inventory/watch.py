@@ -7,12 +7,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Strict, matching
 
 if TYPE_CHECKING:  # problems imports hosts, which holds the entries: the type only, to stay out of that cycle
+    from zoneinfo import ZoneInfo
+
     from commands.inventory.problems import KeyPath, Problems
 
 # 5m, 90s, 1h30m: units largest first, each at most once; no bare numbers (is 5 seconds or minutes?).
@@ -55,6 +56,8 @@ class QuietHours:
         start, end = _clock_time(found["start"]), _clock_time(found["end"])
         if start == end:
             raise ValueError(f"quiet hours {written!r} start and end at the same time")
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # with sysconfig ~2 ms: only for quiet hours written
+
         try:
             zone = ZoneInfo(found["zone"])
         except (ZoneInfoNotFoundError, ValueError, OSError):  # "Europe" is a directory of zones, not one
