@@ -46,13 +46,14 @@ def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
 # dateutil and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py); an HTTP client's
 # machinery (h11 speaks plain http over the channel: no httpx, httpcore, cookie jar or idna; anyio, certifi and the TLS
 # module load only for an https URL); the ssh config's reader (an inventory without ``ssh.config`` reads none),
-# zoneinfo (only quiet hours written in `watch:` need it).
+# zoneinfo (only quiet hours written in `watch:` need it); the inventory's watch and policies (none written).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
                       "pygments", "pydantic", "pydantic_core", "sqlite_utils", "click", "dateutil", "pluggy",
                       "sqlite_fts4", "httpx", "httpcore", "anyio", "certifi", "idna", "http.cookiejar",
                       "commands.host_tls", "commands.ssh_config.evaluate", "commands.ssh_config.resolve",
                       "commands.ssh_config.lexer", "commands.ssh_config.tokens", "commands.ssh_config.keywords",
-                      "commands.ssh_config.patterns", "zoneinfo")
+                      "commands.ssh_config.patterns", "zoneinfo", "commands.inventory.watch",
+                      "commands.inventory.policies")
 # A verify's writes to an audit DB already migrated: its request, a batch of checks, its ending.
 WRITES = """
 import asyncio
@@ -156,3 +157,26 @@ def test_importing_the_cli_elsewhere_leaves_the_cyclic_gc_alone() -> None:
     assert "enabled True" in subprocess.run(
         [sys.executable, "-c", "import gc, bot.cli.main\nprint('enabled', gc.isenabled())"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+WATCHED = """
+import sys
+from commands.inventory import parse_inventory
+from commands.inventory.schema import specs
+plain = parse_inventory("hosts: {h1: {address: 127.0.0.1}}", "inventory.yml")
+assert not {"commands.inventory.watch", "commands.inventory.policies"} & set(sys.modules), sys.modules
+watched = parse_inventory(
+    "hosts: {h1: {address: 127.0.0.1}}\\n"
+    "watch: [{target: h1, every: 5m, channel: C0123ABCD, quiet: '22:00-07:00 Europe/Berlin'}]\\n"
+    "policies: [{targets: [h1], operations: [restart], approvers: [U1]}]", "inventory.yml")
+print(watched.watch[0].target, watched.policies[0].approvers, plain.policy("restart", ["h1"]).index,
+      watched.policy("restart", ["h1"]).index, [str(spec.hint) for spec in specs(type(plain))][-1])
+"""
+
+
+def test_an_inventory_loads_watch_and_policies_only_when_it_writes_them() -> None:
+    """Without ``watch:`` or ``policies:`` neither module loads; written, both read as ever (the Inventory's
+    annotations of them resolve through Model.imported)."""
+    run = subprocess.run([sys.executable, "-c", WATCHED], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=True)
+    assert run.stdout.split() == ["h1", "['U1']", "0", "0", "tuple[commands.inventory.watch.WatchEntry,", "...]"]

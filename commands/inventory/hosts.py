@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from commands.errors import UnknownBackup, UnknownHost
@@ -21,11 +21,13 @@ from commands.inventory.containers import (
     container_problem,
     engine_for,
 )
-from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
 from commands.inventory.schema import model, rules
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
-from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
+
+if TYPE_CHECKING:  # loaded only for an inventory that writes them (Inventory.imported)
+    from commands.inventory.policies import Applied, Policy
+    from commands.inventory.watch import WatchEntry
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
@@ -270,6 +272,8 @@ class Inventory(Strict):
 
     def policy(self, operation: str, hosts: list[str] | tuple[str, ...]) -> Applied:
         """The policy that applies to ``operation`` on ``hosts`` (the strictest of theirs over several)."""
+        from commands.inventory.policies import Applied, implicit_policy, policy_for
+
         implicit = Applied(len(self.policies), implicit_policy(self.approvals, self.channels), True,
                            self.approvals.allow_self_approval)
         return policy_for(self.policies, implicit, self.groups, operation, hosts)
@@ -281,3 +285,6 @@ class Inventory(Strict):
         hosts = ", ".join(sorted(self.hosts)) or "none"
         groups = ", ".join(sorted(self.groups))
         return f"known hosts: {hosts}; groups: {groups}"
+
+
+Inventory.imported = {"Policy": "commands.inventory.policies", "WatchEntry": "commands.inventory.watch"}

@@ -6,6 +6,7 @@ very messages (tests/data/inventory_corpus.json.gz holds them), every problem at
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import reprlib
 import sys
@@ -47,19 +48,34 @@ def rules(*, gt: float | None = None, ge: float | None = None, le: float | None 
     return {key: value for key, value in found.items() if value is not None}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Spec:
-    """One field of a model: its name, the key it is written as, its type hint, default and rules."""
+    """One field of a model: its name, the key it is written as, its type hint, default and rules. The hint and its
+    reader are made when first asked for: a field never written (an inventory's ``watch`` or ``policies``) loads
+    nothing for its type."""
 
-    name: str
-    key: str
-    hint: Any
-    field: dataclasses.Field[Any]
-    rules: Mapping[str, Any]
-    read: Checker
-    checks: tuple[Callable[[Any, dict[str, Any]], Any], ...]  # the model's own, for this field
-    required: bool
-    validate_default: bool
+    __slots__ = ("_hint", "_model", "_read", "checks", "field", "key", "name", "required", "rules", "validate_default")
+
+    def __init__(self, model: type[Model], field: dataclasses.Field[Any]) -> None:
+        self.name, self.key, self.field, self.rules = field.name, field.metadata.get("alias", field.name), field, \
+            field.metadata
+        self.checks: tuple[Callable[[Any, dict[str, Any]], Any], ...] = tuple(model.checks.get(field.name, ()))
+        self.required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        self.validate_default = bool(field.metadata.get("validate_default"))
+        self._model = model
+        self._hint: Any = _UNREAD
+        self._read: Checker | None = None
+
+    @property
+    def hint(self) -> Any:
+        if self._hint is _UNREAD:
+            self._hint = _hint(self.field.type, self._model)
+        return self._hint
+
+    @property
+    def read(self) -> Checker:
+        if self._read is None:
+            self._read = checker(self.hint, self.rules)
+        return self._read
 
     def default(self) -> Any:
         if self.field.default_factory is not dataclasses.MISSING:
@@ -67,11 +83,12 @@ class Spec:
         return self.field.default
 
 
+_UNREAD = object()
 _SPECS: dict[type, tuple[tuple[Spec, ...], frozenset[str]]] = {}
 
 
 def specs(model: type[Model]) -> tuple[Spec, ...]:
-    """The model's fields, from its type hints (resolved at first use, once)."""
+    """The model's fields (their type hints resolved at first use, once)."""
     return _model_specs(model)[0]
 
 
@@ -79,13 +96,7 @@ def _model_specs(model: type[Model]) -> tuple[tuple[Spec, ...], frozenset[str]]:
     """The fields, and every key they may be written as."""
     found = _SPECS.get(model)
     if found is None:
-        namespace = vars(sys.modules[model.__module__])
-        fields = tuple(Spec(field.name, field.metadata.get("alias", field.name), hint, field, field.metadata,
-                            checker(hint, field.metadata), tuple(model.checks.get(field.name, ())),
-                            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING,
-                            bool(field.metadata.get("validate_default")))
-                       for field in dataclasses.fields(model)  # type: ignore[arg-type]
-                       for hint in [_hint(field.type, model.__module__, namespace)])
+        fields = tuple(Spec(model, field) for field in dataclasses.fields(model))  # type: ignore[arg-type]
         found = _SPECS[model] = fields, frozenset(key for spec in fields for key in (spec.key, spec.name))
     return found
 
@@ -94,16 +105,20 @@ _HINTS: dict[tuple[str, str], Any] = {}
 _BUILTIN_HINTS = {"str": str, "int": int, "float": float, "bool": bool, "Any": Any}
 
 
-def _hint(written: Any, module: str, namespace: dict[str, Any]) -> Any:
+def _hint(written: Any, model: type[Model]) -> Any:
     """A field's annotation (a string: the models use postponed annotations) evaluated in its module, each distinct
-    text once: typing.get_type_hints compiled every one of them again (~2 ms of a cold run)."""
+    text once: typing.get_type_hints compiled every one of them again (~2 ms of a cold run). A name the module
+    imports for type checking only is taken from the model's ``imported``."""
     if not isinstance(written, str):
         return written
     found = _BUILTIN_HINTS.get(written)
     if found is None:
+        module = model.__module__
         found = _HINTS.get((module, written))
         if found is None:
-            found = _HINTS[(module, written)] = eval(written, namespace)  # our own source text
+            names = {name: getattr(importlib.import_module(home), name) for name, home in model.imported.items()
+                     if name in written}
+            found = _HINTS[(module, written)] = eval(written, vars(sys.modules[module]), names)  # our own source
     return found
 
 
@@ -115,6 +130,8 @@ class Model:
     __slots__ = ()
     # field name -> its own checks, run in order after its type's (value, the fields before it) -> value
     checks: ClassVar[Mapping[str, tuple[Callable[[Any, dict[str, Any]], Any], ...]]] = {}
+    # name -> its module, for a name the model's annotations use that its module imports for type checking only
+    imported: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def prepare(cls, raw: Any) -> Any:
