@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from commands.frozen import Frozen
 from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Approvals, Strict, matching
 from commands.vocabulary import Operation
@@ -67,8 +68,8 @@ def _channels(value: list[str] | None, _: object) -> list[str] | None:
 Policy.checks = {"operations": (_operations,), "approvers": (_approvers,), "channels": (_channels,)}
 
 
-@dataclass(frozen=True)
-class Applied:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class Applied(Frozen):
     """The policy that applies to a request: its index in ``policies`` (the implicit one is last, at
     ``len(policies)``), the rule, and whether the requester's own approval counts (only the implicit
     one, from ``approvals.allow_self_approval``)."""

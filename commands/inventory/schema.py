@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
+from commands.frozen import Frozen
 from commands.inventory.lax import FAIL, Checker, Error, Loc, check, checker
 
 __all__ = ["Invalid", "Loc", "Model", "check", "model", "rules", "specs"]
@@ -22,10 +22,10 @@ T = TypeVar("T")
 
 @dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,))
 def model(cls: type[T]) -> type[T]:
-    """An inventory model: a frozen, slotted, keyword-only dataclass. ``Model`` holds its ``__init__``, ``__eq__``,
-    ``__hash__``, ``__repr__`` and the refusal to assign, once for every model: ``dataclass(frozen=True)`` compiled
-    six functions per class (~0.7 ms each model, at every cold start); the behaviour is the same
-    (tests/test_inventory_schema.py compares them with a frozen dataclass's)."""
+    """An inventory model: a frozen, slotted, keyword-only dataclass. ``Model`` holds its ``__init__`` and the refusal
+    to assign (``Frozen`` its ``__eq__``, ``__hash__`` and ``__repr__``), once for every model:
+    ``dataclass(frozen=True)`` compiled six functions per class (~0.7 ms each model, at every cold start); the
+    behaviour is the same (tests/test_inventory_schema.py compares them with a frozen dataclass's)."""
     return dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)(cls)
 
 
@@ -122,7 +122,7 @@ def _hint(written: Any, model: type[Model]) -> Any:
     return found
 
 
-class Model:
+class Model(Frozen):
     """Every inventory model: unknown keys are refused (a typo is reported, never ignored), values frozen. Built
     from YAML by ``model_validate``; built in code, its values are validated the same way (what differs from
     the defaults counts as written)."""
@@ -178,24 +178,11 @@ class Model:
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return _compared(self) == _compared(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(_compared(self))
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _names(type(self))[1])
-        return f"{type(self).__qualname__}({shown})"
-
     def __getstate__(self) -> list[Any]:  # copy and pickle, as a frozen slotted dataclass's
-        return [getattr(self, name) for name in _names(type(self))[2]]
+        return [getattr(self, name) for name in _all_names(type(self))]
 
     def __setstate__(self, state: list[Any]) -> None:
-        for name, value in zip(_names(type(self))[2], state, strict=True):
+        for name, value in zip(_all_names(type(self)), state, strict=True):
             object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
@@ -244,7 +231,7 @@ class Model:
 
 _DUMPS: dict[tuple[int, frozenset[str] | None, frozenset[str]], tuple[Model, str]] = {}
 _INIT: dict[type, dict[str, tuple[Any, Any]]] = {}
-_NAMES: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+_ALL_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _init_fields(model: type[Model]) -> dict[str, tuple[Any, Any]]:
@@ -263,19 +250,11 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names[:-1]) + ", and " + names[-1]
 
 
-def _names(model: type[Model]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """The fields compared (and hashed), those shown by repr, and all of them."""
-    found = _NAMES.get(model)
+def _all_names(model: type[Model]) -> tuple[str, ...]:
+    found = _ALL_NAMES.get(model)
     if found is None:
-        fields = dataclasses.fields(model)  # type: ignore[arg-type]
-        found = _NAMES[model] = (tuple(field.name for field in fields if field.compare),
-                                 tuple(field.name for field in fields if field.repr),
-                                 tuple(field.name for field in fields))
+        found = _ALL_NAMES[model] = tuple(field.name for field in dataclasses.fields(model))  # type: ignore[arg-type]
     return found
-
-
-def _compared(value: Model) -> tuple[Any, ...]:
-    return tuple(getattr(value, name) for name in _names(type(value))[0])
 
 
 def _plain(value: Any) -> Any:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
+from commands.frozen import Frozen
 from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Strict, matching
 
@@ -40,8 +41,8 @@ def _clock_time(written: str) -> time:
     return time(hours, minutes)
 
 
-@dataclass(frozen=True)
-class QuietHours:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class QuietHours(Frozen):
     """A daily window in a time zone, e.g. 22:00-07:00 Europe/Berlin (it may cross midnight)."""
 
     start: time
