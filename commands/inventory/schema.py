@@ -56,8 +56,8 @@ class Spec:
     __slots__ = ("_hint", "_model", "_read", "checks", "field", "key", "name", "required", "rules", "validate_default")
 
     def __init__(self, model: type[Model], field: dataclasses.Field[Any]) -> None:
-        self.name, self.key, self.field, self.rules = field.name, field.metadata.get("alias", field.name), field, \
-            field.metadata
+        self.name, self.field, self.rules = field.name, field, field.metadata
+        self.key = field.metadata.get("alias", field.name)
         self.checks: tuple[Callable[[Any, dict[str, Any]], Any], ...] = tuple(model.checks.get(field.name, ()))
         self.required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         self.validate_default = bool(field.metadata.get("validate_default"))
