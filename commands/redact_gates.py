@@ -11,8 +11,9 @@ full one on generated inputs, every rule's own examples among them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from commands.lazy_pattern import LazyPattern
 
 MASK = "[REDACTED]"
 
@@ -34,7 +35,7 @@ class Gate:
 
     literals: tuple[str, ...] = ()
     words: tuple[str, ...] = ()
-    pattern: re.Pattern[str] | None = None
+    pattern: LazyPattern | None = None  # compiled on a text's first look (commands.lazy_pattern)
 
 
 _PRIVATE_KEY_LINES = ("BEGIN DSA PRIVATE KEY", "BEGIN EC PRIVATE KEY", "BEGIN OPENSSH PRIVATE KEY",
@@ -74,10 +75,10 @@ DETECTOR_GATES: dict[str, Gate] = {
     'https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+': Gate(("://",)),
     'sq0csp-[0-9A-Za-z\\\\\\-_]{43}': Gate(("sq0csp-",)),
     '(?:r|s)k_live_[0-9a-zA-Z]{24}': Gate(("k_live_",)),
-    '\\d{8,10}:[0-9A-Za-z_-]{35}': Gate(pattern=re.compile(r"\d{8}:")),
+    '\\d{8,10}:[0-9A-Za-z_-]{35}': Gate(pattern=LazyPattern(r"\d{8}:")),
     # `AC`/`SK` alone is in the mask (`REDACTED`) and in much prose: the next character narrows it
-    'AC[a-z0-9]{32}': Gate(pattern=re.compile("AC[a-z0-9]")),
-    'SK[a-z0-9]{32}': Gate(pattern=re.compile("SK[a-z0-9]")),
+    'AC[a-z0-9]{32}': Gate(pattern=LazyPattern("AC[a-z0-9]")),
+    'SK[a-z0-9]{32}': Gate(pattern=LazyPattern("SK[a-z0-9]")),
 }
 
 
@@ -88,7 +89,7 @@ class Gates:
     def __init__(self, gates: tuple[Gate, ...]) -> None:
         self.by_literal: dict[str, set[Gate]] = {}
         self.by_word: dict[str, set[Gate]] = {}
-        self.by_pattern: dict[re.Pattern[str], set[Gate]] = {}
+        self.by_pattern: dict[LazyPattern, set[Gate]] = {}
         for gate in gates:
             for literal in gate.literals:
                 self.by_literal.setdefault(literal, set()).add(gate)
@@ -108,7 +109,7 @@ class Gates:
             if word in folded:
                 found |= gates
         for pattern, gates in self.by_pattern.items():
-            if pattern.search(text):
+            if pattern.compiled.search(text):
                 found |= gates
         return found
 
@@ -119,7 +120,7 @@ PEM = Gate(("-----BEGIN ",))
 HEADER = Gate(words=("auth", "cookie"))
 URL = Gate(("://",))
 PROGRAMS = Gate(words=PROGRAM_WORDS)
-PGPASS = Gate(pattern=re.compile(r":[0-9*]"))  # `:port:` or `:*:`
+PGPASS = Gate(pattern=LazyPattern(r":[0-9*]"))  # `:port:` or `:*:`
 WORD_QUOTED = Gate(words=(*NAME_WORDS, "identified"))
 BEARER = Gate(words=("bearer", "token"))
 TOKEN_SHAPES = Gate(TOKEN_LITERALS)

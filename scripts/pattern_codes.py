@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _sre  # the repository's root first on sys.path, above
 from re import _compiler, _parser
 
-from commands import redact
+from commands import redact, redact_gates
 from commands.lazy_pattern import LazyPattern
 
 TABLE = Path(__file__).resolve().parent.parent / "commands" / "pattern_codes.py"
@@ -38,9 +38,11 @@ CODES: dict[tuple[str, int], tuple[int, tuple[int, ...], int, tuple[tuple[str, i
 
 
 def patterns() -> list[LazyPattern]:
-    """redact.py's rules and the detect-secrets shapes, in their order, each once."""
+    """redact.py's rules, the detect-secrets shapes and the gates' own patterns, in their order, each once."""
     found = [value for value in vars(redact).values() if isinstance(value, LazyPattern)]
     found += [pattern for pattern, _gate in redact._detector_patterns()]
+    gates = [*redact_gates.RULE_GATES, *redact_gates.DETECTOR_GATES.values()]
+    found += [gate.pattern for gate in gates if gate.pattern is not None]
     unique = {(pattern.pattern, pattern.flags): pattern for pattern in found}
     return list(unique.values())
 
