@@ -43,7 +43,8 @@ def compile_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
         return re.compile(pattern, flags)
     sre: Any = re._compiler._sre  # type: ignore[attr-defined]  # the C engine re.compile ends in
     final_flags, program, groups, groupindex, indexgroup = written
-    compiled: re.Pattern[str] = sre.compile(pattern, final_flags, list(program), groups, dict(groupindex), indexgroup)
+    code = memoryview(bytes.fromhex(program)).cast("I").tolist()
+    compiled: re.Pattern[str] = sre.compile(pattern, final_flags, code, groups, dict(groupindex), indexgroup)
     return compiled
 
 
@@ -51,13 +52,14 @@ _programs: dict[tuple[str, int], tuple[Any, ...]] | None = None
 
 
 def _written_programs() -> dict[tuple[str, int], tuple[Any, ...]]:
-    """commands.pattern_codes' table if it was written on this very Python (implementation, version, engine), else
-    none: another Python's compiler may write another program."""
+    """commands.pattern_codes' table if it was written on this very Python (implementation, version, engine) and
+    machine word order, else none: another Python's compiler may write another program."""
     global _programs
     if _programs is None:
         from commands import pattern_codes
 
         same = (sys.implementation.name == "cpython" and tuple(sys.version_info[:3]) == pattern_codes.PYTHON
-                and re._compiler._sre.MAGIC == pattern_codes.SRE_MAGIC)  # type: ignore[attr-defined]
+                and re._compiler._sre.MAGIC == pattern_codes.SRE_MAGIC  # type: ignore[attr-defined]
+                and sys.byteorder == pattern_codes.BYTE_ORDER and memoryview(b"\0" * 4).cast("I").itemsize == 4)
         _programs = pattern_codes.CODES if same else {}
     return _programs

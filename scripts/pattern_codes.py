@@ -31,9 +31,10 @@ from __future__ import annotations
 
 PYTHON = {python!r}
 SRE_MAGIC = {magic!r}
-# (pattern, flags): (flags as compiled, program, groups, group index, index group), as re._compiler.compile makes them
-# (all constants: the program a tuple, the group index as pairs, so importing the table builds nothing but itself)
-CODES: dict[tuple[str, int], tuple[int, tuple[int, ...], int, tuple[tuple[str, int], ...], tuple[str | None, ...]]] = {{
+BYTE_ORDER = {byteorder!r}
+# (pattern, flags): (flags as compiled, program, groups, group index, index group), as re._compiler.compile makes them;
+# the program as hex of its 4-byte words in BYTE_ORDER (one string: cheap to import, and to compile with no .pyc)
+CODES: dict[tuple[str, int], tuple[int, str, int, tuple[tuple[str, int], ...], tuple[str | None, ...]]] = {{
 '''
 
 
@@ -59,19 +60,18 @@ def entry(pattern: str, flags: int) -> tuple[int, tuple[int, ...], int, tuple[tu
     return int(flags | parsed.state.flags), code, parsed.state.groups - 1, tuple(groupindex.items()), tuple(indexgroup)
 
 
-def _wrapped(items: tuple[int, ...], indent: str) -> str:
-    lines, line = [], ""
-    for item in items:
-        piece = f"{item}, "
-        if len(indent) + len(line) + len(piece) > 118:
-            lines.append(indent + line.rstrip())
-            line = ""
-        line += piece
-    return "\n".join([*lines, indent + line.rstrip()])
+def _wrapped(program: tuple[int, ...], indent: str) -> str:
+    """The program as hex of its 4-byte words in this machine's order, in string pieces that fit a line."""
+    words = memoryview(bytearray(4 * len(program))).cast("I")
+    assert words.itemsize == 4
+    for index, word in enumerate(program):
+        words[index] = word
+    hexed = words.tobytes().hex()
+    return "\n".join(f"{indent}{hexed[at:at + 104]!r}" for at in range(0, len(hexed), 104))
 
 
 def source() -> str:
-    out = [HEAD.format(python=tuple(sys.version_info[:3]), magic=_sre.MAGIC)]
+    out = [HEAD.format(python=tuple(sys.version_info[:3]), magic=_sre.MAGIC, byteorder=sys.byteorder)]
     for pattern in patterns():
         flags, code, groups, groupindex, indexgroup = entry(pattern.pattern, pattern.flags)
         key = f"    ({pattern.pattern!r}, {int(pattern.flags)!r}):"
