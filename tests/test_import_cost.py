@@ -180,3 +180,24 @@ def test_an_inventory_loads_watch_and_policies_only_when_it_writes_them() -> Non
     run = subprocess.run([sys.executable, "-c", WATCHED], cwd=REPO, capture_output=True, text=True, timeout=120,
                          check=True)
     assert run.stdout.split() == ["h1", "['U1']", "0", "0", "tuple[commands.inventory.watch.WatchEntry,", "...]"]
+
+
+# A host's ordinary output: no gate opens but the always-run rules' (a base64 line, Discord's bot token).
+COMPILED_BY_REDACTING = """
+import json
+from commands import redact
+from commands.secret_shapes import DETECTOR_PATTERNS
+from commands.lazy_pattern import LazyPattern
+assert redact.redact('sglang.service - SGLang\\n   Active: active (running) since Tue').startswith('sglang')
+rules = [name for name, value in vars(redact).items() if isinstance(value, LazyPattern) and value._compiled]
+shapes = [plugin for (plugin, _p, _f), (p, _g) in zip(DETECTOR_PATTERNS, redact._detector_patterns()) if p._compiled]
+print(json.dumps([sorted(rules), shapes]))
+"""
+
+
+def test_redaction_compiles_only_the_patterns_a_text_reaches() -> None:
+    """Importing commands.redact compiles none of its ~70 patterns; redacting a text with no secret-looking word
+    compiles the two that always run (issue 27: compiling is Python code, ~5 ms for what a verify reaches)."""
+    run = subprocess.run([sys.executable, "-c", COMPILED_BY_REDACTING], cwd=REPO, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert json.loads(run.stdout) == [["_BASE64_LINE"], ["DiscordBotTokenDetector"]]
