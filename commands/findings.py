@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from commands.frozen import Frozen
 from commands.redact import redact, redact_data
 from commands.vocabulary import CheckStatus, Operation, Verdict
 
@@ -38,8 +39,9 @@ def trim(text: str, limit: int = OUTPUT_LIMIT) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail)} characters trimmed] …\n{tail}"
 
 
-@dataclass(frozen=True)
-class Evidence:
+# Frozen dataclasses whose eq, hash and repr are Frozen's (commands/frozen.py): a verify loads this module cold.
+@dataclass(frozen=True, eq=False, repr=False)
+class Evidence(Frozen):
     command: str
     exit_status: int | None
     output: str
@@ -55,8 +57,8 @@ class Evidence:
                 "duration_s": self.duration_s}
 
 
-@dataclass(frozen=True)
-class NextStep:
+@dataclass(frozen=True, eq=False, repr=False)
+class NextStep(Frozen):
     """What an operator would do next about a finding, in words and as a proofbot command.
 
     Front-ends say the command their way (``/restore ct129 pre-ddtree`` in Slack,
@@ -75,8 +77,8 @@ class NextStep:
                 "slack_choice": self.slack_choice, "cli_flags": self.cli_flags}
 
 
-@dataclass(frozen=True)
-class Finding:
+@dataclass(frozen=True, eq=False, repr=False)
+class Finding(Frozen):
     name: str
     status: CheckStatus
     summary: str
