@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from commands.errors import CouldNotRecord, UsageError
+from commands.store import SCHEMA_VERSION, is_pg_url
 from commands.store.events import Event, event_of
-from commands.store.leases import Renewer, process_holder, renew
 from commands.store.lite import LiteDatabase, not_taken, sqlite_could_not_record
-from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
-from commands.store.pg import PgBackend, is_pg_url, redacted_url
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # PostgreSQL's backend, the migrations and the leases load when used: a verify needs none of them
     from commands.store.handle import Db
+    from commands.store.leases import Renewer
+    from commands.store.pg import PgBackend
 
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
@@ -94,6 +94,7 @@ class AuditStore:
         """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), migrated. ``existing``: a
         PostgreSQL database without an audit log is refused, not given one (a reader checks a file's existence)."""
         if isinstance(path, str) and is_pg_url(path):
+            from commands.store.pg import PgBackend, redacted_url
             from commands.store.pg_schema import pg_has_table  # with schema.py: not loaded by a run on SQLite
 
             backend = PgBackend(path)
@@ -131,9 +132,13 @@ class AuditStore:
     def keep_leases(self) -> None:
         """This process holds a lease now (commands/store/leases.py): renew it while the store is open."""
         if self._renewer is None:
+            from commands.store.leases import Renewer
+
             self._renewer = Renewer(lambda: self._worker.submit(self._write_now, self._renew).result())
 
     def _renew(self, db: Db) -> int:
+        from commands.store.leases import process_holder, renew
+
         return renew(db, process_holder())
 
     def _write_now(self, work: Callable[[Db], T]) -> T:
@@ -155,6 +160,8 @@ class AuditStore:
 
         def run() -> T:
             if not backend:  # connected in its own thread, on first use
+                from commands.store.pg import PgBackend
+
                 backend.append(PgBackend(url))
             return backend[0].atomic(True, work, chained=False)  # PgDatabase is a Db too (mypy checks it)
         return await asyncio.get_running_loop().run_in_executor(worker, run)
@@ -174,18 +181,34 @@ class AuditStore:
 
     def _migrate(self) -> None:
         if self._pg is not None:
+            from commands.store.migrations import SCHEMA_MIGRATIONS
             from commands.store.pg_migrations import PG_MIGRATIONS, apply_pending_pg
 
             self._pg.atomic(True, lambda db: db.execute(SCHEMA_MIGRATIONS))
             for version in range(1, len(PG_MIGRATIONS) + 1):
                 self._pg.atomic(True, functools.partial(apply_pending_pg, version=version))
             return
+        if self._current():
+            return
+        from commands.store.migrations import MIGRATIONS, SCHEMA_MIGRATIONS, apply_pending
+
         applied = self._sqlite_call(lambda: (self._db.execute(SCHEMA_MIGRATIONS), {
             row["version"] for row in self._db.query("SELECT version FROM schema_migrations")})[1], opening=True)
         for version, (description, sql) in enumerate(MIGRATIONS, start=1):
             if version not in applied:
                 self._atomic("BEGIN IMMEDIATE", functools.partial(apply_pending, version=version,
                                                                     description=description, sql=sql))
+
+    def _current(self) -> bool:
+        """Whether every migration is applied (versions 1 to ``SCHEMA_VERSION`` recorded): the one read a DB already
+        migrated costs, without loading the migrations. Anything else (a new file, an older proofbot's DB, an error
+        of any kind) is False: the migrations run, or fail, exactly as they would have."""
+        try:
+            row = self._db.conn.execute("SELECT count(*) FROM schema_migrations WHERE version BETWEEN 1 AND ?",
+                                        [SCHEMA_VERSION]).fetchone()
+        except sqlite3.Error:
+            return False
+        return bool(row and row[0] == SCHEMA_VERSION)
 
     def _atomic(self, begin: str, work: Callable[[Db], T]) -> T:
         """work(db) between ``begin`` and COMMIT, rolled back if it raises; only ever on the worker thread."""
