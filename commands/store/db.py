@@ -16,12 +16,13 @@ import asyncio
 import functools
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands.errors import CouldNotRecord, UsageError
 from commands.store import SCHEMA_VERSION, is_pg_url
@@ -72,6 +73,8 @@ class AuditStore:
         self._pg = pg
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proofbot-audit")
         self._renewer: Renewer | None = None
+        self._queued: list[tuple[Callable[[Db], Any], Future[Any]]] = []  # writes for the worker's next transaction
+        self._queue_lock = threading.Lock()
         self._apart: tuple[ThreadPoolExecutor, list[PgBackend]] | None = None  # write_apart's thread, connection
         # Operations of this process whose write the database did not take (operation, host by id): settled,
         # finished interrupted, once it takes writes again (commands/store/recovery.py settle_unrecorded).
@@ -174,6 +177,10 @@ class AuditStore:
             for backend in self._apart[1]:
                 backend.close()
         self._worker.shutdown(wait=True, cancel_futures=True)
+        with self._queue_lock:  # writes whose drain the shutdown cancelled: cancelled too, as the executor's are
+            left, self._queued = self._queued, []
+        for _work, done in left:
+            done.cancel()
         if self._pg is not None:
             self._pg.close()
         else:
@@ -248,14 +255,71 @@ class AuditStore:
         return await asyncio.get_running_loop().run_in_executor(self._worker, work)
 
     async def write(self, work: Callable[[Db], T]) -> T:
-        """Run work(db) in one IMMEDIATE transaction, in the store's worker thread.
+        """Run work(db) in one IMMEDIATE transaction, in the store's worker thread; returns once it is committed.
 
-        ``db.query`` yields dict rows; materialise them inside ``work``: the transaction ends with it."""
-        value = await self._run(lambda: self._write_now(work))
+        On SQLite the writes queued while the worker was busy share that transaction, in order, each in a
+        savepoint: one COMMIT (one fsync) for them all (``_write_queued``). ``db.query`` yields dict rows;
+        materialise them inside ``work``: the transaction ends with it."""
+        if self._pg is not None:
+            value = await self._run(lambda: self._write_now(work))
+        else:
+            value = await asyncio.wrap_future(self._queue(work))
         tally = WRITES.get()
         if tally is not None:
             tally.writes += 1
         return value
+
+    def _queue(self, work: Callable[[Db], T]) -> Future[T]:
+        done: Future[T] = Future()
+        with self._queue_lock:
+            self._queued.append((work, done))
+            if len(self._queued) == 1:  # else the drain submitted already, not started yet, takes it too
+                try:
+                    self._worker.submit(self._write_queued)
+                except BaseException:  # closed: this write fails as the executor fails it, and queues nothing
+                    self._queued.clear()
+                    raise
+        return done
+
+    def _write_queued(self) -> None:
+        """The writes queued, in ONE transaction, each in a savepoint: a write that raises has its own changes
+        undone and its exception given to its caller alone, as a transaction of its own would; the database not
+        taking the transaction (CouldNotRecord: full, read only, locked past the timeout, I/O) fails every write of
+        it, none of them written. A caller cancelled before this ran is left out, as the executor leaves it out."""
+        with self._queue_lock:
+            queued, self._queued = self._queued, []
+        batch = [(work, done) for work, done in queued if done.set_running_or_notify_cancel()]
+        if len(batch) == 1:
+            work, done = batch[0]
+            try:
+                done.set_result(self._atomic("BEGIN IMMEDIATE", work))
+            except BaseException as exc:
+                done.set_exception(exc)
+            return
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            self._atomic("BEGIN IMMEDIATE", lambda db: self._each_in_a_savepoint(db, batch, outcomes))
+        except BaseException as exc:
+            outcomes = [(False, exc)] * len(batch)
+        for (_work, done), (ok, outcome) in zip(batch, outcomes, strict=True):
+            if ok:
+                done.set_result(outcome)
+            else:
+                done.set_exception(outcome)
+
+    def _each_in_a_savepoint(self, db: Db, batch: list[tuple[Callable[[Db], Any], Future[Any]]],
+                             outcomes: list[tuple[bool, Any]]) -> None:
+        conn = self._db.conn
+        for work, _done in batch:
+            conn.execute("SAVEPOINT queued")
+            try:
+                outcomes.append((True, work(db)))
+            except Exception as exc:
+                if (isinstance(exc, sqlite3.Error) and not_taken(exc)) or not conn.in_transaction:
+                    raise  # the database's failure, not this write's: the whole transaction is not taken
+                conn.execute("ROLLBACK TO queued")
+                outcomes.append((False, exc))
+            conn.execute("RELEASE queued")
 
     async def snapshot(self, query: Callable[[Db], T]) -> T:
         """Run query(db) in one read transaction: a consistent snapshot that never blocks writers (WAL)."""
