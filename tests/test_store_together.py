@@ -14,7 +14,7 @@ import pytest
 from commands.errors import CouldNotRecord
 from commands.operation import Origin
 from commands.store.chain import verify_chain
-from commands.store.db import AuditStore
+from commands.store.db import TOGETHER_MAX, AuditStore
 from commands.store.handle import Db
 from commands.store.log import audit_log
 from commands.vocabulary import Operation
@@ -111,6 +111,24 @@ async def test_the_database_not_taking_a_shared_transaction_fails_every_write_of
         assert await noted(store) == []
         await store.write(note("d"))  # the database takes writes again
         assert await noted(store) == ["d"]
+    finally:
+        store.close()
+
+
+async def test_a_transaction_takes_at_most_together_max_writes_the_rest_the_next(tmp_path: Path) -> None:
+    store = AuditStore.open(tmp_path / "audit.db")
+    try:
+        commits = await commits_seen(store)
+        release, busy = held(store)
+        await asyncio.sleep(0.05)
+        before = len(commits)
+        writes = [asyncio.ensure_future(store.write(note(f"w{n:03}"))) for n in range(TOGETHER_MAX + 1)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await busy
+        assert await asyncio.gather(*writes) == [f"w{n:03}" for n in range(TOGETHER_MAX + 1)]
+        assert len(commits) - before == 3  # the held write's, the first TOGETHER_MAX's, the last one's
+        assert await noted(store) == [f"w{n:03}" for n in range(TOGETHER_MAX + 1)]
     finally:
         store.close()
 

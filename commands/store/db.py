@@ -6,7 +6,9 @@ is typed as sqlite-utils' ``Database`` and gets the part of it the store uses, w
 the timeout, an I/O error) is ``CouldNotRecord`` here, as PostgreSQL's are in pg.py.
 
 Each append reads the chain head and inserts in one write transaction (SQLite's IMMEDIATE, PostgreSQL's
-advisory lock), so two processes cannot fork the chain. Rows are read as dicts and become dataclasses by
+advisory lock), so two processes cannot fork the chain. On SQLite the writes queued while the worker was busy
+share one such transaction, each in a savepoint, and one COMMIT (one fsync); each caller still returns only once
+its write is committed. Rows are read as dicts and become dataclasses by
 column name.
 """
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # PostgreSQL's backend, the migrations and the leases load wh
 
 DB_ENV = "PROOFBOT_DB"
 DEFAULT_DB = "proofbot.db"
+TOGETHER_MAX = 100  # writes queued together in one transaction, at most (``write``)
 BUSY_TIMEOUT_S = 10.0  # how long a write waits for another process's write lock before it is CouldNotRecord
 T = TypeVar("T")
 
@@ -286,8 +289,10 @@ class AuditStore:
         undone and its exception given to its caller alone, as a transaction of its own would; the database not
         taking the transaction (CouldNotRecord: full, read only, locked past the timeout, I/O) fails every write of
         it, none of them written. A caller cancelled before this ran is left out, as the executor leaves it out."""
-        with self._queue_lock:
-            queued, self._queued = self._queued, []
+        with self._queue_lock:  # at most TOGETHER_MAX: the first write queued waits for no more than those
+            queued, self._queued = self._queued[:TOGETHER_MAX], self._queued[TOGETHER_MAX:]
+            if self._queued:
+                self._worker.submit(self._write_queued)
         batch = [(work, done) for work, done in queued if done.set_running_or_notify_cancel()]
         if len(batch) == 1:
             work, done = batch[0]
