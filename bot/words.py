@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ParamSpec
 from commands.inventory.containers import CONTAINER_MANAGERS
 from commands.redact import redact
 from commands.registry import OPERATIONS
-from commands.store.trail import IN_PROGRESS
+from commands.store import IN_PROGRESS
 from commands.vocabulary import CheckStatus, Outcome, PlanState, Verdict
 
 if TYPE_CHECKING:  # types only: rendering a verify must not load the restart code

@@ -4,7 +4,7 @@ glyph each emoji becomes when a thread is printed as plain text (the demo). The 
 
 from __future__ import annotations
 
-from commands.store.trail import IN_PROGRESS
+from commands.store import IN_PROGRESS
 from commands.vocabulary import CheckStatus, Operation, Outcome, Verdict
 
 STATUS_EMOJI: dict[str, str] = {CheckStatus.PASS: ":white_check_mark:", CheckStatus.FAIL: ":x:",

@@ -1,4 +1,5 @@
-"""The audit log's writers: one per event kind, each building its kind's dataclass (commands/store/kinds.py).
+"""The audit log's writers: one per event kind, each building its kind's dataclass (commands/store/kinds.py); the
+kinds a verify never writes (kinds_other.py) load with their writer's first use.
 
 An ``AuditLog`` is bound to what every event of one operation shares (operation, id, host, actor); its
 async writers append one event each in their own transaction. ``Within`` is the same log inside a
@@ -15,29 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from commands import observe
 from commands.errors import CouldNotRecord
 from commands.store.events import Event, append_event, plain
-from commands.store.kinds import (
-    Approved,
-    BotStarted,
-    BotStopped,
-    Cancelled,
-    Check,
-    EventBody,
-    Expired,
-    Finished,
-    Interrupted,
-    LockReleasedStale,
-    PlanShown,
-    Refusal,
-    Rejected,
-    Requested,
-    SlackLeftOut,
-    Step,
-    Viewed,
-    Vote,
-    WatchChange,
-    WatchRun,
-)
-from commands.vocabulary import Operation
+from commands.store.kinds import Check, EventBody, Finished, Requested
+from commands.vocabulary import EventKind, Operation
 
 T = TypeVar("T")
 CUT_OFF_MAX = 10_000  # operation ids kept as stopped by a write not taken (store.cut_off)
@@ -47,6 +27,7 @@ if TYPE_CHECKING:
     from commands.operation import Origin
     from commands.store.db import AuditStore
     from commands.store.handle import Db
+    from commands.store.kinds_other import Refusal, Vote, WatchChange, WatchRun
 
 PROOFBOT = "proofbot"  # the actor of what proofbot does on its own (expiry, recovery, its own life)
 
@@ -78,6 +59,8 @@ class Within(Subject):
 
     def approved(self, plan_hash: str, requested_by: str, reason: str | None = None, *,
                  policy: Mapping[str, Any] | None = None, approvals: list[str] | None = None) -> Event:
+        from commands.store.kinds_other import Approved
+
         return self._write(Approved(plan_hash, requested_by, reason, policy, approvals))
 
     def vote(self, vote: Vote) -> Event:
@@ -85,21 +68,29 @@ class Within(Subject):
 
     def rejected(self, plan_hash: str, requested_by: str, reason: str | None = None, *,
                  policy: Mapping[str, Any] | None = None, approvals: list[str] | None = None) -> Event:
+        from commands.store.kinds_other import Rejected
+
         return self._write(Rejected(plan_hash, requested_by, reason, policy, approvals))
 
     def expired(self, expired_at: str, clicked_by: str | None = None) -> Event:
+        from commands.store.kinds_other import Expired
+
         return self._write(Expired(expired_at, clicked_by))
 
     def refused(self, refusal: Refusal) -> Event:
         return self._write(refusal)
 
     def cancelled(self, reason: str, plan_hash: str | None = None) -> Event:
+        from commands.store.kinds_other import Cancelled
+
         return self._write(Cancelled(reason, plan_hash))
 
     def finished(self, ending: Finished) -> Event:
         return self._write(ending)
 
     def lock_released_stale(self, reason: str, holder: Mapping[str, Any], released_for: str | None = None) -> Event:
+        from commands.store.kinds_other import LockReleasedStale
+
         return self._write(LockReleasedStale(reason, holder, released_for))
 
 
@@ -116,7 +107,7 @@ class AuditLog(Subject):
         details = plain(body.details())  # as it is now: a caller's dict may change before the worker runs
         # A stale lock freed for another operation is that one's act, never the stopped operation's own.
         return await self._recorded(lambda db: self.append(db, body, details),
-                                    its_own=not isinstance(body, LockReleasedStale))
+                                    its_own=body.KIND != EventKind.LOCK_RELEASED_STALE)
 
     async def _recorded(self, work: Callable[[Db], T], its_own: bool = True) -> T:
         observe.working_on(self.operation_id, self.host)  # this task's log lines name the operation from now on
@@ -143,6 +134,8 @@ class AuditLog(Subject):
         return await self._write(Requested.of(origin, **facts))
 
     async def plan_shown(self, plan: Mapping[str, Any]) -> Event:
+        from commands.store.kinds_other import PlanShown
+
         return await self._write(PlanShown(plan))
 
     async def check(self, finding: Finding) -> Event:
@@ -164,6 +157,8 @@ class AuditLog(Subject):
 
     async def step(self, step: str | Finding, **facts: Any) -> Event:
         """A named moment (``step("ready", ready_after_s=…)``) or a finding (a restore's written file)."""
+        from commands.store.kinds_other import Step
+
         return await self._write(Step(step, facts) if isinstance(step, str) else Step(extra=step.to_event()))
 
     async def finished(self, ending: Finished) -> Event:
@@ -173,26 +168,40 @@ class AuditLog(Subject):
         return await self._write(refusal)
 
     async def cancelled(self, reason: str, plan_hash: str | None = None) -> Event:
+        from commands.store.kinds_other import Cancelled
+
         return await self._write(Cancelled(reason, plan_hash))
 
     async def interrupted(self, reason: str, *, what_is_known: Any = None,
                           outcomes: Mapping[str, str] | None = None) -> Event:
+        from commands.store.kinds_other import Interrupted
+
         return await self._write(Interrupted(reason, what_is_known, outcomes))
 
     async def lock_released_stale(self, reason: str, holder: Mapping[str, Any],
                                   released_for: str | None = None) -> Event:
+        from commands.store.kinds_other import LockReleasedStale
+
         return await self._write(LockReleasedStale(reason, holder, released_for))
 
     async def viewed(self, limit: int, origin: Origin, listed: list[str]) -> Event:
+        from commands.store.kinds_other import Viewed
+
         return await self._write(Viewed(limit, origin.to_json(), listed))
 
     async def bot_started(self, mode: str, hosts: list[str]) -> Event:
+        from commands.store.kinds_other import BotStarted
+
         return await self._write(BotStarted(mode, hosts))
 
     async def bot_stopped(self) -> Event:
+        from commands.store.kinds_other import BotStopped
+
         return await self._write(BotStopped())
 
     async def slack_left_out(self, channel: str, thread_ts: str | None, text: str) -> Event:
+        from commands.store.kinds_other import SlackLeftOut
+
         return await self._write(SlackLeftOut(channel, thread_ts, text[:200]))
 
     async def watch_run(self, run: WatchRun) -> Event:

@@ -18,6 +18,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from commands.clock import utc_now
+from commands.store import SCHEMA_VERSION
 from commands.store.events import GENESIS_HASH, sql_list
 from commands.vocabulary import ENDING_KINDS, EventKind, Operation
 
@@ -353,3 +354,7 @@ MIGRATIONS.append((
     CREATE INDEX deliveries_claimed_at ON deliveries(claimed_at);
     """,
 ))
+
+if len(MIGRATIONS) != SCHEMA_VERSION:  # a DB at the old count would be taken as current (commands/store/db.py)
+    raise RuntimeError(f"{len(MIGRATIONS)} migrations but commands/store/__init__.py's SCHEMA_VERSION is "
+                       f"{SCHEMA_VERSION}: set it to the new count")

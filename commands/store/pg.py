@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-URL_SCHEMES = ("postgresql://", "postgres://")
 # The one lock every write transaction takes ('proofbot' in ASCII, truncated to a bigint).
 WRITE_LOCK = 0x70726F6F66626F74
 CONNECT_TIMEOUT_S = 10
@@ -52,10 +51,6 @@ PRIMARY_KEYS = {"locks": "host"}  # every other table's key is `id`
 STREAM_ROWS = 2000
 _cursors = itertools.count(1)
 T = TypeVar("T")
-
-
-def is_pg_url(target: object) -> bool:
-    return isinstance(target, str) and target.startswith(URL_SCHEMES)
 
 
 # SQLite's query planner hint (commands/store/trail.py names its covering index): PostgreSQL has none, and

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from commands.operation import Origin
-from commands.store import DEFAULT_LIMIT, MAX_LIMIT
+from commands.store import DEFAULT_LIMIT, IN_PROGRESS, MAX_LIMIT
 from commands.store.db import AuditStore
 from commands.store.events import sql_list
 from commands.store.log import audit_log
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 DECISIONS = (EventKind.APPROVED, EventKind.REJECTED, EventKind.EXPIRED)
 # What ends an operation without a verdict of its own: the first of these is its verdict.
 ENDED_WITHOUT_VERDICT = (DECISIONS[1:] + tuple(sorted(ENDING_KINDS - {EventKind.FINISHED})))
-IN_PROGRESS = "in progress"
 # The request of a host's part of a fleet operation names the fleet; the partial index
 # events_listed_requests (migration 6) holds exactly the requests without this.
 NOT_A_PART = "json_extract(details, '$.fleet_operation_id') IS NULL"
