@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands import observe
 from commands.clock import utc_now
+from commands.frozen import Frozen
 from commands.redact import redact_data
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ GENESIS_HASH = "0" * 64
 D = TypeVar("D")
 
 
-@dataclass(frozen=True)
-class Event:
+@dataclass(frozen=True, eq=False, repr=False)
+class Event(Frozen):
     id: int
     at: str
     operation_id: str | None

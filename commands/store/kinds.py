@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from commands.frozen import Frozen
 from commands.vocabulary import CheckStatus, EventKind, Verdict
 
 if TYPE_CHECKING:
@@ -72,8 +73,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
-class EventBody:
+@dataclass(frozen=True, eq=False, repr=False)
+class EventBody(Frozen):
     """What every kind shares: its kind, and details made of its fields (None left out) and its extra."""
 
     KIND: ClassVar[EventKind]
@@ -88,7 +89,7 @@ class EventBody:
         return {**shape, **extra}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Requested(EventBody):
     """An operation asked for: by whom and where (``origin``, with its process, so recovery can tell
     a live run from a dead one), and what (the operation's own facts in ``extra``)."""
@@ -108,7 +109,7 @@ class Requested(EventBody):
         return cls(origin.to_json(), **named, extra=facts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Check(EventBody):
     """One finding of a check (its own facts flattened in: ``$.live_sha256``)."""
 
@@ -120,7 +121,7 @@ class Check(EventBody):
         return cls(finding.to_event())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Finished(EventBody):
     """How an operation ended: always a ``Verdict``, plus what else is known where it is known (a summary;
     a host's duration and statuses; a fleet's counts and hosts; where an interrupted one stood)."""

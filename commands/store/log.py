@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from commands import observe
 from commands.errors import CouldNotRecord
+from commands.frozen import Frozen
 from commands.store.events import Event, append_event, plain
 from commands.store.kinds import Check, EventBody, Finished, Requested
 from commands.vocabulary import EventKind, Operation
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 PROOFBOT = "proofbot"  # the actor of what proofbot does on its own (expiry, recovery, its own life)
 
 
-@dataclass(frozen=True)
-class Subject:
+@dataclass(frozen=True, eq=False, repr=False)
+class Subject(Frozen):
     """The columns an event carries besides its kind and details."""
 
     operation: str | None = None
@@ -47,7 +48,7 @@ class Subject:
                             else details)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Within(Subject):
     """The writers of the events written inside the caller's transaction."""
 
@@ -94,7 +95,7 @@ class Within(Subject):
         return self._write(LockReleasedStale(reason, holder, released_for))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class AuditLog(Subject):
     """The writers of one operation's events (or of the bot's own, with no operation)."""
 
