@@ -134,8 +134,11 @@ class _Turn:
         lane = self._lane
         lane.users += 1
         try:
-            async with asyncio.timeout(LANE_WAIT_S):
+            if lane.users == 1:  # alone on the lane: nobody holds or waits for it, the lock is taken at once
                 await lane.order.acquire()
+            else:
+                async with asyncio.timeout(LANE_WAIT_S):
+                    await lane.order.acquire()
         except TimeoutError:
             return None  # on a channel of its own, never kept
         self._holding = True
