@@ -13,7 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from commands.command_result import CommandResult
 from commands.findings import Finding
@@ -34,13 +35,12 @@ class Script:
 Step = Sequence[str] | Script  # an argv (run as shlex.join of it) or one of proofbot's fixed scripts
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """What came back for one check: its own steps' results, in the order of its steps, and the results
-    of each fact or check it needs, by name."""
+    of each fact or check it needs, by name (immutable; a NamedTuple costs a fifth of a frozen dataclass to define)."""
 
     own: tuple[CommandResult, ...]
-    needed: Mapping[str, tuple[CommandResult, ...]] = field(default_factory=dict)
+    needed: Mapping[str, tuple[CommandResult, ...]] = MappingProxyType({})
 
     def of(self, name: str) -> tuple[CommandResult, ...]:
         return self.needed[name]

@@ -3,6 +3,7 @@ summaries, read with the host's own name, address and numbers taken out. Pure; n
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -13,11 +14,17 @@ from commands.vocabulary import CheckStatus, Outcome
 _ORDER = list(Outcome)
 # Per-host particulars that differ between hosts in the same state: PIDs, times, durations, ages.
 _PARTICULARS = (
-    (re.compile(r"\bPID \d+"), "PID …"),
-    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?Z?"), "…"),
-    (re.compile(r"\b\d\d:\d\d(:\d\d)?( UTC)?\b"), "…"),
-    (re.compile(r"\b\d+(\.\d+)?\s?(ms|s|min|h|d|sec|seconds?|minutes?|hours?|days?)\b"), "… \\2"),
+    (r"\bPID \d+", "PID …"),
+    (r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?Z?", "…"),
+    (r"\b\d\d:\d\d(:\d\d)?( UTC)?\b", "…"),
+    (r"\b\d+(\.\d+)?\s?(ms|s|min|h|d|sec|seconds?|minutes?|hours?|days?)\b", "… \\2"),
 )
+
+
+@functools.cache
+def _particulars() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled on first use: only a host that did not pass is read without its particulars (not a --json run's)."""
+    return tuple((re.compile(pattern), replacement) for pattern, replacement in _PARTICULARS)
 
 
 class OutcomeGroup(NamedTuple):  # immutable; a NamedTuple costs a fifth of a frozen dataclass to define
@@ -58,6 +65,6 @@ def _general(summary: str, host: str, address: str | None) -> str:
     text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", summary)
     if address:
         text = text.replace(address, "{address}")
-    for pattern, replacement in _PARTICULARS:
+    for pattern, replacement in _particulars():
         text = pattern.sub(replacement, text)
     return text
