@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from commands.errors import UnknownBackup, UsageError
@@ -13,8 +12,7 @@ if TYPE_CHECKING:
     from commands.checks.check import AnyCheck, Fact
 
 
-@dataclass(frozen=True)
-class VerifyPlan:
+class VerifyPlan(NamedTuple):  # immutable; a NamedTuple costs a fifth of a frozen dataclass to define
     host: Host
     backup_name: str | None
     backup: Backup | None
