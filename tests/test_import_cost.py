@@ -9,10 +9,13 @@ handshake started ahead is in flight).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from bot.cli.main import build_parser
 from commands.errors import UsageError
@@ -188,3 +191,25 @@ def test_a_command_named_first_builds_only_its_own_parser_which_reads_and_helps_
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     [action] = [each for each in parser._actions if isinstance(each, argparse._SubParsersAction)]
     return dict(action.choices)
+
+
+def test_a_check_class_that_adds_no_field_is_as_frozen_equal_and_shown_as_a_full_dataclass() -> None:
+    """Declared with init/repr/eq left to its parent (one compile each fewer at import), it still builds, reads,
+    compares, hashes and refuses any assignment as one whose dataclass methods are all its own."""
+    from commands.checks.compose import ComposeMainPid
+    from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck, PodmanMainPid
+    from commands.checks.service import SupervisordMainPid, SystemdMainPid
+
+    for lean in (SystemdMainPid, SupervisordMainPid, DockerMainPid, PodmanMainPid, ComposeMainPid, DockerStaleCheck,
+                 DockerHealthCheck):
+        [parent] = [base for base in lean.__mro__[1:] if dataclasses.is_dataclass(base)][:1]
+        full = dataclasses.dataclass(frozen=True)(type(f"Full{lean.__name__}", (lean,), {}))
+        assert [f.name for f in dataclasses.fields(lean)] == [f.name for f in dataclasses.fields(parent)]
+        values = {f.name: f"v-{f.name}" for f in dataclasses.fields(lean)}
+        one, same, full_one = lean(**values), lean(**values), full(**values)
+        assert one == same and hash(one) == hash(same) and one != full_one  # another class: never equal
+        assert repr(one) == repr(full_one).replace(f"Full{lean.__name__}", lean.__name__)
+        assert dataclasses.replace(one) == one
+        for name in (*values, "anything"):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(one, name, 1)

@@ -75,7 +75,7 @@ def parse_found(result: CommandResult) -> Found | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class ComposeMainPid(DockerMainPid):
     manager: ClassVar[str] = "compose"
 

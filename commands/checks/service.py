@@ -91,7 +91,7 @@ class MainPid(Check):
         return main_pid_finding(self.service, read.own[0])[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class SystemdMainPid(MainPid):
     manager: ClassVar[str] = "systemd"
 
@@ -121,7 +121,7 @@ class SystemdMainPid(MainPid):
         return ServiceState(pid or None, props["ActiveState"] == "active", state, props)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class SupervisordMainPid(MainPid):
     manager: ClassVar[str] = "supervisord"
 
