@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import asyncssh
 from asyncssh.public_key import SSHOpenSSHCertificate, decode_ssh_certificate, decode_ssh_public_key
 
+from commands.frozen import Frozen
 from commands.known_hosts_file import KEY_TYPES
 
 # myproposal.h SSH_ALLOWED_CA_SIGALGS: what a host CA may sign with (not ssh-rsa, which is SHA-1).
@@ -43,8 +44,8 @@ class _Reader:
         return int.from_bytes(self.take(size), "big")
 
 
-@dataclass(frozen=True)
-class CertFields:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class CertFields(Frozen):
     """The fields of an OpenSSH certificate that sshkey_cert_check_host reads."""
 
     cert_type: int
@@ -77,8 +78,8 @@ def cert_fields(blob: bytes) -> CertFields:
     return CertFields(cert_type, tuple(principals), valid_after, valid_before, critical, signature_alg)
 
 
-@dataclass(frozen=True)
-class Presented:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class Presented(Frozen):
     """The host key the server sent: a plain key, or a certificate with its key and its CA's."""
 
     key: asyncssh.SSHKey  # the plain key (a certificate's own key)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import asyncssh
 from asyncssh.public_key import get_certificate_algs, get_public_key_algs
 
+from commands.frozen import Frozen
 from commands.host_cert import Presented, cert_failure
 from commands.known_hosts_file import KEY_TYPES, KeyEntry, ascii_lower, load
 
@@ -49,8 +50,8 @@ def canonical_host(address: str) -> str:
     return ascii_lower(host.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
 
-@dataclass(frozen=True)
-class Lookup:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class Lookup(Frozen):
     """What known_hosts is searched for, and the name a host certificate must carry."""
 
     host: str  # the address or name, canonical and lower-cased
@@ -79,8 +80,8 @@ def lookup_for(address: str, port: int, alias: str | None) -> Lookup:
     return Lookup(canonical_host(address), port, lowered)
 
 
-@dataclass(frozen=True)
-class Trust:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class Trust(Frozen):
     """Every usable known_hosts line that names the host (under its lookup name, and without the port
     when that applies), from the files that exist, user files first."""
 

@@ -23,6 +23,8 @@ from typing import Any
 import asyncssh
 from asyncssh.public_key import decode_ssh_certificate, decode_ssh_public_key
 
+from commands.frozen import Frozen
+
 MATCHES_KEPT = 4096  # host names whose matching lines a parsed file remembers
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real known_hosts; a bigger one is refused, not read
 HASH_MAGIC = b"|1|"
@@ -110,8 +112,8 @@ def _b64_strict(text: bytes) -> bytes | None:
     return raw if base64.b64encode(raw) == text else None
 
 
-@dataclass(frozen=True)
-class KeyEntry:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class KeyEntry(Frozen):
     """A usable line that names the host: its marker, key and where it is."""
 
     path: str

@@ -11,8 +11,7 @@ full one on generated inputs, every rule's own examples among them.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from commands.lazy_pattern import LazyPattern
 
 MASK = "[REDACTED]"
 
@@ -28,13 +27,23 @@ PROGRAM_WORDS = ("mysql", "mariadb", "pass", "docker", "podman", "mongo", "redis
 TOKEN_LITERALS = ("xox", "xapp-", "sk-", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "glpat-", "AKIA", "npm_")
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity: a set of them is asked per rule
 class Gate:
-    """Open on a text that holds any of ``literals``, any of ``words`` under (?i), or a match of ``pattern``."""
+    """Open on a text that holds any of ``literals``, any of ``words`` under (?i), or a match of ``pattern``.
 
-    literals: tuple[str, ...] = ()
-    words: tuple[str, ...] = ()
-    pattern: re.Pattern[str] | None = None
+    Hashed by identity (a set of them is asked per rule) and never changed once made. A plain class, not a frozen
+    dataclass: generating one's methods costs a cold process ~0.5 ms of CPU (issue 27).
+    """
+
+    __slots__ = ("literals", "pattern", "words")
+
+    def __init__(self, literals: tuple[str, ...] = (), words: tuple[str, ...] = (),
+                 pattern: LazyPattern | None = None) -> None:
+        self.literals = literals
+        self.words = words
+        self.pattern = pattern  # compiled on a text's first look (commands.lazy_pattern)
+
+    def __repr__(self) -> str:
+        return f"Gate(literals={self.literals!r}, words={self.words!r}, pattern={self.pattern!r})"
 
 
 _PRIVATE_KEY_LINES = ("BEGIN DSA PRIVATE KEY", "BEGIN EC PRIVATE KEY", "BEGIN OPENSSH PRIVATE KEY",
@@ -74,10 +83,10 @@ DETECTOR_GATES: dict[str, Gate] = {
     'https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+': Gate(("://",)),
     'sq0csp-[0-9A-Za-z\\\\\\-_]{43}': Gate(("sq0csp-",)),
     '(?:r|s)k_live_[0-9a-zA-Z]{24}': Gate(("k_live_",)),
-    '\\d{8,10}:[0-9A-Za-z_-]{35}': Gate(pattern=re.compile(r"\d{8}:")),
+    '\\d{8,10}:[0-9A-Za-z_-]{35}': Gate(pattern=LazyPattern(r"\d{8}:")),
     # `AC`/`SK` alone is in the mask (`REDACTED`) and in much prose: the next character narrows it
-    'AC[a-z0-9]{32}': Gate(pattern=re.compile("AC[a-z0-9]")),
-    'SK[a-z0-9]{32}': Gate(pattern=re.compile("SK[a-z0-9]")),
+    'AC[a-z0-9]{32}': Gate(pattern=LazyPattern("AC[a-z0-9]")),
+    'SK[a-z0-9]{32}': Gate(pattern=LazyPattern("SK[a-z0-9]")),
 }
 
 
@@ -88,7 +97,7 @@ class Gates:
     def __init__(self, gates: tuple[Gate, ...]) -> None:
         self.by_literal: dict[str, set[Gate]] = {}
         self.by_word: dict[str, set[Gate]] = {}
-        self.by_pattern: dict[re.Pattern[str], set[Gate]] = {}
+        self.by_pattern: dict[LazyPattern, set[Gate]] = {}
         for gate in gates:
             for literal in gate.literals:
                 self.by_literal.setdefault(literal, set()).add(gate)
@@ -108,7 +117,7 @@ class Gates:
             if word in folded:
                 found |= gates
         for pattern, gates in self.by_pattern.items():
-            if pattern.search(text):
+            if pattern.compiled.search(text):
                 found |= gates
         return found
 
@@ -119,7 +128,7 @@ PEM = Gate(("-----BEGIN ",))
 HEADER = Gate(words=("auth", "cookie"))
 URL = Gate(("://",))
 PROGRAMS = Gate(words=PROGRAM_WORDS)
-PGPASS = Gate(pattern=re.compile(r":[0-9*]"))  # `:port:` or `:*:`
+PGPASS = Gate(pattern=LazyPattern(r":[0-9*]"))  # `:port:` or `:*:`
 WORD_QUOTED = Gate(words=(*NAME_WORDS, "identified"))
 BEARER = Gate(words=("bearer", "token"))
 TOKEN_SHAPES = Gate(TOKEN_LITERALS)

@@ -51,11 +51,15 @@ def test_restart_still_loads_what_it_needs_when_it_runs() -> None:
 # pygments; pydantic (the inventory is validated by commands/inventory/schema.py); sqlite-utils and its click, pluggy,
 # dateutil and sqlite-fts4 (the stdlib's sqlite3 writes the audit log: commands/store/lite.py); an HTTP client's
 # machinery (h11 speaks plain http over the channel: no httpx, httpcore, cookie jar or idna; anyio, certifi and the TLS
-# module load only for an https URL).
+# module load only for an https URL); the ssh config's reader (an inventory without ``ssh.config`` reads none),
+# zoneinfo (only quiet hours written in `watch:` need it); the inventory's watch and policies (none written).
 NEVER_FOR_A_VERIFY = ("commands.restart", "commands.restore", "detect_secrets", "requests", "urllib3", "rich",
                       "pygments", "pydantic", "pydantic_core", "sqlite_utils", "click", "dateutil", "pluggy",
                       "sqlite_fts4", "httpx", "httpcore", "anyio", "certifi", "idna", "http.cookiejar",
-                      "commands.host_tls")
+                      "commands.host_tls", "commands.ssh_config.evaluate", "commands.ssh_config.resolve",
+                      "commands.ssh_config.lexer", "commands.ssh_config.tokens", "commands.ssh_config.keywords",
+                      "commands.ssh_config.patterns", "zoneinfo", "commands.inventory.watch",
+                      "commands.inventory.policies")
 # A verify's writes to an audit DB already migrated: its request, a batch of checks, its ending.
 WRITES = """
 import asyncio
@@ -213,3 +217,47 @@ def test_a_check_class_that_adds_no_field_is_as_frozen_equal_and_shown_as_a_full
         for name in (*values, "anything"):
             with pytest.raises(dataclasses.FrozenInstanceError):
                 setattr(one, name, 1)
+
+
+WATCHED = """
+import sys
+from commands.inventory import parse_inventory
+from commands.inventory.schema import specs
+plain = parse_inventory("hosts: {h1: {address: 127.0.0.1}}", "inventory.yml")
+assert not {"commands.inventory.watch", "commands.inventory.policies"} & set(sys.modules), sys.modules
+watched = parse_inventory(
+    "hosts: {h1: {address: 127.0.0.1}}\\n"
+    "watch: [{target: h1, every: 5m, channel: C0123ABCD, quiet: '22:00-07:00 Europe/Berlin'}]\\n"
+    "policies: [{targets: [h1], operations: [restart], approvers: [U1]}]", "inventory.yml")
+print(watched.watch[0].target, watched.policies[0].approvers, plain.policy("restart", ["h1"]).index,
+      watched.policy("restart", ["h1"]).index, [str(spec.hint) for spec in specs(type(plain))][-1])
+"""
+
+
+def test_an_inventory_loads_watch_and_policies_only_when_it_writes_them() -> None:
+    """Without ``watch:`` or ``policies:`` neither module loads; written, both read as ever (the Inventory's
+    annotations of them resolve through Model.imported)."""
+    run = subprocess.run([sys.executable, "-c", WATCHED], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=True)
+    assert run.stdout.split() == ["h1", "['U1']", "0", "0", "tuple[commands.inventory.watch.WatchEntry,", "...]"]
+
+
+# A host's ordinary output: no gate opens but the always-run rules' (a base64 line, Discord's bot token).
+COMPILED_BY_REDACTING = """
+import json
+from commands import redact
+from commands.secret_shapes import DETECTOR_PATTERNS
+from commands.lazy_pattern import LazyPattern
+assert redact.redact('sglang.service - SGLang\\n   Active: active (running) since Tue').startswith('sglang')
+rules = [name for name, value in vars(redact).items() if isinstance(value, LazyPattern) and value._compiled]
+shapes = [plugin for (plugin, _p, _f), (p, _g) in zip(DETECTOR_PATTERNS, redact._detector_patterns()) if p._compiled]
+print(json.dumps([sorted(rules), shapes]))
+"""
+
+
+def test_redaction_compiles_only_the_patterns_a_text_reaches() -> None:
+    """Importing commands.redact compiles none of its ~70 patterns; redacting a text with no secret-looking word
+    compiles the two that always run (issue 27: compiling is Python code, ~5 ms for what a verify reaches)."""
+    run = subprocess.run([sys.executable, "-c", COMPILED_BY_REDACTING], cwd=REPO, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert json.loads(run.stdout) == [["_BASE64_LINE"], ["DiscordBotTokenDetector"]]

@@ -157,3 +157,56 @@ def test_a_policy_built_in_code_reads_as_written() -> None:
     policy = implicit_policy(Approvals(approvers=["U1"]), ["C123"])
     assert policy.text() == ("targets: ['all'], operations: ['verify', 'restore', 'restart', 'ping'], "
                              "approvers: ['U1'], required: 1, channels: ['C123']")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Hop:  # settings.Hop's fields as a plain frozen slotted dataclass: what `model` must behave as
+    name: str
+    address: str
+    port: int = field(metadata=rules(ge=1, le=65535))
+    ssh: Any
+
+
+def _raised(make: Any) -> tuple[type[BaseException], str]:
+    try:
+        make()
+    except (TypeError, AttributeError) as exc:
+        return type(exc), str(exc).replace("_Hop", "Hop")
+    raise AssertionError("not raised")
+
+
+def test_a_model_behaves_as_a_frozen_slotted_dataclass() -> None:
+    """``model`` builds no per-class functions (commands/inventory/schema.py): init, equality, hash, repr, the
+    refusal to assign or delete, copies and pickles are a frozen slotted keyword-only dataclass's."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from commands.inventory.settings import FleetSettings, Hop, SshSettings
+
+    ssh = SshSettings(user="admin")
+    ours, theirs = Hop(name="b", address="10.0.0.9", port=22, ssh=ssh), _Hop(name="b", address="10.0.0.9", port=22,
+                                                                           ssh=ssh)
+    assert repr(ours) == repr(theirs).replace("_Hop", "Hop") and "SshSettings(user='admin'," in repr(ours)
+    assert dataclasses.is_dataclass(ours) and not hasattr(ours, "__dict__")
+    assert ours == Hop(name="b", address="10.0.0.9", port=22, ssh=SshSettings(user="admin"))
+    assert ours != Hop(name="b", address="10.0.0.9", port=23, ssh=ssh) and ours != theirs
+    assert ours.__eq__(theirs) is NotImplemented
+    assert _raised(lambda: hash(ours)) == _raised(lambda: hash(theirs)) == (TypeError, "unhashable type: 'list'")
+    fleet = FleetSettings(max_parallel=4)
+    assert hash(fleet) == hash((4, 120, 1)) and len({fleet, fleet.model_copy(), FleetSettings(max_parallel=4)}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a frozen slotted dataclass's raised TypeError (3.11's)
+        ours.other = 1  # type: ignore[attr-defined]
+    for attempt in (lambda hop: setattr(hop, "port", 1), lambda hop: delattr(hop, "port")):
+        with pytest.raises(dataclasses.FrozenInstanceError) as refused:
+            attempt(ours)
+        with pytest.raises(dataclasses.FrozenInstanceError) as expected:
+            attempt(theirs)
+        assert str(refused.value) == str(expected.value)
+    for wrong in ({"address": "a", "port": 1, "ssh": ssh}, {"port": 1}, {}, {"name": "b", "nope": 1}):
+        assert _raised(lambda wrong=wrong: Hop(**wrong)) == _raised(lambda wrong=wrong: _Hop(**wrong))
+    for copied in (copy.copy(ours), copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
+        assert copied == ours and type(copied) is Hop and repr(copied) == repr(ours)
+    assert dataclasses.replace(ours, port=2200).port == 2200 and ours.port == 22
+    with pytest.raises(Invalid, match="greater than or equal to 1"):
+        dataclasses.replace(ours, port=0)  # validated as built in code

@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 
 from commands import redact as redact_module
 from commands import redact_gates
+from commands.lazy_pattern import LazyPattern
 from commands.redact import MASK, _detector_patterns, _redact, redact
 from commands.secret_shapes import DETECTOR_PATTERNS
 
 # A pattern with no literal in every match (Discord's bot token): it always runs, ungated.
 UNGATED = {pattern for plugin, pattern, _flags in DETECTOR_PATTERNS if plugin == "DiscordBotTokenDetector"}
 
-RULES = [value for name, value in vars(redact_module).items()
-         if name.isupper() and isinstance(value, re.Pattern)]
+RULES = [value.compiled for name, value in vars(redact_module).items()
+         if name.isupper() and isinstance(value, LazyPattern)]
 SHAPES = [re.compile(pattern, flags) for _plugin, pattern, flags in DETECTOR_PATTERNS]
 # The words and pieces gates look for, and separators, so generated texts join rules' matches the way config does.
 PIECES = ["password", "db_password", "PASSWORD", "\u212aey", "pa\u017f\u017fword", "apik_eys", "sig", "dsn",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from commands.inventory.hosts import Host, Inventory
 from commands.inventory.load import load_inventory
-from commands.inventory.policies import never_satisfied
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines
 
 NOTHING_TO_CHECK = ("add a `service:` (manager, unit, health_url), a `backups:` entry or `packages:` "
@@ -47,6 +46,8 @@ def check_inventory(path: Path) -> Inventory:
         if why is not None and host.name not in hops and (host.address, host.port) not in hops:
             problems.add(("hosts", host.name), f"{why}: verify would have nothing to prove; {NOTHING_TO_CHECK}")
     for index, policy in enumerate(inventory.policies):
+        from commands.inventory.policies import never_satisfied  # loaded with the policies (verify.plan imports us)
+
         if (why := never_satisfied(policy)) is not None:
             problems.add(("policies", index), why, key=f"policies[{index}]")
     problems.raise_if_any()

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from commands.inventory.schema import model
 from commands.inventory.settings import Strict, absolute_path, matching
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ DEFAULT_CLIS = {"docker": "docker", "podman": "podman"}  # a manager's CLI when 
 _SOCKET = re.compile(r"^unix:///[^\s\x00]+$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Engine(Strict):
     """The container engine on the host: its CLI (default ``docker``, or ``podman`` for ``manager: podman``, on
     the SSH user's PATH) and the daemon's socket (default: the CLI's own, DOCKER_HOST or /var/run/docker.sock;

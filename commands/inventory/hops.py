@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from commands.errors import InventoryError
+from commands.frozen import Frozen
 from commands.inventory.hosts import Host
 from commands.inventory.settings import Hop
 from commands.ssh_config.defaults import ADDRESS, MAX_HOPS, USER_NAME
@@ -16,8 +17,8 @@ from commands.ssh_config.defaults import ADDRESS, MAX_HOPS, USER_NAME
 _HOP = re.compile(r"(?:(?P<user>[^@]*)@)?(?:\[(?P<v6>[^\]]*)\]|(?P<host>[^:\[\]]*))(?::(?P<port>[^:]*))?")
 
 
-@dataclass(frozen=True)
-class HopSpec:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class HopSpec(Frozen):
     """One hop as written: ``[user@]host[:port]``, host an inventory host's name or an address."""
 
     written: str

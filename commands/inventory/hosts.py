@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import field
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from commands.errors import UnknownBackup, UnknownHost
@@ -21,17 +21,19 @@ from commands.inventory.containers import (
     container_problem,
     engine_for,
 )
-from commands.inventory.policies import Applied, Policy, implicit_policy, policy_for
-from commands.inventory.schema import rules
+from commands.inventory.schema import model, rules
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict, absolute_path, matching
-from commands.inventory.watch import WatchEntry
 from commands.ssh_config import defaults
+
+if TYPE_CHECKING:  # loaded only for an inventory that writes them (Inventory.imported)
+    from commands.inventory.policies import Applied, Policy
+    from commands.inventory.watch import WatchEntry
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNIT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,250}$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Probe(Strict):
     url: str
     json_body: dict[str, Any] = field(default_factory=dict, metadata=rules(alias="json"))
@@ -52,7 +54,7 @@ def _http_url(value: str, _: object = None) -> str:
 Probe.checks = {"url": (_http_url,)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Service(Strict):
     manager: Literal["systemd", "supervisord", "docker", "podman", "compose"]
     # The unit (systemd) or program (supervisord); for a container manager, its `container:` (copied here).
@@ -109,7 +111,7 @@ Service.checks = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Backup(Strict):
     dir: str
     files: dict[str, str]
@@ -144,7 +146,7 @@ DIST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
 DEB_PATTERN = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,127}(:[a-z0-9][a-z0-9-]{0,31})?$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Packages(Strict):
     """Installed packages to prove pristine with no backup: Python distributions by their own RECORD
     (``package:<dist>``), Debian packages by dpkg's md5sums (``package:deb:<name>``)."""
@@ -186,7 +188,7 @@ def _deb(value: list[str], _: object) -> list[str]:
 Packages.checks = {"python": (_python,), "dists": (_dists,), "deb": (_deb,)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Host(Strict):
     name: str
     address: str
@@ -229,7 +231,7 @@ Host.checks = {"address": (lambda value, _: matching(defaults.ADDRESS, value, "n
 ALL_GROUP = "all"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Inventory(Strict):
     path: str
     approvals: Approvals
@@ -270,6 +272,8 @@ class Inventory(Strict):
 
     def policy(self, operation: str, hosts: list[str] | tuple[str, ...]) -> Applied:
         """The policy that applies to ``operation`` on ``hosts`` (the strictest of theirs over several)."""
+        from commands.inventory.policies import Applied, implicit_policy, policy_for
+
         implicit = Applied(len(self.policies), implicit_policy(self.approvals, self.channels), True,
                            self.approvals.allow_self_approval)
         return policy_for(self.policies, implicit, self.groups, operation, hosts)
@@ -281,3 +285,6 @@ class Inventory(Strict):
         hosts = ", ".join(sorted(self.hosts)) or "none"
         groups = ", ".join(sorted(self.groups))
         return f"known hosts: {hosts}; groups: {groups}"
+
+
+Inventory.imported = {"Policy": "commands.inventory.policies", "WatchEntry": "commands.inventory.watch"}

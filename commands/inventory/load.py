@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -16,19 +16,21 @@ from commands.inventory.groups import expand_groups
 from commands.inventory.hints import yaml_error_at
 from commands.inventory.hops import HopSpec, resolve_jumps
 from commands.inventory.hosts import NAME_PATTERN, Host, Inventory
-from commands.inventory.policies import validate_policies
 from commands.inventory.problems import KeyPath, Problems, compose_and_load, key_lines, key_words
-from commands.inventory.schema import Invalid
+from commands.inventory.schema import Invalid, model
 from commands.inventory.settings import Approvals, FleetSettings, Limits, SshSettings, Strict
-from commands.inventory.watch import parse_watch
 from commands.ssh_config import resolve_entry
 from commands.ssh_config.files import UnsafeFiles
+
+if TYPE_CHECKING:
+    from commands.inventory.policies import Policy
+    from commands.inventory.watch import WatchEntry
 
 INVENTORY_ENV = "PROOFBOT_INVENTORY"
 DEFAULT_INVENTORY = "inventory.yml"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class _InventoryFile(Strict):
     ssh: dict[str, Any] = field(default_factory=dict)
     approvals: Approvals = field(default_factory=Approvals)
@@ -100,11 +102,26 @@ def parse_inventory(text: str, source: str) -> Inventory:
     except InventoryError as exc:
         problems.add_raised(exc)
     groups = expand_groups(problems, document.groups, hosts, written_hosts=set(map(str, document.hosts)))
-    watch = parse_watch(problems, document.watch, set(map(str, document.hosts)), set(groups))
-    policies = validate_policies(problems, document.policies, {*map(str, document.hosts), *groups})
+    watch, policies = _watch_and_policies(document, groups, problems)
     problems.raise_if_any()
     return Inventory(path=source, approvals=document.approvals, channels=document.channels, policies=policies,
                      fleet=document.fleet, limits=document.limits, hosts=hosts, groups=groups, watch=watch)
+
+
+def _watch_and_policies(document: _InventoryFile, groups: dict[str, tuple[str, ...]],
+                        problems: Problems) -> tuple[tuple[WatchEntry, ...], tuple[Policy, ...]]:
+    """``watch`` and ``policies``; their modules load only for an inventory that writes them."""
+    watch: tuple[WatchEntry, ...] = ()
+    policies: tuple[Policy, ...] = ()
+    if document.watch is not None:
+        from commands.inventory.watch import parse_watch
+
+        watch = parse_watch(problems, document.watch, set(map(str, document.hosts)), set(groups))
+    if document.policies is not None:
+        from commands.inventory.policies import validate_policies
+
+        policies = validate_policies(problems, document.policies, {*map(str, document.hosts), *groups})
+    return watch, policies
 
 
 def _document(raw: dict[str, Any], problems: Problems) -> _InventoryFile:

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from commands.inventory.schema import Invalid, rules
+from commands.frozen import Frozen
+from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Approvals, Strict, matching
 from commands.vocabulary import Operation
 
@@ -25,7 +26,7 @@ POLICY_OPERATIONS = (Operation.VERIFY, Operation.RESTORE, Operation.RESTART, Ope
 PLAN_ONLY = "plan-only"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Policy(Strict):
     """One rule: for these targets and operations, these approvers (ids or groups), N of them, from these
     channels; ``cli: plan-only`` makes the CLI print the plan instead of applying it."""
@@ -67,8 +68,8 @@ def _channels(value: list[str] | None, _: object) -> list[str] | None:
 Policy.checks = {"operations": (_operations,), "approvers": (_approvers,), "channels": (_channels,)}
 
 
-@dataclass(frozen=True)
-class Applied:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class Applied(Frozen):
     """The policy that applies to a request: its index in ``policies`` (the implicit one is last, at
     ``len(policies)``), the rule, and whether the requester's own approval counts (only the implicit
     one, from ``approvals.allow_self_approval``)."""

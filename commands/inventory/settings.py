@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from commands.inventory.schema import Model, rules
+from commands.inventory.schema import Model, model, rules
 from commands.ssh_config import defaults
 
 Strict = Model  # the base every inventory model shares (commands/inventory/schema.py)
@@ -30,7 +30,7 @@ def absolute_path(value: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SshSettings(Strict):
     user: str = defaults.USER
     # One file or several (as OpenSSH's `UserKnownHostsFile a b`): hashed names, [host]:port,
@@ -94,7 +94,7 @@ SshSettings.checks = {"user": (_user_is_a_name,),
                                                          "client_certs")}}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Hop(Strict):
     """One hop of ``ssh.jump``: where it is and how to log in; ``name`` is how messages call it."""
 
@@ -104,7 +104,7 @@ class Hop(Strict):
     ssh: SshSettings  # the inventory host's own settings, or the host's; jump always empty
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FleetSettings(Strict):
     """How many hosts are worked on at once, and how long one host may take."""
 
@@ -115,7 +115,7 @@ class FleetSettings(Strict):
     restart_batch: int = field(default=1, metadata=rules(ge=1, le=4096))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Limits(Strict):
     """Operations in flight started from Slack (README "Slack"): a fleet is one operation; its hosts'
     verifies draw from ``hosts``, shared by every fleet in flight."""
@@ -128,7 +128,7 @@ class Limits(Strict):
 GROUP_TTL_S = 60.0  # how long a user group's members are trusted (docs/policies.md)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Approvals(Strict):
     approvers: list[str] = field(default_factory=list)
     allow_self_approval: bool = False

@@ -7,12 +7,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from commands.inventory.schema import Invalid, rules
+from commands.frozen import Frozen
+from commands.inventory.schema import Invalid, model, rules
 from commands.inventory.settings import Strict, matching
 
 if TYPE_CHECKING:  # problems imports hosts, which holds the entries: the type only, to stay out of that cycle
+    from zoneinfo import ZoneInfo
+
     from commands.inventory.problems import KeyPath, Problems
 
 # 5m, 90s, 1h30m: units largest first, each at most once; no bare numbers (is 5 seconds or minutes?).
@@ -39,8 +41,8 @@ def _clock_time(written: str) -> time:
     return time(hours, minutes)
 
 
-@dataclass(frozen=True)
-class QuietHours:
+@dataclass(frozen=True, eq=False, repr=False)  # Frozen's: the same, compiled once
+class QuietHours(Frozen):
     """A daily window in a time zone, e.g. 22:00-07:00 Europe/Berlin (it may cross midnight)."""
 
     start: time
@@ -55,6 +57,8 @@ class QuietHours:
         start, end = _clock_time(found["start"]), _clock_time(found["end"])
         if start == end:
             raise ValueError(f"quiet hours {written!r} start and end at the same time")
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # with sysconfig ~2 ms: only for quiet hours written
+
         try:
             zone = ZoneInfo(found["zone"])
         except (ZoneInfoNotFoundError, ValueError, OSError):  # "Europe" is a directory of zones, not one
@@ -72,7 +76,7 @@ class QuietHours:
         return local >= self.start or local < self.end  # across midnight
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class WatchEntry(Strict):
     """One ``watch`` entry as written; durations and quiet hours stay strings here, parsed by its checks."""
 

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.errors import InventoryError
 from commands.ssh_config.defaults import ADDRESS, MAX_HOPS, USER_NAME
-from commands.ssh_config.evaluate import ConfigError, Jump
 from commands.ssh_config.files import UnsafeFile, UnsafeFiles, check_config_file, unsafe_files
-from commands.ssh_config.keywords import REFUSED_WHEN
-from commands.ssh_config.resolve import CommandLine, Resolution, resolve
-from commands.ssh_config.tokens import ExpandError
+
+if TYPE_CHECKING:
+    from commands.ssh_config.evaluate import Jump
+    from commands.ssh_config.resolve import CommandLine, Resolution
+
+# The config's reader (lexer, evaluate, resolve, tokens, keywords: ~9 ms of imports) loads only for an inventory
+# that names an ssh config (ssh.config); without one the inventory's values and proofbot's defaults decide.
 
 SSH_KEYS = ("user", "client_keys", "client_certs", "known_hosts", "global_known_hosts", "host_key_alias")
 
@@ -43,6 +46,8 @@ def _listed(value: Any) -> tuple[str, ...]:
 
 def _checked(where: str, resolution: Resolution, agent: bool) -> None:
     """Refuse what ssh would do and proofbot does not (each with its line), and values proofbot cannot use."""
+    from commands.ssh_config.keywords import REFUSED_WHEN
+
     for keyword, line in resolution.other.items():
         refused = REFUSED_WHEN.get(keyword)
         value = " ".join(line.args)
@@ -80,6 +85,10 @@ def _refuse_unsafe(name: str, ssh: Mapping[str, Any], origins: Mapping[str, str]
 def resolve_config(config: str, name: str, command_line: CommandLine, where: str,
                    given: Mapping[str, str] | None = None) -> Resolution:
     """``resolve`` with its errors as InventoryError naming the host."""
+    from commands.ssh_config.evaluate import ConfigError
+    from commands.ssh_config.resolve import resolve
+    from commands.ssh_config.tokens import ExpandError
+
     try:
         return resolve(config, name, command_line, origins=dict(given or {}))
     except (ConfigError, ExpandError, UnsafeFile) as exc:
@@ -117,6 +126,8 @@ def resolve_entry(name: str, entry: Mapping[str, Any], top: Mapping[str, Any], o
         check_config_file(config, f"{where} ({config_origin})")
     except UnsafeFile as exc:
         raise InventoryError(str(exc)) from None
+    from commands.ssh_config.resolve import CommandLine
+
     written = {key: _written(entry, top, own, name, key) for key in ("address", "port", "user", "client_keys",
                                                                     "known_hosts")}
     values = {key: value[0] for key, value in written.items() if value is not None}
@@ -189,6 +200,8 @@ def _hops(jump: Jump, origins: Mapping[str, str], config: str, where: str,
     """ProxyJump ``a,b,c`` as ssh runs it: c reached by ``ssh [-l] [-p] -J a,b c``, b by ``ssh -J a b``, a by
     ``ssh a``: each hop resolved through the same config with only its own user and port given (the
     host's inventory keys and known_hosts are not passed on, as ssh does not pass them)."""
+    from commands.ssh_config.resolve import CommandLine
+
     origin = origins["jump"]
     written = [*(jump.extra.split(",") if jump.extra else []), ""]
     if len(written) > MAX_HOPS:
