@@ -26,6 +26,7 @@ import json
 import ssl
 import time
 import weakref
+from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
 import h11
@@ -50,7 +51,7 @@ LANE_WAIT_S = 2.0
 
 async def fetch_via_host(conn: HostConnection, url: str, *, method: str = "GET",
                          json_body: object | None = None, timeout_s: float = HEALTH_TIMEOUT_S,
-                         headers: dict[str, str] | None = None,
+                         headers: Mapping[str, str] | None = None,
                          ssl_context: ssl.SSLContext | None = None) -> HttpOutcome:
     """Send one request to url as seen FROM the host, over the SSH connection; done within timeout_s.
 
@@ -134,8 +135,11 @@ class _Turn:
         lane = self._lane
         lane.users += 1
         try:
-            async with asyncio.timeout(LANE_WAIT_S):
+            if lane.users == 1:  # alone on the lane: nobody holds or waits for it, the lock is taken at once
                 await lane.order.acquire()
+            else:
+                async with asyncio.timeout(LANE_WAIT_S):
+                    await lane.order.acquire()
         except TimeoutError:
             return None  # on a channel of its own, never kept
         self._holding = True
@@ -174,7 +178,7 @@ async def run_probe(conn: HostConnection, probe: Probe) -> Finding:
     return await ask(conn, ProbeCheck(probe))
 
 
-def _headers(dest: str, port: int | None, https: bool, given: dict[str, str],
+def _headers(dest: str, port: int | None, https: bool, given: Mapping[str, str],
              body: bytes | None) -> list[tuple[str, str]]:
     """The headers httpx sent, with the caller's winning over the defaults (case-insensitively), except that the
     body is never compressed. No ``Connection: close``: HTTP/1.1 keeps the connection, so the request asked next on

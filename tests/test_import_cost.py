@@ -8,11 +8,17 @@ handshake started ahead is in flight).
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bot.cli.main import build_parser
+from commands.errors import UsageError
 from commands.store.db import AuditStore
 from tests.conftest import REPO, write_inventory
 
@@ -161,6 +167,60 @@ def test_importing_the_cli_elsewhere_leaves_the_cyclic_gc_alone() -> None:
     assert "enabled True" in subprocess.run(
         [sys.executable, "-c", "import gc, bot.cli.main\nprint('enabled', gc.isenabled())"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+# Each registry operation with a few command lines as users write them (and one its parser refuses).
+COMMAND_LINES = {"verify": [["all", "--json"], ["ct129", "ct130", "--backup", "b", "--no-probe", "-v", "--strict"], []],
+                 "restore": [["ct129", "b", "--yes", "--move-extras"], ["ct129", "--undo", "/srv/snap"], []],
+                 "restart": [["gpu-west", "--yes", "--json"], []],
+                 "audit": [["ct129", "--limit", "5"], ["verify", "--anchor", "3:ab"], ["--limit", "0"]],
+                 "policy": [["ct129", "--json"], ["a", "b"]]}
+
+
+def outcome_of(parser: argparse.ArgumentParser, words: list[str]) -> object:
+    try:
+        return vars(parser.parse_args(words))
+    except UsageError as exc:
+        return exc.message, exc.hint
+
+
+def test_a_command_named_first_builds_only_its_own_parser_which_reads_and_helps_as_the_whole_one() -> None:
+    """`proofbot verify …` builds the verify parser alone (the rest of the CLI's parser is start-up CPU it has no use
+    for); what it parses, refuses and prints as help is the whole parser's, word for word."""
+    for name, lines in COMMAND_LINES.items():
+        alone, whole = build_parser(name), build_parser()
+        assert list(_subcommands(alone)) == [name] and name in _subcommands(whole)
+        for words in lines:
+            line = [name, "--inventory", "i.yml", *words]
+            assert outcome_of(alone, line) == outcome_of(whole, line), line
+        assert _subcommands(alone)[name].format_help() == _subcommands(whole)[name].format_help()
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    [action] = [each for each in parser._actions if isinstance(each, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_a_check_class_that_adds_no_field_is_as_frozen_equal_and_shown_as_a_full_dataclass() -> None:
+    """Declared with init/repr/eq left to its parent (one compile each fewer at import), it still builds, reads,
+    compares, hashes and refuses any assignment as one whose dataclass methods are all its own."""
+    from commands.checks.compose import ComposeMainPid
+    from commands.checks.docker import DockerHealthCheck, DockerMainPid, DockerStaleCheck, PodmanMainPid
+    from commands.checks.service import SupervisordMainPid, SystemdMainPid
+
+    for lean in (SystemdMainPid, SupervisordMainPid, DockerMainPid, PodmanMainPid, ComposeMainPid, DockerStaleCheck,
+                 DockerHealthCheck):
+        [parent] = [base for base in lean.__mro__[1:] if dataclasses.is_dataclass(base)][:1]
+        full = dataclasses.dataclass(frozen=True)(type(f"Full{lean.__name__}", (lean,), {}))
+        assert [f.name for f in dataclasses.fields(lean)] == [f.name for f in dataclasses.fields(parent)]
+        values = {f.name: f"v-{f.name}" for f in dataclasses.fields(lean)}
+        one, same, full_one = lean(**values), lean(**values), full(**values)
+        assert one == same and hash(one) == hash(same) and one != full_one  # another class: never equal
+        assert repr(one) == repr(full_one).replace(f"Full{lean.__name__}", lean.__name__)
+        assert dataclasses.replace(one) == one
+        for name in (*values, "anything"):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(one, name, 1)
 
 
 WATCHED = """

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from commands.store import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -96,8 +96,7 @@ def policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-@dataclass(frozen=True)
-class Arguments:
+class Arguments(NamedTuple):
     """One registry operation's CLI arguments and the help printed under them."""
 
     add: Callable[[argparse.ArgumentParser], None]

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from bot.cli.command import CliCommand
 from bot.cli.output import json_text, print_result
@@ -31,8 +30,7 @@ RUNNING_PARTS = ("commands.verify.operation", "commands.verify.fleet", "bot.cli.
                  "bot.cli.results_text", "commands.host_http")  # health and the probe: else each host loads it
 
 
-@dataclass(frozen=True)
-class _Asked:
+class _Asked(NamedTuple):
     """What the command line asks, planned: one host named alone (``one``), or a fleet."""
 
     target: str

@@ -75,7 +75,7 @@ def parse_found(result: CommandResult) -> Found | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class ComposeMainPid(DockerMainPid):
     manager: ClassVar[str] = "compose"
 
@@ -87,7 +87,7 @@ class ComposeMainPid(DockerMainPid):
         if found is None or found.one is None:
             return None
         state = super().state(result)
-        return None if state is None else replace(state, properties={**state.properties, "Id": found.one})
+        return None if state is None else state._replace(properties={**state.properties, "Id": found.one})
 
     def parse(self, read: Read) -> Finding:
         return compose_main_pid_finding(self.service, read.own[0])

@@ -33,7 +33,7 @@ from commands.vocabulary import CheckStatus
 from commands.wording import age_words
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class DockerMainPid(MainPid):
     manager: ClassVar[str] = "docker"
 
@@ -61,7 +61,7 @@ class DockerMainPid(MainPid):
         return docker_main_pid_finding(self.service.unit, self.service.min_uptime_s, read.own[0])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class PodmanMainPid(DockerMainPid):
     """Podman's: the same inspect template and parser (the CLI is the engine; no daemon)."""
 
@@ -139,7 +139,7 @@ def _times(count: int) -> str:
     return f"{count} time{'' if count == 1 else 's'}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class DockerStaleCheck(StaleCheck):
     """``stale-process`` against the container's ``State.StartedAt`` (the engine's, on the host's clock)."""
 
@@ -161,7 +161,7 @@ class DockerStaleCheck(StaleCheck):
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class DockerHealthCheck(HealthCheck):
     """``health`` from the host's side: with ``--network host`` (or a published port, or an address that is not
     the host's loopback) ``health_url`` as written; on a bridge network, the same URL at the container's

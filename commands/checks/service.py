@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 from abc import abstractmethod
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 from commands.checks.check import Check, Read, Step
 from commands.checks.pid_read import MAIN_PID_READ, shell_pid, state_script
@@ -26,12 +26,11 @@ _SUPERVISOR_LINE = re.compile(r"^(\S+)\s+([A-Z]+)\s*(.*)$")
 _SUPERVISOR_PID = re.compile(r"\bpid (\d+)")
 
 
-@dataclass(frozen=True)
-class ServiceState:
+class ServiceState(NamedTuple):  # immutable; a NamedTuple costs a fifth of a frozen dataclass to define
     main_pid: int | None
     active: bool
     state: str
-    properties: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str]
 
 
 def service_state_argv(service: Service) -> list[str]:
@@ -92,7 +91,7 @@ class MainPid(Check):
         return main_pid_finding(self.service, read.own[0])[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class SystemdMainPid(MainPid):
     manager: ClassVar[str] = "systemd"
 
@@ -122,7 +121,7 @@ class SystemdMainPid(MainPid):
         return ServiceState(pid or None, props["ActiveState"] == "active", state, props)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # adds no field: see commands.checks.check
 class SupervisordMainPid(MainPid):
     manager: ClassVar[str] = "supervisord"
 

@@ -3,8 +3,9 @@ summaries, read with the host's own name, address and numbers taken out. Pure; n
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from commands.operation import OperationResult
 from commands.vocabulary import CheckStatus, Outcome
@@ -13,15 +14,20 @@ from commands.vocabulary import CheckStatus, Outcome
 _ORDER = list(Outcome)
 # Per-host particulars that differ between hosts in the same state: PIDs, times, durations, ages.
 _PARTICULARS = (
-    (re.compile(r"\bPID \d+"), "PID …"),
-    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?Z?"), "…"),
-    (re.compile(r"\b\d\d:\d\d(:\d\d)?( UTC)?\b"), "…"),
-    (re.compile(r"\b\d+(\.\d+)?\s?(ms|s|min|h|d|sec|seconds?|minutes?|hours?|days?)\b"), "… \\2"),
+    (r"\bPID \d+", "PID …"),
+    (r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?Z?", "…"),
+    (r"\b\d\d:\d\d(:\d\d)?( UTC)?\b", "…"),
+    (r"\b\d+(\.\d+)?\s?(ms|s|min|h|d|sec|seconds?|minutes?|hours?|days?)\b", "… \\2"),
 )
 
 
-@dataclass(frozen=True)
-class OutcomeGroup:
+@functools.cache
+def _particulars() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled on first use: only a host that did not pass is read without its particulars (not a --json run's)."""
+    return tuple((re.compile(pattern), replacement) for pattern, replacement in _PARTICULARS)
+
+
+class OutcomeGroup(NamedTuple):  # immutable; a NamedTuple costs a fifth of a frozen dataclass to define
     """Hosts whose results read the same; ``example`` is the first of them, whose evidence is shown."""
 
     outcome: Outcome  # warn is a pass with a warning
@@ -59,6 +65,6 @@ def _general(summary: str, host: str, address: str | None) -> str:
     text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", summary)
     if address:
         text = text.replace(address, "{address}")
-    for pattern, replacement in _PARTICULARS:
+    for pattern, replacement in _particulars():
         text = pattern.sub(replacement, text)
     return text

@@ -34,7 +34,10 @@ async def run_bounded(items: Sequence[Item], work: Callable[[Item], Awaitable[Re
 
     async def one(index: int, item: Item) -> None:
         try:
-            async with asyncio.timeout_at(start_by):
+            if slots.locked():  # only a wait for a slot needs the deadline's timer (a free one is taken at once)
+                async with asyncio.timeout_at(start_by):
+                    await slots.acquire()
+            else:
                 await slots.acquire()
         except TimeoutError:
             assert late is not None  # start_by is None otherwise: no timeout

@@ -31,13 +31,14 @@ async def connect(host: Host, *, idempotent: bool = False) -> AsyncIterator[Host
     restart) fails with the dropped link as it would on a fresh connection, and is never run twice.
     """
     registry = registries.setdefault(asyncio.get_running_loop(), Registry())
-    ahead = registry.ahead.pop(host_key(host), None)
+    key = host_key(host)
+    ahead = registry.ahead.pop(key, None)
     try:
         if ahead is not None:
             await ahead.settled.wait()
             if ahead.error is not None:
                 raise type(ahead.error)(ahead.error.message, hint=ahead.error.hint)
-        async with connected(registry, host, idempotent=idempotent) as conn:
+        async with connected(registry, host, idempotent=idempotent, key=key) as conn:
             if ahead is not None:
                 ahead.taken.set()  # this operation holds the connection now; the one ahead lets go
             yield conn
@@ -72,13 +73,13 @@ def connect_ahead(hosts: Sequence[Host]) -> None:
         key = host_key(host)
         if key not in registry.ahead:
             ahead = registry.ahead[key] = Ahead()
-            ahead.task = asyncio.create_task(_hold_ahead(registry, host, ahead))
+            ahead.task = asyncio.create_task(_hold_ahead(registry, host, key, ahead))
 
 
-async def _hold_ahead(registry: Registry, host: Host, ahead: Ahead) -> None:
+async def _hold_ahead(registry: Registry, host: Host, key: str, ahead: Ahead) -> None:
     """Open and hold the connection until the operation takes it; a failure is kept for it as long."""
     try:
-        async with connected(registry, host):
+        async with connected(registry, host, key=key):
             ahead.settled.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(AHEAD_HOLD_S):
@@ -91,6 +92,6 @@ async def _hold_ahead(registry: Registry, host: Host, ahead: Ahead) -> None:
                 await ahead.taken.wait()
     finally:
         ahead.settled.set()
-        if registry.ahead.get(host_key(host)) is ahead:
-            del registry.ahead[host_key(host)]
+        if registry.ahead.get(key) is ahead:
+            del registry.ahead[key]
 

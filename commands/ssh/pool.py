@@ -75,8 +75,10 @@ def host_key(host: Host) -> str:
 
 
 @asynccontextmanager
-async def connected(registry: Registry, host: Host, *, idempotent: bool = False) -> AsyncIterator[HostConnection]:
-    key = host_key(host)
+async def connected(registry: Registry, host: Host, *, idempotent: bool = False,
+                    key: str | None = None) -> AsyncIterator[HostConnection]:
+    """``key``: ``host_key(host)``, when the caller has it already (a JSON dump of the host's SSH settings)."""
+    key = key or host_key(host)
     shared = await acquire(registry, key, host.ssh.max_sessions, functools.partial(open_host, registry, host))
     reopen = functools.partial(reacquire, registry, host) if idempotent and shared.pooled else None
     conn = HostConnection(host, shared, reopen=reopen)
