@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commands.frozen import Frozen
 
-@dataclass(frozen=True)
-class CommandResult:
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CommandResult(Frozen):
     """One remote command: what ran, its exit status and its combined output."""
 
     command: str

@@ -7,8 +7,10 @@ import argparse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from commands.frozen import Frozen
 
-@dataclass(frozen=True)
-class CliCommand:
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CliCommand(Frozen):
     name: str
     run: Callable[[argparse.Namespace], Awaitable[int]]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.cli import started
 from commands.errors import ProofbotError, Refused
+from commands.frozen import Frozen
 from commands.inventory import Inventory, inventory_path, load_inventory
 
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ def inventory_of(args: argparse.Namespace) -> Inventory:
     return load_inventory(inventory_path(getattr(args, "inventory", None)))
 
 
-@dataclass(frozen=True)
-class Session:
+@dataclass(frozen=True, eq=False, repr=False)
+class Session(Frozen):
     """One CLI command's inventory, audit store and origin (the local user)."""
 
     inventory: Inventory

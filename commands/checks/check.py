@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from commands.command_result import CommandResult
 from commands.findings import Finding
+from commands.frozen import Frozen
 
 if TYPE_CHECKING:
     from commands.checks.health import HttpOutcome
 
 
-@dataclass(frozen=True)
-class Script:
+@dataclass(frozen=True, eq=False, repr=False)
+class Script(Frozen):
     """Shell text of proofbot's own, run in the batch's own shell so a variable it sets is there for the
     steps after it (``commands.ssh.ShellStep``); ``shown`` is the command its result and errors name."""
 
@@ -116,8 +117,8 @@ AnyCheck = Check | HttpCheck
 # still gives it its own guard against any assignment. Each method not generated again is one compile fewer at import.
 
 
-@dataclass(frozen=True)
-class Reads(Fact):
+@dataclass(frozen=True, eq=False, repr=False)
+class Reads(Fact, Frozen):
     """A named set of reads with no parser of its own (a restore plan's reads of one file): its results
     come back under its name, in the order of its steps."""
 

@@ -10,6 +10,7 @@ from commands.checks.pid_read import MAIN_PID_READ, as_read, cmdline_step
 from commands.checks.service import agreed_pid
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding, could_not_check
+from commands.frozen import Frozen
 from commands.inventory import Service
 from commands.redact import redact
 from commands.vocabulary import CheckStatus
@@ -67,8 +68,8 @@ def cmdline_finding(service: Service, pid: int, result: CommandResult) -> Findin
                    f"PID {pid}: no flags to check", evidence, details)
 
 
-@dataclass(frozen=True)
-class CmdlineCheck(Check):
+@dataclass(frozen=True, eq=False, repr=False)
+class CmdlineCheck(Check, Frozen):
     """``cmdline`` of the main PID the same batch read (``main-pid`` and the script's own read of it)."""
 
     service: Service

@@ -9,6 +9,7 @@ from typing import ClassVar
 from commands.checks.check import Check, Read, Step
 from commands.checks.file_times import FILE_TIMES, Listing, escaped, parse_listing, unparsed_finding
 from commands.findings import Finding
+from commands.frozen import Frozen
 from commands.inventory import Backup
 from commands.vocabulary import CheckStatus
 from commands.wording import short_path
@@ -46,8 +47,8 @@ def extra_files_finding(backup_name: str, backup: Backup, listing: Listing) -> F
                    listing.evidence)
 
 
-@dataclass(frozen=True)
-class ExtraFilesCheck(Check):
+@dataclass(frozen=True, eq=False, repr=False)
+class ExtraFilesCheck(Check, Frozen):
     backup_name: str
     backup: Backup
     needs: ClassVar[tuple[str, ...]] = (FILE_TIMES,)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from commands.checks.check import Fact, Step
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.frozen import Frozen
 from commands.inventory import Backup
 from commands.vocabulary import CheckStatus
 
@@ -91,8 +92,8 @@ def unparsed_finding(name: str, listing: Listing) -> Finding | None:
                    f"(first: {escaped(listing.bad_records[0])[:200]!r}): no verdict from it", listing.evidence)
 
 
-@dataclass(frozen=True)
-class FileTimes(Fact):
+@dataclass(frozen=True, eq=False, repr=False)
+class FileTimes(Fact, Frozen):
     """The listing as a fact of a plan: ``extra-files`` and ``stale-process`` parse it by this name."""
 
     paths: tuple[str, ...]

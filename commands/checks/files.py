@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from commands.checks.check import Check, Read, Step
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.frozen import Frozen
 from commands.vocabulary import CheckStatus
 
 _HASH_LINE = re.compile(r"^\\?([0-9a-f]{64})  (.+)$")
@@ -64,8 +65,8 @@ def _problem_for(path: str, output: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class FileCheck(Check):
+@dataclass(frozen=True, eq=False, repr=False)
+class FileCheck(Check, Frozen):
     """``file:<name>``: one backup file against its live path."""
 
     file: str

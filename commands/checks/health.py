@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from commands.checks.check import HttpCheck, HttpRequest
 from commands.findings import Evidence, Finding
+from commands.frozen import Frozen
 from commands.vocabulary import CheckStatus
 
 HEALTH_TIMEOUT_S = 5.0  # the whole request, body included, not each read
@@ -38,8 +39,8 @@ def health_finding(outcome: HttpOutcome) -> Finding:
     return Finding("health", CheckStatus.FAIL, f"answered {outcome.status}, not 200", evidence, details)
 
 
-@dataclass(frozen=True)
-class HealthCheck(HttpCheck):
+@dataclass(frozen=True, eq=False, repr=False)
+class HealthCheck(HttpCheck, Frozen):
     """``health``: one GET of ``health_url`` from the host."""
 
     url: str

@@ -18,6 +18,7 @@ from typing import Any
 from commands.checks.check import HttpCheck, HttpRequest
 from commands.checks.health import HttpOutcome
 from commands.findings import Evidence, Finding
+from commands.frozen import Frozen
 from commands.inventory import Probe
 from commands.vocabulary import CheckStatus
 
@@ -111,8 +112,8 @@ def probe_finding(probe: Probe, outcome: HttpOutcome) -> Finding:
                    f"answered in {latency_ms:.0f} ms: {shown[:60]!r}{expected}", evidence, details)
 
 
-@dataclass(frozen=True)
-class ProbeCheck(HttpCheck):
+@dataclass(frozen=True, eq=False, repr=False)
+class ProbeCheck(HttpCheck, Frozen):
     """``probe``: the inventory's real request; ``send`` False reports it ``skipped``, never sent."""
 
     probe: Probe

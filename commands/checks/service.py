@@ -16,6 +16,7 @@ from commands.checks.check import Check, Read, Step
 from commands.checks.pid_read import MAIN_PID_READ, shell_pid, state_script
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding
+from commands.frozen import Frozen
 from commands.inventory import Service
 from commands.vocabulary import CheckStatus
 
@@ -49,8 +50,8 @@ def main_pid_check(service: Service) -> MainPid:
     return checks_for(service).main_pid(service)
 
 
-@dataclass(frozen=True)
-class MainPid(Check):
+@dataclass(frozen=True, eq=False, repr=False)
+class MainPid(Check, Frozen):
     """``main-pid`` for one manager; its one step also keeps the PID in the batch's shell for the reads after it."""
 
     service: Service

@@ -18,6 +18,7 @@ from commands.checks.service import agreed_pid
 from commands.clock import utc_at
 from commands.command_result import CommandResult
 from commands.findings import Evidence, Finding, could_not_check
+from commands.frozen import Frozen
 from commands.inventory import Service
 from commands.vocabulary import CheckStatus
 from commands.wording import age_words, short_path
@@ -91,8 +92,8 @@ def stale_finding(start: ProcessStart | None, files: list[str], listing: Listing
                    evidence, details)
 
 
-@dataclass(frozen=True)
-class StaleCheck(Check):
+@dataclass(frozen=True, eq=False, repr=False)
+class StaleCheck(Check, Frozen):
     """``stale-process``: the main PID the batch read, its start against the ``file-times`` of the files
     restored (``files``) or in a watch dir (``dirs``)."""
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from commands.command_result import CommandResult
 from commands.errors import MissingOutput
+from commands.frozen import Frozen
 
 EXIT_STATUS = re.compile(rb"[0-9]{1,3}")  # what sh's $? prints: 0..255
 
 
-@dataclass(frozen=True)
-class ShellStep:
+@dataclass(frozen=True, eq=False, repr=False)
+class ShellStep(Frozen):
     """One batch step given as shell text, run in the batch's own shell (not a subshell).
 
     For a step that sets a variable a later step of the same batch reads (verify's main PID),

@@ -21,6 +21,7 @@ from commands.findings import could_not_check
 from commands.fleet.deadline import fleet_deadline_s, not_reached_reason
 from commands.fleet.grouping import outcome_of
 from commands.fleet.run import run_bounded
+from commands.frozen import Frozen
 from commands.inventory import FleetSettings
 from commands.operation import OnFinding, OperationResult, Origin, new_operation_id
 from commands.ssh import bastions_kept
@@ -36,8 +37,8 @@ OnHostDone = Callable[[OperationResult], Awaitable[None]]
 OnHostFinding = Callable[[str], OnFinding | None]
 
 
-@dataclass(frozen=True)
-class FleetRequest:
+@dataclass(frozen=True, eq=False, repr=False)
+class FleetRequest(Frozen):
     """A fleet verify as asked: the words that named it, each host's plan, and its operation id."""
 
     target: str  # as asked: "gpu-west", "ct129 ct130", "the 3 not passing in op-…"
