@@ -28,13 +28,17 @@ async def commits_seen(store: AuditStore) -> list[str]:
     return seen
 
 
-def held(store: AuditStore) -> tuple[threading.Event, asyncio.Future[None]]:
-    """The worker kept busy (a write that waits) until the event is set: what is written meanwhile queues."""
-    release = threading.Event()
+async def held(store: AuditStore) -> tuple[threading.Event, asyncio.Future[None]]:
+    """The worker kept busy (a write that waits) until the event is set, returned once the worker runs it: what is
+    written meanwhile queues (no guess at how soon the worker starts, however loaded the machine)."""
+    release, running = threading.Event(), threading.Event()
 
     def wait(db: Db) -> None:
+        running.set()
         release.wait(10)
-    return release, asyncio.ensure_future(store.write(wait))
+    busy = asyncio.ensure_future(store.write(wait))
+    assert await asyncio.to_thread(running.wait, 10), "the store's worker never ran the held write"
+    return release, busy
 
 
 def note(name: str, fail: Exception | None = None) -> Callable[[Db], str]:
@@ -71,8 +75,7 @@ async def test_a_write_that_raises_in_a_shared_transaction_undoes_only_its_own_c
     store = AuditStore.open(tmp_path / "audit.db")
     try:
         commits = await commits_seen(store)
-        release, busy = held(store)
-        await asyncio.sleep(0.05)  # the worker runs the held write
+        release, busy = await held(store)
         before = len(commits)
         writes = [asyncio.ensure_future(store.write(note(name, ValueError("refused") if name == "b" else None)))
                   for name in "abc"]
@@ -98,8 +101,7 @@ async def test_the_database_not_taking_a_shared_transaction_fails_every_write_of
             db.execute("INSERT INTO deliveries (id, kind, claimed_at, replica) VALUES ('big', ?, 0, 'r')",
                        ["x" * 1_000_000])
 
-        release, busy = held(store)
-        await asyncio.sleep(0.05)
+        release, busy = await held(store)
         writes = [asyncio.ensure_future(store.write(work)) for work in (note("a"), fills_the_disk, note("c"))]
         await asyncio.sleep(0.05)
         release.set()
@@ -119,8 +121,7 @@ async def test_a_transaction_takes_at_most_together_max_writes_the_rest_the_next
     store = AuditStore.open(tmp_path / "audit.db")
     try:
         commits = await commits_seen(store)
-        release, busy = held(store)
-        await asyncio.sleep(0.05)
+        release, busy = await held(store)
         before = len(commits)
         writes = [asyncio.ensure_future(store.write(note(f"w{n:03}"))) for n in range(TOGETHER_MAX + 1)]
         await asyncio.sleep(0.05)
@@ -136,8 +137,7 @@ async def test_a_transaction_takes_at_most_together_max_writes_the_rest_the_next
 async def test_a_write_cancelled_while_queued_never_runs(tmp_path: Path) -> None:
     store = AuditStore.open(tmp_path / "audit.db")
     try:
-        release, busy = held(store)
-        await asyncio.sleep(0.05)
+        release, busy = await held(store)
         cancelled = asyncio.ensure_future(store.write(note("cancelled")))
         kept = asyncio.ensure_future(store.write(note("kept")))
         await asyncio.sleep(0.01)
@@ -155,8 +155,7 @@ async def test_a_write_cancelled_while_queued_never_runs(tmp_path: Path) -> None
 
 async def test_closing_cancels_the_writes_still_queued_and_refuses_new_ones(tmp_path: Path) -> None:
     store = AuditStore.open(tmp_path / "audit.db")
-    release, busy = held(store)
-    await asyncio.sleep(0.05)
+    release, busy = await held(store)
     queued = asyncio.ensure_future(store.write(note("queued")))
     await asyncio.sleep(0.01)
     threading.Timer(0.2, release.set).start()  # the held write ends while close waits for it
